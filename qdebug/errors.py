@@ -1,0 +1,53 @@
+"""The QDebugError family: every expected failure, each with its CLI exit code."""
+
+from __future__ import annotations
+
+
+class QDebugError(Exception):
+    """An expected failure with a one-line message for the user."""
+
+    exit_code = 1
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+class InputError(QDebugError):
+    """A file or argument the user gave is missing, unreadable or malformed."""
+
+    exit_code = 2
+
+
+class ImageError(InputError):
+    """An image is missing, corrupt or not an image."""
+
+
+class PlaceholderError(InputError):
+    """The prompt's image placeholders do not match the images given."""
+
+
+class ModelLoadError(QDebugError):
+    """`--model` does not name a loadable Qwen multimodal checkpoint."""
+
+    exit_code = 3
+
+
+class DeviceError(QDebugError):
+    """The requested device or dtype is not available here."""
+
+    exit_code = 4
+
+
+class TraceFormatError(InputError):
+    """A saved trace file is corrupt, of another version, or not a trace."""
+
+
+class ReplayFormatError(InputError):
+    """A capture or runtime log cannot be read at all."""
+
+
+class IncompatibleTracesError(QDebugError):
+    """Two traces do not describe the same request and model, so they cannot be compared."""
+
+    exit_code = 5

@@ -1,0 +1,91 @@
+"""Batch and Event: the one model that captures and runtime logs both become."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Event kinds shared by parsed runtime logs and qdebug's own replays.
+ENCODE_START = "encode_start"
+BUFFER_WRITE = "buffer_write"
+BUFFER_OVERWRITE = "buffer_overwrite"
+STITCH = "stitch"
+DESYNC = "desync"
+SHAPE_MISMATCH = "shape_mismatch"
+INDEX_OUT_OF_BOUNDS = "index_out_of_bounds"
+FIRST_TOKEN = "first_token"
+EVENT_KINDS = (
+    ENCODE_START,
+    BUFFER_WRITE,
+    BUFFER_OVERWRITE,
+    STITCH,
+    DESYNC,
+    SHAPE_MISMATCH,
+    INDEX_OUT_OF_BOUNDS,
+    FIRST_TOKEN,
+)
+
+
+@dataclass
+class Event:
+    """One thing that happened to one request at one time.
+
+    `t` is seconds (absolute or relative; None when the source has no clock: then `seq` orders events).
+    `offset` is the buffer/visual token offset; `text_offset` the textual offset for desyncs;
+    `tokens` a token count; `donor` the request whose data overwrote this one (overwrites);
+    `line` the 1-based source line (None for replays).
+    """
+
+    kind: str
+    request_id: str | None
+    t: float | None = None
+    seq: int = 0
+    offset: int | None = None
+    text_offset: int | None = None
+    tokens: int | None = None
+    donor: str | None = None
+    line: int | None = None
+    message: str = ""
+
+    def to_json(self) -> dict:
+        """The event as the JSON object the reports write."""
+        return {
+            "t": self.t,
+            "seq": self.seq,
+            "request_id": self.request_id,
+            "kind": self.kind,
+            "offset": self.offset,
+            "text_offset": self.text_offset,
+            "tokens": self.tokens,
+            "donor": self.donor,
+            "line": self.line,
+            "message": self.message,
+        }
+
+
+@dataclass
+class BatchRequest:
+    """One request of a burst: its payload when known (a capture), or just its id (a log).
+
+    `request` is a qdebug.trace.request.Request or None; `error` names why the line could not be used.
+    """
+
+    request_id: str
+    line: int | None = None
+    request: object | None = None
+    model_name: str | None = None
+    arrival_ts: float | None = None
+    observed: str | None = None
+    image_label: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class Batch:
+    """A burst of requests and the events seen for them, from a capture or a runtime log."""
+
+    source: str
+    kind: str  # "capture" | "runtime-log"
+    requests: list[BatchRequest] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    unknown_lines: int = 0
+    total_lines: int = 0

@@ -1,0 +1,98 @@
+"""Request: what one user sends (images, prompt text, generation settings)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# Literal marker a user may put in the prompt to place an image; one per image.
+IMAGE_MARKER = "<image>"
+
+
+@dataclass
+class Request:
+    """One multimodal request.
+
+    `parts` is the user message in order: each item is ("image", index into `images`) or ("text", str).
+    `images` are PIL images (already opened and verified); `image_paths` name their sources for reports.
+    """
+
+    parts: list[tuple[str, object]]
+    images: list = field(default_factory=list)
+    image_paths: list[str] = field(default_factory=list)
+    max_new_tokens: int = 16
+    request_id: str = "0"
+
+    @property
+    def prompt_text(self) -> str:
+        """The text of the message with `<image>` where each image goes."""
+        return "".join(IMAGE_MARKER if kind == "image" else str(value) for kind, value in self.parts)
+
+    def messages(self) -> list[dict]:
+        """The chat messages in the Hugging Face multimodal format."""
+        content = [{"type": "image"} if kind == "image" else {"type": "text", "text": value} for kind, value in self.parts]
+        return [{"role": "user", "content": content}]
+
+
+def load_image(path: str | Path):
+    """Open and fully decode an image as RGB; raises ImageError with the path on any failure."""
+    from PIL import Image, UnidentifiedImageError
+
+    from qdebug.errors import ImageError
+
+    p = Path(path)
+    if not p.exists():
+        raise ImageError(f"image not found: {p} (expected an existing PNG/JPEG/... file)")
+    if p.is_dir():
+        raise ImageError(f"image path is a directory: {p} (expected an image file)")
+    try:
+        with Image.open(p) as im:
+            im.load()
+            return im.convert("RGB")
+    except UnidentifiedImageError:
+        raise ImageError(f"not an image: {p} (expected a PNG, JPEG or other format Pillow reads)") from None
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise ImageError(f"corrupt image: {p} ({exc})") from None
+
+
+def build_request(
+    prompt: str,
+    image_paths: list[str | Path],
+    *,
+    max_new_tokens: int = 16,
+    request_id: str = "0",
+    images: list | None = None,
+) -> Request:
+    """Build a Request from a prompt and image files.
+
+    Without `<image>` markers the images come first, then the prompt (Qwen's usual order).
+    With markers there must be exactly one per image, else PlaceholderError.
+    """
+    from qdebug.errors import PlaceholderError
+
+    opened = images if images is not None else [load_image(p) for p in image_paths]
+    markers = prompt.count(IMAGE_MARKER)
+    parts: list[tuple[str, object]] = []
+    if markers == 0:
+        parts = [("image", i) for i in range(len(opened))]
+        if prompt:
+            parts.append(("text", prompt))
+    elif markers != len(opened):
+        raise PlaceholderError(
+            f"prompt has {markers} {IMAGE_MARKER} placeholder(s) but {len(opened)} image(s) were given "
+            f"(expected one placeholder per image, or none to put the images first)"
+        )
+    else:
+        pieces = prompt.split(IMAGE_MARKER)
+        for i, text in enumerate(pieces):
+            if text:
+                parts.append(("text", text))
+            if i < len(opened):
+                parts.append(("image", i))
+    return Request(
+        parts=parts,
+        images=list(opened),
+        image_paths=[str(p) for p in image_paths] if image_paths else [f"<image {i}>" for i in range(len(opened))],
+        max_new_tokens=max_new_tokens,
+        request_id=request_id,
+    )
