@@ -46,11 +46,13 @@ def caption_for(colour: str, shape: str, quadrant: str) -> str:
     return f"a {colour} {shape} in the {quadrant}"
 
 
-def quadrant_of(row: float, col: float, rows: int, cols: int) -> str:
-    """Name of the quadrant holding cell (row, col) of a rows × cols grid (cell centres)."""
-    top = (row + 0.5) < rows / 2
-    left = (col + 0.5) < cols / 2
-    return f"{'top' if top else 'bottom'} {'left' if left else 'right'}"
+def cell_in_quadrant(row: int, col: int, rows: int, cols: int, quadrant: str) -> bool:
+    """Whether cell (row, col) of a rows × cols grid has its centre in `quadrant` (the midline counts for both)."""
+    vertical, horizontal = quadrant.split()
+    r2, c2 = 2 * row + 1, 2 * col + 1  # doubled centre, compared with the doubled midline
+    in_rows = r2 <= rows if vertical == "top" else r2 >= rows
+    in_cols = c2 <= cols if horizontal == "left" else c2 >= cols
+    return in_rows and in_cols
 
 
 def make_scene(

@@ -1,0 +1,143 @@
+"""Findings from a Batch's events: buffer contamination, desyncs and runtime errors (no torch)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from qdebug.findings import Finding
+from qdebug.replay.batch import (
+    BUFFER_OVERWRITE,
+    BUFFER_WRITE,
+    DESYNC,
+    INDEX_OUT_OF_BOUNDS,
+    SHAPE_MISMATCH,
+    STITCH,
+    Batch,
+    Event,
+)
+
+# Later verdicts win: a contaminated request that also desynced is reported as contaminated.
+_RANK = {"ok": 0, "error": 1, "desync": 2, "contaminated": 3}
+
+
+def _at_line(event: Event) -> str:
+    """` (line N)` when the event came from a source line."""
+    return "" if event.line is None else f" (line {event.line})"
+
+
+def _num(value: int | None) -> str:
+    """An optional number for a message."""
+    return "?" if value is None else str(value)
+
+
+def _contaminating(events: list[Event]) -> list[Event]:
+    """Overwrites by another request that happened before the victim's last stitch (any, if it never stitched).
+
+    Events are taken in the order given: a Batch's events are in source order (`seq`).
+    """
+    last_stitch: dict[str, int] = {}
+    for i, e in enumerate(events):
+        if e.kind == STITCH and e.request_id is not None:
+            last_stitch[e.request_id] = i
+    hits = []
+    for i, e in enumerate(events):
+        if e.kind != BUFFER_OVERWRITE or e.request_id is None or e.donor is None:
+            continue
+        if e.donor == e.request_id:
+            continue  # a request rewriting its own buffer mixes nothing in
+        stitch = last_stitch.get(e.request_id)
+        if stitch is None or i < stitch:
+            hits.append(e)
+    return hits
+
+
+def contamination_from_events(events: Iterable[Event]) -> dict[str, str]:
+    """Victim id -> donor id for buffers overwritten by another request before the victim stitched."""
+    result: dict[str, str] = {}
+    for e in _contaminating(list(events)):
+        result[e.request_id] = e.donor  # in event order, so the last donor before the stitch wins
+    return result
+
+
+def findings_from_events(events: Iterable[Event]) -> list[Finding]:
+    """One Finding per contaminating overwrite, desync, shape mismatch and index-out-of-bounds, in event order."""
+    events = list(events)
+    contaminating = {id(e) for e in _contaminating(events)}
+    findings: list[Finding] = []
+    for e in events:
+        if id(e) in contaminating:
+            at = "" if e.offset is None else f" at offset {e.offset}"
+            findings.append(Finding(
+                kind="contamination", severity="error", request_id=e.request_id, donor=e.donor,
+                message=(
+                    f"request {e.request_id}'s visual buffer{at} was overwritten by request {e.donor} "
+                    f"before it was stitched{_at_line(e)}"
+                ),
+            ))
+        elif e.kind == DESYNC:
+            who = "" if e.request_id is None else f" for request {e.request_id}"
+            findings.append(Finding(
+                kind="desync", severity="warning", request_id=e.request_id,
+                message=(
+                    f"visual token offset {_num(e.offset)} differs from textual offset "
+                    f"{_num(e.text_offset)}{who}{_at_line(e)}"
+                ),
+            ))
+        elif e.kind == SHAPE_MISMATCH:
+            detail = e.message.strip() or "visual embedding shape mismatch"
+            findings.append(Finding(
+                kind="shape_mismatch", severity="error", request_id=e.request_id,
+                message=f"{detail}{_at_line(e)}",
+            ))
+        elif e.kind == INDEX_OUT_OF_BOUNDS:
+            findings.append(Finding(
+                kind="index_out_of_bounds", severity="error", request_id=e.request_id,
+                message=f"token index {_num(e.offset)} exceeds sequence length {_num(e.tokens)}{_at_line(e)}",
+            ))
+    return findings
+
+
+def request_verdicts_from_events(batch: Batch) -> dict[str, str]:
+    """Request id -> "contaminated" | "desync" | "error" | "ok", for every request of the batch and its events.
+
+    A request whose capture line could not be used (BatchRequest.error) is an "error" too;
+    errors without a request id belong to no request.
+    """
+    verdicts: dict[str, str] = {r.request_id: ("error" if r.error else "ok") for r in batch.requests}
+
+    def mark(rid: str | None, verdict: str) -> None:
+        if rid is None:
+            return
+        if _RANK[verdict] > _RANK[verdicts.get(rid, "ok")]:
+            verdicts[rid] = verdict
+        else:
+            verdicts.setdefault(rid, "ok")
+
+    for e in batch.events:
+        if e.kind in (SHAPE_MISMATCH, INDEX_OUT_OF_BOUNDS):
+            mark(e.request_id, "error")
+        elif e.kind == DESYNC:
+            mark(e.request_id, "desync")
+        else:
+            mark(e.request_id, "ok")
+            mark(e.donor, "ok")
+    for victim in contamination_from_events(batch.events):
+        mark(victim, "contaminated")
+    return verdicts
+
+
+def offsets_from_events(events: Iterable[Event]) -> dict[str, tuple[int | None, int | None]]:
+    """Request id -> (text_offset, visual_offset): its last desync, else its own last buffer write."""
+    from_desync: dict[str, tuple[int | None, int | None]] = {}
+    from_write: dict[str, tuple[int | None, int | None]] = {}
+    for e in events:
+        if e.kind == DESYNC and e.request_id is not None:
+            from_desync[e.request_id] = (e.text_offset, e.offset)
+        elif e.kind == BUFFER_WRITE and e.request_id is not None:
+            from_write[e.request_id] = (None, e.offset)
+        elif e.kind == BUFFER_OVERWRITE and e.donor is not None:
+            # The overwrite is the donor's own write, landing on the victim's slot.
+            from_write[e.donor] = (None, e.offset)
+    result = dict(from_write)
+    result.update(from_desync)
+    return result

@@ -1,0 +1,155 @@
+"""The `qdebug` command line (Typer). Commands are thin: parse, call, render. Heavy imports stay inside."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from qdebug.errors import QDebugError
+
+app = typer.Typer(
+    name="qdebug",
+    help="A debugger for Qwen multimodal inference: stages, attention, replays of concurrent bursts, diffs.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+demo_app = typer.Typer(help="The built-in demo Qwen2-VL model (trained on procedural scenes).", no_args_is_help=True)
+app.add_typer(demo_app, name="demo")
+
+ModelOpt = Annotated[str, typer.Option("--model", "-m", help="`demo`, a local HF checkpoint directory, or a hub id in the local HF cache.")]
+DeviceOpt = Annotated[str, typer.Option("--device", help="auto | cpu | cuda | cuda:N (auto = CUDA when present).")]
+DtypeOpt = Annotated[str, typer.Option("--dtype", help="auto | float32 | bfloat16 | float16 (auto = bf16 on GPU, fp32 on CPU).")]
+KernelOpt = Annotated[str, typer.Option("--attn", help="Attention kernel outside captured layers: eager | sdpa.")]
+
+
+def _fail(message: str, code: int) -> None:
+    typer.echo(f"qdebug: error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def friendly(fn):
+    """Map QDebugError to a one-line error and its exit code; Ctrl-C to exit 130. Never a traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except QDebugError as exc:
+            _fail(exc.message, exc.exit_code)
+        except KeyboardInterrupt:
+            _fail("interrupted", 130)
+        except MemoryError:
+            _fail("out of memory (try a smaller --max-new-tokens, --dtype bfloat16 or a GPU)", 6)
+
+    return wrapper
+
+
+@app.command()
+@friendly
+def attn(
+    image: Annotated[Path, typer.Argument(help="Image file (PNG, JPEG, ...).")],
+    prompt: Annotated[str, typer.Argument(help="Prompt text; put `<image>` where each image goes, or none to put images first.")],
+    more_images: Annotated[Optional[list[Path]], typer.Option("--image", help="Another image for the same request (repeatable).")] = None,
+    model: ModelOpt = "demo",
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "auto",
+    kernel: KernelOpt = "eager",
+    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=1, help="Tokens to generate (greedy).")] = 16,
+    topk: Annotated[int, typer.Option("--topk", min=1, help="How many alternatives per token.")] = 5,
+    layer: Annotated[Optional[int], typer.Option("--layer", help="Decoder layer for the heatmap (default: mean of layers).")] = None,
+    head: Annotated[Optional[int], typer.Option("--head", help="Attention head (default: mean of heads).")] = None,
+    token: Annotated[Optional[int], typer.Option("--token", help="Only this generation step's attention (default: all).")] = None,
+    png: Annotated[Optional[Path], typer.Option("--png", help="Write heatmaps over the image to this PNG.")] = None,
+    json_out: Annotated[Optional[str], typer.Option("--json", help="Write the result as JSON to PATH, or `-` for stdout.")] = None,
+    save: Annotated[Optional[Path], typer.Option("--save", help="Save the full trace (.qdt) for `qdebug repl --trace` / `diff`.")] = None,
+    tui: Annotated[bool, typer.Option("--tui", help="Open the result in the interactive debugger.")] = False,
+) -> None:
+    """Run one request; show generated text, stage checks, top-k per token and attention over the image."""
+    from qdebug.commands.attn import AttnArgs, attn_renderables, run_attn, write_outputs
+    from qdebug.commands.common import consoles, progress
+
+    args = AttnArgs([image, *(more_images or [])], prompt, model, device, dtype, kernel, max_new_tokens, topk, layer, head, token, png, json_out, save)
+    report, status = consoles(json_to_stdout=json_out == "-")
+    with progress(status, f"loading {model} and tracing…"):
+        trace, result, pil_images = run_attn(args)
+    write_outputs(args, trace, result, pil_images)
+    if tui:
+        from qdebug.tui.app import build_app
+
+        build_app(trace=trace).run()
+        return
+    if json_out != "-" or report.is_terminal:
+        for renderable in attn_renderables(trace, result, pil_images, args):
+            report.print(renderable)
+    if png is not None:
+        status.print(f"wrote {png}")
+    if any(f.severity == "error" for f in trace.findings):
+        raise typer.Exit(1)
+
+
+@demo_app.command("train")
+@friendly
+def demo_train(
+    out: Annotated[Optional[Path], typer.Option("--out", help="Where to write the checkpoint (default: the packaged one).")] = None,
+    steps: Annotated[int, typer.Option("--steps", min=1, help="Training steps.")] = 5000,
+    seed: Annotated[int, typer.Option("--seed", help="Seed: same seed, same checkpoint.")] = 1234,
+) -> None:
+    """Regenerate the demo checkpoint from procedural scenes (deterministic; ~12 min on 2 CPU cores)."""
+    from qdebug.commands.common import quiet_transformers
+    from qdebug.demo.train import CHECKPOINT_DIR, TrainSettings, train
+
+    quiet_transformers()
+    import torch
+
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    console = _status_console()
+    target = out or CHECKPOINT_DIR
+    if console.is_terminal:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+        with Progress(TextColumn("training"), BarColumn(), TextColumn("{task.completed}/{task.total} loss {task.fields[loss]:.4f}"), TimeRemainingColumn(), console=console) as bar:
+            task = bar.add_task("train", total=steps, loss=float("nan"))
+            train(TrainSettings(seed=seed, steps=steps), target, on_step=lambda s, l: bar.update(task, completed=s + 1, loss=l))
+    else:
+        train(TrainSettings(seed=seed, steps=steps), target)
+    console.print(f"wrote {target}")
+
+
+@demo_app.command("eval")
+@friendly
+def demo_eval(
+    model: ModelOpt = "demo",
+    scenes: Annotated[int, typer.Option("--scenes", min=1, help="Fresh scenes to caption.")] = 200,
+    seed: Annotated[int, typer.Option("--seed", help="Scene seed (the default is never used in training).")] = 987654,
+) -> None:
+    """Caption fresh scenes; print exact-caption and attention-peak-in-quadrant rates."""
+    from qdebug.commands.common import quiet_transformers
+    from qdebug.demo.evaluate import evaluate
+    from qdebug.model.load import load_model
+
+    quiet_transformers()
+    result = evaluate(load_model(model, "cpu"), scenes, seed)
+    typer.echo(f"exact captions: {result.exact}/{result.scenes} ({result.exact_rate:.1%})")
+    typer.echo(f"attention peak in the shape's quadrant: {result.peak_in_quadrant}/{result.scenes} ({result.peak_rate:.1%})")
+    for expected, got in result.misses[:10]:
+        typer.echo(f"  expected {expected!r}, got {got!r}")
+
+
+def _status_console():
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def main() -> None:
+    """Entry point of the `qdebug` console script."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""`qdebug attn`: trace one request, report text, stages, top-k and attention; write PNG/JSON/trace."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from qdebug.errors import InputError
+
+
+@dataclass
+class AttnArgs:
+    """Everything `qdebug attn` was asked for."""
+
+    images: list[Path]
+    prompt: str
+    model: str = "demo"
+    device: str = "auto"
+    dtype: str = "auto"
+    kernel: str = "eager"
+    max_new_tokens: int = 16
+    topk: int = 5
+    layer: int | None = None
+    head: int | None = None
+    token: int | None = None
+    png: Path | None = None
+    json_out: str | None = None
+    save: Path | None = None
+
+
+def attn_result(trace, *, layer: int | None, head: int | None) -> dict:
+    """The machine-readable result of `qdebug attn` (the `--json` document)."""
+    from qdebug.analysis.attention import step_peak
+
+    steps = []
+    for step in trace.steps:
+        peak = step_peak(trace, step.index, layer=layer, head=head)
+        steps.append(
+            {
+                "index": step.index,
+                "token": step.token,
+                "token_id": step.token_id,
+                "prob": step.prob,
+                "entropy": step.entropy,
+                "topk": step.topk.rows(),
+                "attention_peak": peak.to_json() if peak else None,
+            }
+        )
+    return {
+        "model": trace.meta["model"],
+        "attention": {"layer": layer, "head": head, "note": trace.meta.get("attn_capture")},
+        "prompt": trace.request["prompt"],
+        "generated_text": trace.generated_text,
+        "images": [
+            {"path": i.path, "size": list(i.size), "grid_thw": list(i.grid_thw), "span": list(i.span) if i.span else None, "grid": [i.rows, i.cols]}
+            for i in trace.images
+        ],
+        "stages": [{"name": s.name, "ok": s.ok} for s in trace.stages.values()],
+        "steps": steps,
+        "findings": [{k: v for k, v in f.to_json().items() if k in ("kind", "severity", "stage", "message")} for f in trace.findings],
+    }
+
+
+def validate_selection(trace, layer: int | None, head: int | None, token: int | None) -> None:
+    """Check --layer/--head/--token against what the trace holds."""
+    n_layers, n_heads = trace.meta["num_layers"], trace.meta["num_heads"]
+    if layer is not None and not 0 <= layer < n_layers:
+        raise InputError(f"--layer {layer}: expected 0..{n_layers - 1}")
+    if head is not None and not 0 <= head < n_heads:
+        raise InputError(f"--head {head}: expected 0..{n_heads - 1}")
+    if token is not None and not 0 <= token < max(1, len(trace.steps)):
+        raise InputError(f"--token {token}: expected 0..{len(trace.steps) - 1} (generated steps)")
+
+
+def run_attn(args: AttnArgs):
+    """Load, trace, write outputs; returns (trace, result dict, pil images)."""
+    from qdebug.commands.common import quiet_transformers
+    from qdebug.model.load import load_model
+    from qdebug.trace.request import build_request, load_image
+    from qdebug.trace.runner import CaptureOptions, trace_request
+
+    if args.layer is not None and args.layer < 0 or args.head is not None and args.head < 0:
+        raise InputError("--layer/--head: expected a non-negative index")
+    pil_images = [load_image(p) for p in args.images]  # fail fast on bad images, before loading a model
+    request = build_request(args.prompt, args.images, images=pil_images, max_new_tokens=args.max_new_tokens)
+    quiet_transformers()
+    loaded = load_model(args.model, args.device, args.dtype, args.kernel)
+    trace = trace_request(loaded, request, CaptureOptions(topk=args.topk))
+    validate_selection(trace, args.layer, args.head, args.token)
+    return trace, attn_result(trace, layer=args.layer, head=args.head), pil_images
+
+
+def write_outputs(args: AttnArgs, trace, result: dict, pil_images) -> None:
+    """Write the PNG, the saved trace and the JSON (each atomically)."""
+    from qdebug.commands.common import emit_json
+    from qdebug.trace.schema import save_trace
+
+    if args.png is not None:
+        from qdebug.render.plots import attention_png
+
+        steps = [args.token] if args.token is not None else list(range(len(trace.steps)))
+        attention_png(trace, pil_images, args.png, steps=steps or [0], layer=args.layer, head=args.head)
+    if args.save is not None:
+        save_trace(trace, args.save)
+    emit_json(result, args.json_out)
+
+
+def attn_renderables(trace, result: dict, pil_images, args: AttnArgs) -> list:
+    """What the terminal report shows, top to bottom."""
+    from rich.panel import Panel
+    from rich.text import Text
+
+    from qdebug.analysis.attention import attention_grid, step_query
+    from qdebug.render.attn_report import findings_panel, heatmap_panel, stage_table, topk_table
+
+    out = [
+        Panel(Text(trace.generated_text or "(empty)", style="bold"), title="generated", subtitle=f"{trace.meta['model']['architecture']} · {trace.meta['model']['device']} · {trace.meta['model']['dtype']}", expand=False),
+        Text(trace.meta.get("attn_capture", ""), style="dim"),
+        stage_table(trace),
+        topk_table(trace),
+    ]
+    queries = [step_query(trace, args.token)] if args.token is not None else None
+    what = f"step {args.token}" if args.token is not None else "all generated tokens"
+    sel = f"layer {args.layer}" if args.layer is not None else "mean of layers"
+    sel += f", head {args.head}" if args.head is not None else ", mean of heads"
+    for img in trace.images:
+        grid = attention_grid(trace, img.index, queries=queries, layer=args.layer, head=args.head)
+        if grid is not None:
+            out.append(heatmap_panel(trace, img, grid, f"image {img.index} ← {what} ({sel})", pil_images[img.index]))
+    out.append(findings_panel(trace.findings))
+    return out

@@ -1,0 +1,70 @@
+"""Adapter: where an architecture keeps each pipeline stage, and its token/position conventions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """Architecture-specific knowledge, so nothing else names a module path.
+
+    Subclasses override the accessors whose paths differ; the defaults fit the Qwen-VL family in
+    transformers 5.x (`model.model.visual`, `model.model.language_model`, `model.lm_head`).
+    """
+
+    name: str
+    model_types: tuple[str, ...]
+    modality: str = "image"
+
+    def model_class(self):
+        """The transformers class that loads this architecture."""
+        from transformers import AutoModelForImageTextToText
+
+        return AutoModelForImageTextToText
+
+    def vision_tower(self, model):
+        """The vision encoder module (its output's `pooler_output` is the merged rows)."""
+        return model.model.visual
+
+    def language_model(self, model):
+        """The decoder stack module (receives the merged `inputs_embeds` and position ids)."""
+        return model.model.language_model
+
+    def decoder_layers(self, model):
+        """The decoder layers, in order."""
+        return list(self.language_model(model).layers)
+
+    def lm_head(self, model):
+        """The output projection to vocabulary logits."""
+        return model.lm_head
+
+    def embed_tokens(self, model):
+        """The token embedding table."""
+        return model.get_input_embeddings()
+
+    def image_token_id(self, config) -> int:
+        """Id of the per-row image placeholder token (`<|image_pad|>`)."""
+        return int(config.image_token_id)
+
+    def merge_size(self, config) -> int:
+        """Spatial merge factor between vision patches and LLM tokens."""
+        return int(config.vision_config.spatial_merge_size)
+
+    def text_config(self, config):
+        """The decoder's config (heads, KV heads, head dim, layers)."""
+        return config.text_config
+
+    def rope_index(self, model, input_ids, mm_token_type_ids, image_grid_thw, attention_mask):
+        """MRoPE (t, h, w) position ids `3 × batch × seq` and rope deltas, from the model's own code."""
+        return model.model.get_rope_index(
+            input_ids,
+            mm_token_type_ids=mm_token_type_ids,
+            image_grid_thw=image_grid_thw,
+            attention_mask=attention_mask,
+        )
+
+    def head_dim(self, config) -> int:
+        """Per-head width of the decoder attention."""
+        text = self.text_config(config)
+        return int(getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads)

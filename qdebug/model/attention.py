@@ -1,0 +1,116 @@
+"""qdebug's attention kernel: the model's own kernel, with thread-local taps that can watch or alter it.
+
+Registered with transformers' `AttentionInterface` (and the matching mask function, without which the
+decoder silently gets no causal mask). With no tap active it calls the base kernel (eager or SDPA)
+unchanged, so an untapped forward is bit-identical to the base kernel. Taps are per thread, so
+concurrent requests on one shared model each see only their own taps.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+_local = threading.local()
+_registered: set[str] = set()
+_lock = threading.Lock()
+
+# A tap is called as tap(call, proceed) where `call` describes the attention call and
+# proceed(query, key, value, need_weights) -> (output, weights) runs the rest of the chain.
+Tap = Callable[["AttentionCall", Callable], tuple]
+
+
+class AttentionCall:
+    """One decoder attention call: the module, its layer, and the q/k/v it received (`B × H × T × D`)."""
+
+    __slots__ = ("module", "layer", "query", "key", "value", "mask", "kwargs")
+
+    def __init__(self, module, layer, query, key, value, mask, kwargs):
+        self.module, self.layer = module, layer
+        self.query, self.key, self.value, self.mask, self.kwargs = query, key, value, mask, kwargs
+
+
+def kernel_name(base: str) -> str:
+    """The attention-implementation name under which qdebug's kernel wraps `base`."""
+    return f"qdebug_{base}"
+
+
+def register(base: str) -> str:
+    """Register qdebug's kernel (and the base kernel's mask function) for `base`; returns its name."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
+
+    name = kernel_name(base)
+    with _lock:
+        if name not in _registered:
+            AttentionInterface.register(name, _make_kernel(base))
+            AttentionMaskInterface.register(name, ALL_MASK_ATTENTION_FUNCTIONS[base])
+            _registered.add(name)
+    return name
+
+
+@contextmanager
+def tapping(*taps: Tap) -> Iterator[None]:
+    """Activate taps for attention calls made by this thread, innermost last."""
+    stack = getattr(_local, "taps", ())
+    _local.taps = stack + tuple(taps)
+    try:
+        yield
+    finally:
+        _local.taps = stack
+
+
+def _base_function(module, base: str):
+    """The base kernel: the architecture's own eager function, or transformers' SDPA."""
+    if base == "sdpa":
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+        return sdpa_attention_forward
+    return sys.modules[type(module).__module__].eager_attention_forward
+
+
+def eager_with_weights(module, query, key, value, mask, **kwargs):
+    """Eager attention returning weights, whatever mask form the base kernel's mask function made."""
+    import torch
+
+    eager = sys.modules[type(module).__module__].eager_attention_forward
+    if mask is not None and mask.dtype == torch.bool:
+        mask = torch.zeros(mask.shape, dtype=query.dtype, device=query.device).masked_fill(
+            ~mask, torch.finfo(query.dtype).min
+        )
+    elif mask is None and getattr(module, "is_causal", False) and query.shape[2] > 1:
+        q_len, k_len = query.shape[2], key.shape[2]
+        allowed = torch.ones(q_len, k_len, dtype=torch.bool, device=query.device).tril(k_len - q_len)
+        mask = torch.zeros(q_len, k_len, dtype=query.dtype, device=query.device).masked_fill(
+            ~allowed, torch.finfo(query.dtype).min
+        )[None, None]
+    elif mask is not None:
+        mask = mask[:, :, :, : key.shape[-2]]
+    kwargs.pop("is_causal", None)
+    return eager(module, query, key, value, mask, **kwargs)
+
+
+def _make_kernel(base: str):
+    def qdebug_attention(module, query, key, value, attention_mask, **kwargs):
+        base_fn = _base_function(module, base)
+        taps = getattr(_local, "taps", ())
+        layer = getattr(module, "layer_idx", None)
+        if not taps or layer is None:  # the vision tower (no layer_idx) always passes through untouched
+            return base_fn(module, query, key, value, attention_mask, **kwargs)
+        call = AttentionCall(module, layer, query, key, value, attention_mask, kwargs)
+
+        def run(index: int, q, k, v, need_weights: bool):
+            if index == len(taps):
+                if need_weights and base != "eager":
+                    return eager_with_weights(module, q, k, v, attention_mask, **kwargs)
+                out, weights = base_fn(module, q, k, v, attention_mask, **kwargs)
+                return out, weights
+            inner = AttentionCall(module, layer, q, k, v, attention_mask, kwargs)
+            return taps[index](inner, lambda q2, k2, v2, nw=False: run(index + 1, q2, k2, v2, need_weights or nw))
+
+        return run(0, call.query, call.key, call.value, False)
+
+    qdebug_attention.__name__ = f"qdebug_{base}_attention"
+    return qdebug_attention

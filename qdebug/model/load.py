@@ -1,0 +1,169 @@
+"""Resolve `--model/--device/--dtype` and load a checkpoint offline through transformers' Auto classes."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from qdebug.errors import DeviceError, ModelLoadError
+
+from .adapters import Adapter, adapter_for
+
+DEMO = "demo"
+DEMO_DIR = Path(__file__).resolve().parent.parent / "demo" / "checkpoint"
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+KERNELS = ("eager", "sdpa")
+
+
+@dataclass
+class LoadedModel:
+    """A model ready to trace: the module, its processor, adapter and where/how it runs."""
+
+    model: object
+    processor: object
+    adapter: Adapter
+    path: str
+    spec: str
+    device: str
+    dtype: str
+    kernel: str  # the attention kernel the model computes with outside captured layers
+
+    @property
+    def config(self):
+        """The model's config."""
+        return self.model.config
+
+    def describe(self) -> dict:
+        """The `model` block of reports: path, architecture, device, dtype, kernel."""
+        return {
+            "path": self.path,
+            "spec": self.spec,
+            "architecture": self.adapter.name,
+            "device": self.device,
+            "dtype": self.dtype,
+            "attn_kernel": self.kernel,
+        }
+
+
+def resolve_model_dir(spec: str) -> Path:
+    """`demo`, a local directory, or a hub id already in the local HF cache → a checkpoint directory."""
+    if spec == DEMO:
+        if not (DEMO_DIR / "config.json").is_file():
+            raise ModelLoadError(f"the demo checkpoint is missing at {DEMO_DIR}; regenerate it with `qdebug demo train`")
+        return DEMO_DIR
+    path = Path(spec).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            raise ModelLoadError(f"--model {spec}: is a file; expected a checkpoint directory with config.json")
+        if not (path / "config.json").is_file():
+            raise ModelLoadError(f"--model {spec}: no config.json in that directory; expected a Hugging Face checkpoint")
+        return path
+    looks_like_hub_id = spec.count("/") == 1 and not spec.startswith((".", "/", "~"))
+    if looks_like_hub_id:
+        return _from_hf_cache(spec)
+    raise ModelLoadError(f"--model {spec}: no such directory; expected `demo`, a checkpoint directory or a cached hub id")
+
+
+def _from_hf_cache(repo_id: str) -> Path:
+    """Find a hub id in the local cache without touching the network."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        from huggingface_hub import snapshot_download
+
+        local = snapshot_download(repo_id, local_files_only=True)
+    except Exception:  # the hub client raises several types for "not cached"; all mean the same here
+        raise ModelLoadError(
+            f"--model {repo_id}: not in the local Hugging Face cache and qdebug never downloads; "
+            f"expected a cached hub id or a local checkpoint directory"
+        ) from None
+    if not (Path(local) / "config.json").is_file():
+        raise ModelLoadError(f"--model {repo_id}: cached snapshot has no config.json")
+    return Path(local)
+
+
+def read_config(path: Path) -> dict:
+    """Read config.json as plain JSON (never code)."""
+    try:
+        data = json.loads((path / "config.json").read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ModelLoadError(f"{path / 'config.json'}: unreadable ({exc}); expected a JSON model config") from None
+    if not isinstance(data, dict):
+        raise ModelLoadError(f"{path / 'config.json'}: not a JSON object; expected a model config")
+    return data
+
+
+def resolve_device(device: str) -> str:
+    """`auto|cpu|cuda|cuda:N` → a concrete device, or DeviceError if it is not here."""
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cpu":
+        return "cpu"
+    if device == "cuda" or device.startswith("cuda:"):
+        if not torch.cuda.is_available():
+            raise DeviceError(f"--device {device}: CUDA was asked for but no CUDA device is available; use --device cpu or auto")
+        if ":" in device:
+            index = device.split(":", 1)[1]
+            if not index.isdigit() or int(index) >= torch.cuda.device_count():
+                raise DeviceError(f"--device {device}: expected cuda:N with N < {torch.cuda.device_count()}")
+        return device
+    raise DeviceError(f"--device {device}: expected auto, cpu, cuda or cuda:N")
+
+
+def resolve_dtype(dtype: str, device: str) -> str:
+    """`auto` → bfloat16 on a bf16-capable GPU, float32 on CPU; explicit names pass through checked."""
+    import torch
+
+    if dtype not in DTYPES:
+        raise DeviceError(f"--dtype {dtype}: expected one of {', '.join(DTYPES)}")
+    if dtype != "auto":
+        return dtype
+    if device.startswith("cuda") and torch.cuda.is_bf16_supported():
+        return "bfloat16"
+    return "float32"
+
+
+def load_model(
+    spec: str = DEMO,
+    device: str = "auto",
+    dtype: str = "auto",
+    kernel: str = "eager",
+    attn_implementation: str | None = None,
+    trust_remote_code: bool = False,
+) -> LoadedModel:
+    """Load model + processor offline, computing attention with qdebug's tappable wrapper of `kernel`.
+
+    `attn_implementation` overrides the name given to transformers (e.g. plain "eager" for a reference run).
+    """
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if kernel not in KERNELS:
+        raise DeviceError(f"--attn {kernel}: expected one of {', '.join(KERNELS)}")
+    path = resolve_model_dir(spec)
+    adapter = adapter_for(read_config(path), where=f"--model {spec}")
+    device = resolve_device(device)
+    dtype = resolve_dtype(dtype, device)
+
+    import torch
+    from transformers import AutoProcessor
+
+    from .attention import register
+
+    attn_implementation = attn_implementation or register(kernel)
+    try:
+        model = adapter.model_class().from_pretrained(
+            path,
+            dtype=getattr(torch, dtype),
+            attn_implementation=attn_implementation,
+            local_files_only=True,
+            trust_remote_code=trust_remote_code,
+        )
+        processor = AutoProcessor.from_pretrained(path, local_files_only=True, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError, KeyError, RuntimeError, ImportError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelLoadError(f"--model {spec}: could not load ({first})") from None
+    model.to(device)
+    model.eval()
+    return LoadedModel(model, processor, adapter, str(path), spec, device, dtype, kernel)

@@ -1,0 +1,93 @@
+"""Rich renderables for one traced request: text, stage table, top-k per step, heatmaps, findings."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.columns import Columns
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from .heatmap import heatmap_text, image_text, legend_text
+
+
+def stage_table(trace) -> Table:
+    """One row per stage: what it holds and whether its checks passed."""
+    table = Table(title="stages", expand=False)
+    table.add_column("stage", style="bold")
+    table.add_column("what")
+    table.add_column("checks")
+    for stage in trace.stages.values():
+        table.add_row(stage.name, _stage_what(trace, stage), _checks_text(stage))
+    return table
+
+
+def _stage_what(trace, stage) -> str:
+    s = stage.summary
+    if stage.name == "preprocess":
+        return f"{s['num_tokens']} tokens, pixel_values {s.get('pixel_values_shape')}, grid_thw {s.get('image_grid_thw')}, spans {s.get('spans')}"
+    if stage.name == "encode":
+        return "; ".join(f"img {i['image']}: {i['rows']}×{i['dim']} |x| mean {i['norm_mean']:.3g} fp {i['fingerprint'][:8]}" for i in s.get("images", []))
+    if stage.name == "sync":
+        parts = [f"img {i['image']}: text@{i['text_offset']} visual@{i['visual_offset']} rows {i['rows']}/{i['placeholders']}" for i in s.get("images", [])]
+        if "rope_deltas" in s:
+            parts.append(f"rope_deltas {s['rope_deltas']}")
+        return "; ".join(parts)
+    if stage.name.startswith("layer."):
+        return f"hidden {s.get('shape')} mean {s.get('mean', 0):.3g} std {s.get('std', 0):.3g} max|x| {s.get('max_abs', 0):.3g}" + (" +attn" if "attn_shape" in s else "")
+    if stage.name == "logits":
+        return f"{s.get('positions')} positions, next: {', '.join(map(repr, s.get('last_topk', [])))}"
+    if stage.name.startswith("step."):
+        return f"{s['token']!r} p={s['prob']:.3f} H={s['entropy']:.3f}"
+    return ""
+
+
+def _checks_text(stage) -> Text:
+    if not stage.checks:
+        return Text("–", style="dim")
+    bad = [c for c in stage.checks if not c.ok]
+    if not bad:
+        return Text(f"{len(stage.checks)} ok", style="green")
+    return Text("; ".join(f"✗ {c.name} ({c.detail})" for c in bad), style="bold red")
+
+
+def topk_table(trace, limit: int | None = None) -> Table:
+    """Per generated token: the chosen token and the top-k alternatives with probabilities."""
+    table = Table(title="top-k per generated token")
+    table.add_column("step", justify="right")
+    table.add_column("token", style="bold")
+    table.add_column("p", justify="right")
+    table.add_column("H", justify="right")
+    table.add_column("top-k")
+    for step in trace.steps[:limit]:
+        alts = "  ".join(f"{t!r} {p:.2f}" for t, p in zip(step.topk.tokens, step.topk.probs))
+        table.add_row(str(step.index), repr(step.token), f"{step.prob:.3f}", f"{step.entropy:.2f}", alts)
+    return table
+
+
+def heatmap_panel(trace, image, grid, title: str, pil_image=None) -> Panel:
+    """The attention grid of one image beside the image thumbnail, with a colour legend."""
+    from qdebug.analysis.attention import peak_of
+
+    peak = peak_of(grid, image.index)
+    pictures = [heatmap_text(grid, marker=(peak.row, peak.col))]
+    if pil_image is not None:
+        pictures.append(image_text(pil_image, image.rows, image.cols))
+    body = Group(
+        Columns(pictures, padding=(0, 2)),
+        legend_text(float(grid.min()), float(grid.max())),
+        Text(f"peak: row {peak.row}, col {peak.col} of {peak.rows}×{peak.cols}"),
+    )
+    return Panel(body, title=title, expand=False)
+
+
+def findings_panel(findings) -> Panel:
+    """Findings as a list (a green 'all checks passed' when empty)."""
+    if not findings:
+        return Panel(Text("all checks passed", style="green"), title="findings", expand=False)
+    lines = Text()
+    for f in findings:
+        lines.append(f"[{f.severity}] {f.kind}: ", style="bold red" if f.severity == "error" else "yellow")
+        lines.append(f"{f.message}\n")
+    lines.rstrip()
+    return Panel(lines, title="findings", expand=False)

@@ -1,0 +1,313 @@
+"""Stream parser for Qwen runtime logs: recognised lines become the Events of a Batch."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import re
+from collections.abc import Iterable, Iterator
+from functools import partial
+from pathlib import Path
+
+from qdebug.errors import ReplayFormatError
+from qdebug.replay.batch import (
+    BUFFER_OVERWRITE,
+    BUFFER_WRITE,
+    DESYNC,
+    ENCODE_START,
+    FIRST_TOKEN,
+    INDEX_OUT_OF_BOUNDS,
+    SHAPE_MISMATCH,
+    STITCH,
+    Batch,
+    BatchRequest,
+    Event,
+)
+
+# journalctl's short format has no year; a fixed one keeps parses reproducible.
+JOURNAL_YEAR = 2024
+# Longer lines are cut here (the rest is skipped) so one runaway line cannot fill memory.
+MAX_LINE_BYTES = 1 << 20
+# Events keep at most this much of their line: memory follows events, not line length.
+MAX_MESSAGE_CHARS = 500
+
+_DESYNC_KEY = "TokenStreamDesync"
+_SHAPE_KEY = "VisualEmbeddingShapeMismatch"
+_OOB_KEY = "CrossAttentionIndexOutOfBounds"
+_RID_KEY = "request_id"
+_B_RID, _B_DESYNC, _B_SHAPE, _B_OOB = (k.encode() for k in (_RID_KEY, _DESYNC_KEY, _SHAPE_KEY, _OOB_KEY))
+
+_ISO_RE = re.compile(
+    r"\s*\[?(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,9}))?"
+    r"(?:\s?(Z|z|[+-]\d{2}(?::?\d{2})?))?\]?"
+    # journalctl -o short-iso adds "host ident[pid]:"; the [pid] keeps "ERROR Foo:" from looking like one.
+    r"(?:\s+[^\s\[]+\s+[^\s:\[]+\[\d+\]:)?"
+)
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+_JOURNAL_RE = re.compile(
+    r"\s*(" + "|".join(_MONTHS) + r")\s+(\d{1,2})\s+(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?"
+    r"(?:\s+[^\s\[]+\s+[^\s:\[]+(?:\[\d+\])?:)?"
+)
+_LEVELS = r"(?:DEBUG|INFO|WARN(?:ING)?|ERROR|CRITICAL|FATAL|TRACE)"
+_LEVEL_RE = re.compile(r"\s*(?:\[" + _LEVELS + r"\]|" + _LEVELS + r"\b):?\s*", re.I)
+
+_RID_RE = re.compile(r"""request_id\s*[=:]\s*(?:"([^"\n]*)"|'([^'\n]*)'|([^\s,;)\]}"']+))""")
+_WROTE_RE = re.compile(r"\bwrote\s+(?:(\d+)\s+)?tokens?\b(?:\s+at\s+offset\s+(\d+))?")
+_OVERWROTE_RE = re.compile(
+    r"\boverwrote\s+(?:the\s+)?(?:visual\s+)?buffer(?:\s+at\s+offset\s+(\d+))?"
+    r"(?:\s+with\s+(\d+)\s+tokens?)?"
+    r"\s*\(\s*previously\s+(?:(?:by\s+)?request_id\s*[=:]\s*)?"
+    r"(?:\"([^\"\n]*)\"|'([^'\n]*)'|([^\s)\"',]+))\s*\)"
+)
+_EXC_RE = re.compile(r"(?<!\w)(" + "|".join((_DESYNC_KEY, _SHAPE_KEY, _OOB_KEY)) + r")")
+_WITH_TOKENS_RE = re.compile(r"\bwith\s+(\d+)\s+tokens?\b")
+_ENCODE_RE = re.compile(r"encode_image\b.*\bstart(?:ed|ing)?\b")
+_STITCH_RE = re.compile(r"(?:stitch|concat)|\bconsumed\b")
+_TOKENS_RE = re.compile(r"\b(\d+)\s+(?:visual\s+)?tokens?\b")
+_OFFSET_RE = re.compile(r"\boffset\s*[=:]?\s*(\d+)")
+_FIRST_TOKEN_RE = re.compile(r"\bfirst[_ ]token\b")
+_VISUAL_OFFSET_RE = re.compile(r"visual\s+(?:token\s+)?offset\s+(\d+)")
+_TEXT_OFFSET_RE = re.compile(r"text(?:ual)?\s+(?:token\s+)?offset\s+(\d+)")
+_INDEX_RE = re.compile(r"token\s+index\s+(\d+)")
+_SEQLEN_RE = re.compile(r"sequence\s+length\s+(\d+)")
+
+_EPOCH_ORDINAL = _dt.date(1970, 1, 1).toordinal()
+_day_cache: dict[tuple[int, int, int], int] = {}
+
+
+def _day_seconds(year: int, month: int, day: int) -> int:
+    """Seconds from the epoch to midnight UTC of a date (cached: logs repeat the same few days)."""
+    key = (year, month, day)
+    secs = _day_cache.get(key)
+    if secs is None:
+        secs = (_dt.date(year, month, day).toordinal() - _EPOCH_ORDINAL) * 86400
+        if len(_day_cache) < 4096:
+            _day_cache[key] = secs
+    return secs
+
+
+def _clock(day: int, h: str, mi: str, s: str, frac: str | None) -> float | None:
+    """Seconds since the epoch for a time of day, or None when the fields are out of range."""
+    hh, mm, ss = int(h), int(mi), int(s)
+    if hh > 23 or mm > 59 or ss > 60:
+        return None
+    t = day + hh * 3600 + mm * 60 + ss
+    return t + int(frac) / 10 ** len(frac) if frac else float(t)
+
+
+def _tz_seconds(tz: str | None) -> int:
+    """A `Z` / `+05:30` / `-0800` / `+05` suffix as seconds east of UTC (no suffix: UTC)."""
+    if not tz or tz in "Zz":
+        return 0
+    digits = tz[1:].replace(":", "")
+    secs = int(digits[:2]) * 3600 + (int(digits[2:4]) * 60 if len(digits) >= 4 else 0)
+    return -secs if tz[0] == "-" else secs
+
+
+def _prefix(text: str) -> tuple[float | None, int]:
+    """The line's timestamp (epoch seconds or None) and where its message starts (0: no timestamp, no level)."""
+    t: float | None = None
+    pos = 0
+    m = _ISO_RE.match(text)
+    if m is not None:
+        y, mo, d, h, mi, s, frac, tz = m.groups()
+        try:
+            clock = _clock(_day_seconds(int(y), int(mo), int(d)), h, mi, s, frac)
+        except ValueError:  # e.g. month 13: not a timestamp after all
+            clock = None
+        if clock is not None:
+            t, pos = clock - _tz_seconds(tz), m.end()
+    elif text[:1].isalpha() or text[:1].isspace():
+        m = _JOURNAL_RE.match(text)
+        if m is not None:
+            mon, d, h, mi, s, frac = m.groups()
+            try:
+                clock = _clock(_day_seconds(JOURNAL_YEAR, _MONTHS.index(mon) + 1, int(d)), h, mi, s, frac)
+            except ValueError:
+                clock = None
+            if clock is not None:
+                t, pos = clock, m.end()
+    lm = _LEVEL_RE.match(text, pos)
+    if lm is not None:
+        pos = lm.end()
+    return t, pos
+
+
+def split_prefix(text: str) -> tuple[float | None, str]:
+    """The line's timestamp (epoch seconds or None) and its message with timestamp and level removed."""
+    t, pos = _prefix(text)
+    return t, text[pos:].strip()[:MAX_MESSAGE_CHARS]
+
+
+def _rid(m: re.Match | None) -> str | None:
+    """The request id a _RID_RE match captured (None for no match or an empty id)."""
+    if m is None:
+        return None
+    value = m.group(1) if m.group(1) is not None else m.group(2) if m.group(2) is not None else m.group(3)
+    value = value.strip()
+    return value or None
+
+
+def _int(value: str | None) -> int | None:
+    """An optional captured integer."""
+    return int(value) if value is not None else None
+
+
+def _exception_event(text: str, line: int | None, seq: int) -> tuple[Event, tuple[str, ...]] | None:
+    """A desync / shape-mismatch / index-out-of-bounds line as an Event (None for traceback noise)."""
+    m = _EXC_RE.search(text)
+    if m is None:
+        return None
+    t, pos = _prefix(text)
+    if pos == 0 and (text[:1].isspace() or text[m.start() - 1 : m.start()] == "."):
+        # A bare indented line ("  raise Name(...)") or bare "pkg.errors.Name: ..." is traceback output
+        # repeating an error the runtime already logged; counting it would report the error twice.
+        return None
+    msg = text[pos:].strip()[:MAX_MESSAGE_CHARS]
+    rid = _rid(_RID_RE.search(text))
+    ids = (rid,) if rid else ()
+    name = m.group(1)
+    if name == _DESYNC_KEY:
+        vm, tm = _VISUAL_OFFSET_RE.search(text), _TEXT_OFFSET_RE.search(text)
+        event = Event(
+            DESYNC, rid, t=t, seq=seq, line=line, message=msg,
+            offset=_int(vm and vm.group(1)), text_offset=_int(tm and tm.group(1)),
+        )
+    elif name == _SHAPE_KEY:
+        event = Event(SHAPE_MISMATCH, rid, t=t, seq=seq, line=line, message=msg)
+    else:
+        im, sm = _INDEX_RE.search(text), _SEQLEN_RE.search(text)
+        event = Event(
+            INDEX_OUT_OF_BOUNDS, rid, t=t, seq=seq, line=line, message=msg,
+            offset=_int(im and im.group(1)), tokens=_int(sm and sm.group(1)),
+        )
+    return event, ids
+
+
+def recognise_line(text: str, line: int | None = None, seq: int = 0) -> tuple[Event, tuple[str, ...]] | None:
+    """The Event one log line describes and the request ids it mentions, or None for an unknown line."""
+    if _DESYNC_KEY in text or _SHAPE_KEY in text or _OOB_KEY in text:
+        found = _exception_event(text, line, seq)
+        if found is not None:
+            return found
+    if _RID_KEY not in text:
+        return None
+    om = _OVERWROTE_RE.search(text) if "overwrote" in text else None
+    if om is not None:
+        # The victim may be written as "(previously request_id=42)": find the writer outside that span.
+        rest = text[: om.start()] + " " + text[om.end() :]
+        writer = _rid(_RID_RE.search(rest))
+        victim = next((g for g in om.group(3, 4, 5) if g is not None), "").strip()
+        if writer is None or not victim:
+            return None
+        tokens = om.group(2)
+        if tokens is None:
+            wm = _WITH_TOKENS_RE.search(rest)
+            tokens = wm and wm.group(1)
+        t, msg = split_prefix(text)
+        event = Event(
+            BUFFER_OVERWRITE, victim, t=t, seq=seq, line=line, message=msg,
+            offset=_int(om.group(1)), tokens=_int(tokens), donor=writer,
+        )
+        return event, (writer, victim)
+    rid = _rid(_RID_RE.search(text))
+    if rid is None:
+        return None
+    wm = _WROTE_RE.search(text)
+    if wm is not None:
+        t, msg = split_prefix(text)
+        event = Event(
+            BUFFER_WRITE, rid, t=t, seq=seq, line=line, message=msg,
+            tokens=_int(wm.group(1)), offset=_int(wm.group(2)),
+        )
+        return event, (rid,)
+    if "encode_image" in text and _ENCODE_RE.search(text):
+        t, msg = split_prefix(text)
+        return Event(ENCODE_START, rid, t=t, seq=seq, line=line, message=msg), (rid,)
+    if _FIRST_TOKEN_RE.search(text):
+        t, msg = split_prefix(text)
+        return Event(FIRST_TOKEN, rid, t=t, seq=seq, line=line, message=msg), (rid,)
+    if _STITCH_RE.search(text):
+        t, msg = split_prefix(text)
+        # Drop the id before looking for counts so "request_id=42 tokens" is not read as 42 tokens.
+        body = _RID_RE.sub(" ", text)
+        tm, om2 = _TOKENS_RE.search(body), _OFFSET_RE.search(body)
+        event = Event(
+            STITCH, rid, t=t, seq=seq, line=line, message=msg,
+            tokens=_int(tm and tm.group(1)), offset=_int(om2 and om2.group(1)),
+        )
+        return event, (rid,)
+    return None
+
+
+def _file_lines(path: Path) -> Iterator[bytes]:
+    """The raw lines of a file, read one at a time; an over-long line yields only its first MAX_LINE_BYTES."""
+    with open(path, "rb") as f:
+        read = partial(f.readline, MAX_LINE_BYTES)
+        skipping = False
+        for raw in iter(read, b""):
+            if skipping:
+                skipping = not raw.endswith(b"\n")
+                continue
+            if len(raw) >= MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                skipping = True
+            yield raw
+
+
+def _consume(lines: Iterable, batch: Batch) -> None:
+    """Feed lines (str or bytes) through the recogniser, filling the batch; keeps no line once handled."""
+    events = batch.events
+    requests = batch.requests
+    seen: set[str] = set()
+    total = unknown = 0
+    for raw in lines:
+        total += 1
+        if isinstance(raw, bytes | bytearray):
+            # Cheap prefilter on the bytes: most lines of a real log are noise and never get decoded.
+            if not (_B_RID in raw or _B_DESYNC in raw or _B_SHAPE in raw or _B_OOB in raw):
+                if raw and not raw.isspace():
+                    unknown += 1
+                continue
+            text = bytes(raw[:MAX_LINE_BYTES]).decode("utf-8", "replace")
+        elif isinstance(raw, str):
+            if not (_RID_KEY in raw or _DESYNC_KEY in raw or _SHAPE_KEY in raw or _OOB_KEY in raw):
+                if raw and not raw.isspace():
+                    unknown += 1
+                continue
+            text = raw[:MAX_LINE_BYTES]
+        else:
+            raise TypeError(f"log lines must be str or bytes, got {type(raw).__name__} at line {total}")
+        found = recognise_line(text, total, len(events))
+        if found is None:
+            unknown += 1
+            continue
+        event, ids = found
+        events.append(event)
+        for rid in ids:
+            if rid not in seen:
+                seen.add(rid)
+                requests.append(BatchRequest(request_id=rid, line=total))
+    batch.total_lines = total
+    batch.unknown_lines = unknown
+
+
+def parse_runtime_log(source: str | os.PathLike | Iterable[str | bytes]) -> Batch:
+    """Parse a runtime log (a path, or an iterable of str/bytes lines) into a Batch, one line at a time."""
+    if isinstance(source, str | os.PathLike):
+        path = Path(source)
+        shown = str(path) if len(str(path)) <= 200 else str(path)[:200] + "..."
+        if not path.exists():
+            raise ReplayFormatError(f"runtime log not found: {shown} (expected an existing log file)")
+        if path.is_dir():
+            raise ReplayFormatError(f"runtime log is a directory: {shown} (expected a log file)")
+        batch = Batch(source=str(path), kind="runtime-log")
+        try:
+            _consume(_file_lines(path), batch)
+        except OSError as exc:
+            raise ReplayFormatError(f"cannot read runtime log {shown}: {exc.strerror or exc} (expected a readable file)") from None
+        return batch
+    if isinstance(source, bytes | bytearray):
+        raise TypeError("parse_runtime_log takes a path or an iterable of lines, not a bytes blob")
+    batch = Batch(source="<lines>", kind="runtime-log")
+    _consume(source, batch)
+    return batch

@@ -1,0 +1,231 @@
+"""Trace: the plain-data record of one traced request, saved as one `.qdt` file (JSON + safetensors in a zip)."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import zipfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from qdebug.errors import TraceFormatError
+from qdebug.findings import Finding
+
+FORMAT = "qdebug-trace"
+FORMAT_VERSION = 1
+_JSON_NAME = "trace.json"
+_TENSORS_NAME = "tensors.safetensors"
+
+
+@dataclass
+class Check:
+    """One verdict inside a stage (row counts, offsets, fingerprints, NaN/Inf)."""
+
+    name: str
+    ok: bool
+    detail: str = ""
+
+
+@dataclass
+class Stage:
+    """One pipeline stage: its canonical name, a JSON-able summary, and its checks."""
+
+    name: str
+    summary: dict = field(default_factory=dict)
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when every check passed."""
+        return all(c.ok for c in self.checks)
+
+
+@dataclass
+class TopK:
+    """The k most likely next tokens with their probabilities."""
+
+    token_ids: list[int]
+    tokens: list[str]
+    probs: list[float]
+
+    def rows(self) -> list[dict]:
+        """As a list of {token, token_id, prob}."""
+        return [{"token": t, "token_id": i, "prob": p} for t, i, p in zip(self.tokens, self.token_ids, self.probs)]
+
+
+@dataclass
+class Step:
+    """Generation step K: the chosen token, its probability, the top-k and the entropy (nats)."""
+
+    index: int
+    token_id: int
+    token: str
+    prob: float
+    entropy: float
+    topk: TopK
+
+
+@dataclass
+class ImageInfo:
+    """One image of the request: source, size, grid, placeholder span and merged-patch grid."""
+
+    index: int
+    path: str
+    size: tuple[int, int]  # (width, height) as given
+    grid_thw: tuple[int, int, int]  # vision patches (t, h, w)
+    span: tuple[int, int] | None  # [start, end) of its placeholder tokens in the input ids
+    rows: int  # merged-patch grid height (grid_h / merge)
+    cols: int  # merged-patch grid width (grid_w / merge)
+
+    @property
+    def tokens(self) -> int:
+        """Number of LLM tokens (merged patches) this image should occupy."""
+        return self.grid_thw[0] * self.rows * self.cols
+
+
+@dataclass
+class Trace:
+    """Everything captured for one request. Tensors are keyed by canonical names (see `tensor_names`)."""
+
+    meta: dict
+    request: dict
+    prompt_text: str
+    input_ids: list[int]
+    tokens: list[str]
+    images: list[ImageInfo]
+    stages: dict[str, Stage]
+    steps: list[Step]
+    generated_ids: list[int]
+    generated_text: str
+    attn_queries: list[int]  # sequence positions whose attention rows are kept in `layer.N.attn`
+    findings: list[Finding] = field(default_factory=list)
+    tensors: dict = field(default_factory=dict)
+
+    @property
+    def num_layers(self) -> int:
+        """How many decoder layers were captured."""
+        return sum(1 for n in self.stages if n.startswith("layer."))
+
+    @property
+    def stage_names(self) -> list[str]:
+        """Stage names in pipeline order (preprocess, encode, sync, layer.N…, logits, step.K…)."""
+        return list(self.stages)
+
+    def image_positions(self) -> list[int]:
+        """Sequence positions of all image placeholder tokens, image by image."""
+        out: list[int] = []
+        for img in self.images:
+            if img.span:
+                out.extend(range(*img.span))
+        return out
+
+    def to_json(self) -> dict:
+        """The JSON part of the trace (everything but tensors)."""
+        return {
+            "format": FORMAT,
+            "version": FORMAT_VERSION,
+            "meta": self.meta,
+            "request": self.request,
+            "prompt_text": self.prompt_text,
+            "input_ids": self.input_ids,
+            "tokens": self.tokens,
+            "images": [asdict(i) for i in self.images],
+            "stages": [
+                {"name": s.name, "summary": s.summary, "checks": [asdict(c) for c in s.checks]}
+                for s in self.stages.values()
+            ],
+            "steps": [asdict(s) for s in self.steps],
+            "generated_ids": self.generated_ids,
+            "generated_text": self.generated_text,
+            "attn_queries": self.attn_queries,
+            "findings": [f.to_json() for f in self.findings],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict, tensors: dict) -> "Trace":
+        """Rebuild a Trace from its JSON part and tensors (TraceFormatError on a bad shape)."""
+        try:
+            return cls(
+                meta=data["meta"],
+                request=data["request"],
+                prompt_text=data["prompt_text"],
+                input_ids=list(data["input_ids"]),
+                tokens=list(data["tokens"]),
+                images=[
+                    ImageInfo(
+                        index=i["index"],
+                        path=i["path"],
+                        size=tuple(i["size"]),
+                        grid_thw=tuple(i["grid_thw"]),
+                        span=tuple(i["span"]) if i["span"] is not None else None,
+                        rows=i["rows"],
+                        cols=i["cols"],
+                    )
+                    for i in data["images"]
+                ],
+                stages={
+                    s["name"]: Stage(s["name"], s["summary"], [Check(**c) for c in s["checks"]])
+                    for s in data["stages"]
+                },
+                steps=[Step(**{**s, "topk": TopK(**s["topk"])}) for s in data["steps"]],
+                generated_ids=list(data["generated_ids"]),
+                generated_text=data["generated_text"],
+                attn_queries=list(data["attn_queries"]),
+                findings=[Finding(**f) for f in data["findings"]],
+                tensors=tensors,
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise TraceFormatError(f"trace JSON is malformed ({type(exc).__name__}: {exc})") from None
+
+
+def save_trace(trace: Trace, path: str | Path) -> Path:
+    """Write `trace` to `path` atomically (a zip holding trace.json and tensors.safetensors)."""
+    from safetensors.torch import save
+
+    path = Path(path)
+    tensors = {k: v.detach().cpu().contiguous() for k, v in trace.tensors.items()}
+    blob = save(tensors, metadata={"format": FORMAT, "version": str(FORMAT_VERSION)}) if tensors else b""
+    payload = json.dumps(trace.to_json(), indent=1).encode()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as raw, zipfile.ZipFile(raw, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+            zf.writestr(_JSON_NAME, payload)
+            zf.writestr(_TENSORS_NAME, blob)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def load_trace(path: str | Path) -> Trace:
+    """Read a `.qdt` file; TraceFormatError (one line, naming the file) on anything unexpected. Never unpickles."""
+    from safetensors.torch import load
+
+    path = Path(path)
+    if not path.is_file():
+        raise TraceFormatError(f"trace not found: {path} (expected a .qdt file written by `--save`)")
+    try:
+        with zipfile.ZipFile(path) as zf:
+            data = json.loads(zf.read(_JSON_NAME))
+            blob = zf.read(_TENSORS_NAME)
+    except (zipfile.BadZipFile, KeyError, OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise TraceFormatError(f"{path}: not a qdebug trace ({type(exc).__name__}); expected a .qdt file") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise TraceFormatError(f"{path}: not a qdebug trace (missing format marker)")
+    if data.get("version") != FORMAT_VERSION:
+        raise TraceFormatError(f"{path}: trace format version {data.get('version')}; this qdebug reads {FORMAT_VERSION}")
+    try:
+        tensors = load(blob) if blob else {}
+    except Exception as exc:  # safetensors raises its own error type for corrupt headers
+        raise TraceFormatError(f"{path}: tensor section is corrupt ({exc})") from None
+    trace = Trace.from_json(data, tensors)
+    return trace
+
+
+def trace_bytes(trace: Trace) -> int:
+    """Size in bytes of the trace as saved."""
+    with tempfile.TemporaryDirectory() as tmp:
+        return save_trace(trace, Path(tmp) / "t.qdt").stat().st_size
