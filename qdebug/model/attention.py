@@ -18,7 +18,8 @@ _registered: set[str] = set()
 _lock = threading.Lock()
 
 # A tap is called as tap(call, proceed) where `call` describes the attention call and
-# proceed(query, key, value, need_weights) -> (output, weights) runs the rest of the chain.
+# proceed(query, key, value, need_weights=False, kernel=None) -> (output, weights) runs the rest of the
+# chain; `kernel(module, q, k, v, mask, **kwargs)` replaces the base kernel (fault injection).
 Tap = Callable[["AttentionCall", Callable], tuple]
 
 
@@ -101,16 +102,20 @@ def _make_kernel(base: str):
             return base_fn(module, query, key, value, attention_mask, **kwargs)
         call = AttentionCall(module, layer, query, key, value, attention_mask, kwargs)
 
-        def run(index: int, q, k, v, need_weights: bool):
+        def run(index: int, q, k, v, need_weights: bool, kernel):
             if index == len(taps):
+                if kernel is not None:
+                    return kernel(module, q, k, v, attention_mask, **kwargs)
                 if need_weights and base != "eager":
                     return eager_with_weights(module, q, k, v, attention_mask, **kwargs)
-                out, weights = base_fn(module, q, k, v, attention_mask, **kwargs)
-                return out, weights
+                return base_fn(module, q, k, v, attention_mask, **kwargs)
             inner = AttentionCall(module, layer, q, k, v, attention_mask, kwargs)
-            return taps[index](inner, lambda q2, k2, v2, nw=False: run(index + 1, q2, k2, v2, need_weights or nw))
+            return taps[index](
+                inner,
+                lambda q2, k2, v2, nw=False, kern=None: run(index + 1, q2, k2, v2, need_weights or nw, kern or kernel),
+            )
 
-        return run(0, call.query, call.key, call.value, False)
+        return run(0, call.query, call.key, call.value, False, None)
 
     qdebug_attention.__name__ = f"qdebug_{base}_attention"
     return qdebug_attention

@@ -25,7 +25,7 @@ EVENT_KINDS = (
 )
 
 
-@dataclass
+@dataclass(slots=True)
 class Event:
     """One thing that happened to one request at one time.
 

@@ -99,6 +99,8 @@ class Recorder:
         if not self.wants_attention(call.layer) or not self.image_positions:
             return proceed(call.query, call.key, call.value)
         out, weights = proceed(call.query, call.key, call.value, True)
+        if weights is None:  # a replaced (faulty) kernel may not produce weights
+            return out, weights
         w = weights[0][:, :, self.image_positions]  # H × q × image keys
         if w.shape[1] > 1:
             w = w[:, self.query_positions]

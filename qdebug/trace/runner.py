@@ -65,14 +65,34 @@ def placeholder_spans(ids: list[int], image_token: int) -> list[tuple[int, int]]
     return spans
 
 
-def run_generate(loaded, inputs: dict, max_new_tokens: int):
-    """Greedy `generate` on the model's device; returns the generated ids (prompt excluded)."""
+INPUT_PATHS = ("ids", "embeds", "embeds-no-mrope")
+
+
+def run_generate(loaded, inputs: dict, max_new_tokens: int, input_path: str = "ids"):
+    """Greedy `generate` on the model's device; returns the generated ids (prompt excluded).
+
+    input_path "ids" feeds token ids + pixels (the usual path). "embeds" feeds precomputed `inputs_embeds`
+    (the prompt-embeds path) with the MRoPE ids from the model's own `get_rope_index`; "embeds-no-mrope"
+    forgets those ids, so the model falls back to 1-D text positions (a known way to break this path).
+    """
     import torch
 
     device_inputs = {k: (v.to(loaded.device) if hasattr(v, "to") else v) for k, v in inputs.items()}
     with torch.inference_mode():
-        out = loaded.model.generate(**device_inputs, max_new_tokens=max_new_tokens, do_sample=False)
-    return out[0, inputs["input_ids"].shape[1] :].tolist()
+        if input_path == "ids":
+            out = loaded.model.generate(**device_inputs, max_new_tokens=max_new_tokens, do_sample=False)
+            return out[0, inputs["input_ids"].shape[1] :].tolist()
+        embeds = loaded.adapter.merged_embeddings(loaded.model, device_inputs)
+        kwargs = {"inputs_embeds": embeds, "attention_mask": device_inputs["attention_mask"]}
+        if input_path == "embeds" and device_inputs.get("image_grid_thw") is not None:
+            mrope, _ = loaded.adapter.rope_index(
+                loaded.model, device_inputs["input_ids"], device_inputs["mm_token_type_ids"],
+                device_inputs["image_grid_thw"], device_inputs["attention_mask"],
+            )
+            text = torch.arange(mrope.shape[-1], device=mrope.device).view(1, 1, -1)
+            kwargs["position_ids"] = torch.cat([text, mrope], dim=0)  # [text; t; h; w] as generate builds it
+        out = loaded.model.generate(**kwargs, max_new_tokens=max_new_tokens, do_sample=False)
+        return out[0].tolist()  # with inputs_embeds only, generate returns just the new tokens
 
 
 def trace_request(
@@ -82,8 +102,12 @@ def trace_request(
     on_stage: Callable[[str], None] | None = None,
     taps: tuple = (),
     prepared: Prepared | None = None,
+    input_path: str = "ids",
 ) -> Trace:
-    """Run `request` once under hooks and return its Trace. `taps` wrap the attention kernel (faults, detectors)."""
+    """Run `request` once under hooks and return its Trace.
+
+    `taps` wrap the attention kernel (faults, detectors); `input_path` is one of INPUT_PATHS.
+    """
     import torch
 
     options = options or CaptureOptions()
@@ -101,9 +125,11 @@ def trace_request(
     )
     recorder.on_stage("preprocess")
     with recording(loaded.model, loaded.adapter, recorder, *taps):
-        generated = run_generate(loaded, prepared.inputs, request.max_new_tokens)
+        generated = run_generate(loaded, prepared.inputs, request.max_new_tokens, input_path)
     with torch.inference_mode():
-        return _assemble(loaded, request, prepared, recorder, generated, queries, options)
+        trace = _assemble(loaded, request, prepared, recorder, generated, queries, options)
+    trace.meta["input_path"] = input_path
+    return trace
 
 
 def _assemble(loaded, request, prepared, rec: Recorder, generated, queries, options) -> Trace:
@@ -199,6 +225,9 @@ def _assemble(loaded, request, prepared, rec: Recorder, generated, queries, opti
         "attn_capture": _attn_note(loaded, options),
         "num_layers": len(loaded.adapter.decoder_layers(loaded.model)),
         "num_heads": int(loaded.adapter.text_config(loaded.config).num_attention_heads),
+        "num_kv_heads": int(loaded.adapter.text_config(loaded.config).num_key_value_heads),
+        "hidden_size": int(loaded.adapter.text_config(loaded.config).hidden_size),
+        "vocab_size": int(loaded.adapter.text_config(loaded.config).vocab_size),
     }
     return Trace(
         meta=meta,

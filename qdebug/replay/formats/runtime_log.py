@@ -59,6 +59,7 @@ _OVERWROTE_RE = re.compile(
     r"\s*\(\s*previously\s+(?:(?:by\s+)?request_id\s*[=:]\s*)?"
     r"(?:\"([^\"\n]*)\"|'([^'\n]*)'|([^\s)\"',]+))\s*\)"
 )
+# The exception names as logged; the lookbehind keeps longer identifiers that merely end in one out.
 _EXC_RE = re.compile(r"(?<!\w)(" + "|".join((_DESYNC_KEY, _SHAPE_KEY, _OOB_KEY)) + r")")
 _WITH_TOKENS_RE = re.compile(r"\bwith\s+(\d+)\s+tokens?\b")
 _ENCODE_RE = re.compile(r"encode_image\b.*\bstart(?:ed|ing)?\b")
@@ -148,6 +149,17 @@ def _rid(m: re.Match | None) -> str | None:
     return value or None
 
 
+def _find_rid(text: str) -> str | None:
+    """The first request id in a line (match at each `request_id` occurrence: cheaper than a search)."""
+    i = text.find(_RID_KEY)
+    while i >= 0:
+        rid = _rid(_RID_RE.match(text, i))
+        if rid is not None:
+            return rid
+        i = text.find(_RID_KEY, i + 1)
+    return None
+
+
 def _int(value: str | None) -> int | None:
     """An optional captured integer."""
     return int(value) if value is not None else None
@@ -164,7 +176,7 @@ def _exception_event(text: str, line: int | None, seq: int) -> tuple[Event, tupl
         # repeating an error the runtime already logged; counting it would report the error twice.
         return None
     msg = text[pos:].strip()[:MAX_MESSAGE_CHARS]
-    rid = _rid(_RID_RE.search(text))
+    rid = _find_rid(text)
     ids = (rid,) if rid else ()
     name = m.group(1)
     if name == _DESYNC_KEY:
@@ -196,7 +208,7 @@ def recognise_line(text: str, line: int | None = None, seq: int = 0) -> tuple[Ev
     if om is not None:
         # The victim may be written as "(previously request_id=42)": find the writer outside that span.
         rest = text[: om.start()] + " " + text[om.end() :]
-        writer = _rid(_RID_RE.search(rest))
+        writer = _find_rid(rest)
         victim = next((g for g in om.group(3, 4, 5) if g is not None), "").strip()
         if writer is None or not victim:
             return None
@@ -210,10 +222,11 @@ def recognise_line(text: str, line: int | None = None, seq: int = 0) -> tuple[Ev
             offset=_int(om.group(1)), tokens=_int(tokens), donor=writer,
         )
         return event, (writer, victim)
-    rid = _rid(_RID_RE.search(text))
+    rid = _find_rid(text)
     if rid is None:
         return None
-    wm = _WROTE_RE.search(text)
+    # Substring guards first: most request_id lines match none of these and regexes cost more.
+    wm = _WROTE_RE.search(text) if "wrote" in text else None
     if wm is not None:
         t, msg = split_prefix(text)
         event = Event(
@@ -224,10 +237,10 @@ def recognise_line(text: str, line: int | None = None, seq: int = 0) -> tuple[Ev
     if "encode_image" in text and _ENCODE_RE.search(text):
         t, msg = split_prefix(text)
         return Event(ENCODE_START, rid, t=t, seq=seq, line=line, message=msg), (rid,)
-    if _FIRST_TOKEN_RE.search(text):
+    if "first" in text and _FIRST_TOKEN_RE.search(text):
         t, msg = split_prefix(text)
         return Event(FIRST_TOKEN, rid, t=t, seq=seq, line=line, message=msg), (rid,)
-    if _STITCH_RE.search(text):
+    if ("stitch" in text or "concat" in text or "consumed" in text) and _STITCH_RE.search(text):
         t, msg = split_prefix(text)
         # Drop the id before looking for counts so "request_id=42 tokens" is not read as 42 tokens.
         body = _RID_RE.sub(" ", text)
@@ -304,7 +317,8 @@ def parse_runtime_log(source: str | os.PathLike | Iterable[str | bytes]) -> Batc
         try:
             _consume(_file_lines(path), batch)
         except OSError as exc:
-            raise ReplayFormatError(f"cannot read runtime log {shown}: {exc.strerror or exc} (expected a readable file)") from None
+            reason = exc.strerror or exc
+            raise ReplayFormatError(f"cannot read runtime log {shown}: {reason} (expected a readable file)") from None
         return batch
     if isinstance(source, bytes | bytearray):
         raise TypeError("parse_runtime_log takes a path or an iterable of lines, not a bytes blob")

@@ -1,0 +1,201 @@
+"""First divergence between two traces of the same request: per-stage differences, steps, findings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from qdebug.errors import IncompatibleTracesError
+from qdebug.findings import Finding
+
+from .tolerances import Tolerance, tolerance_for
+
+
+@dataclass
+class StageDiff:
+    """How far two runs are apart at one stage."""
+
+    name: str
+    max_abs: float
+    rel: float
+    cosine: float
+    verdict: str  # "ok" | "diverged" | "missing"
+    token_index: int | None = None  # position with the largest difference (sequence stages)
+    token_kind: str | None = None  # "image" | "text" | "generated"
+    detail: str = ""
+
+    def to_json(self) -> dict:
+        """As the `stages` entries of the diff JSON."""
+        return {k: getattr(self, k) for k in ("name", "max_abs", "rel", "cosine", "verdict", "token_index", "token_kind", "detail")}
+
+
+@dataclass
+class StepDiff:
+    """One generation step compared: tokens, KL(a‖b), top-k overlap."""
+
+    index: int
+    a_token: str | None
+    b_token: str | None
+    kl: float | None
+    topk_overlap: float | None
+    agree: bool
+    a_topk: list = field(default_factory=list)
+    b_topk: list = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        """As the `steps` entries of the diff JSON."""
+        return {
+            "index": self.index, "a_token": self.a_token, "b_token": self.b_token, "kl": self.kl,
+            "topk_overlap": self.topk_overlap, "agree": self.agree, "a_topk": self.a_topk, "b_topk": self.b_topk,
+        }
+
+
+@dataclass
+class DiffResult:
+    """The whole comparison of run A and run B."""
+
+    a_label: str
+    b_label: str
+    tolerance: Tolerance
+    stages: list[StageDiff]
+    steps: list[StepDiff]
+    first_divergence: StageDiff | None
+    first_step_apart: int | None
+    a_text: str
+    b_text: str
+    findings: list[Finding]
+
+    def to_json(self) -> dict:
+        """The `--json` document."""
+        fd = self.first_divergence
+        return {
+            "a": {"label": self.a_label, "text": self.a_text},
+            "b": {"label": self.b_label, "text": self.b_text},
+            "tolerance": {"atol": self.tolerance.atol, "rtol": self.tolerance.rtol},
+            "stages": [s.to_json() for s in self.stages],
+            "first_divergence": {"stage": fd.name, "token_index": fd.token_index, "token_kind": fd.token_kind} if fd else None,
+            "steps": [s.to_json() for s in self.steps],
+            "first_step_apart": self.first_step_apart,
+            "texts_agree": self.a_text == self.b_text,
+            "findings": [f.to_json() for f in self.findings],
+        }
+
+
+def model_signature(trace) -> dict:
+    """What must match for two traces to be comparable: architecture and the decoder's shape."""
+    m = trace.meta
+    return {"architecture": m["model"]["architecture"], "layers": m.get("num_layers"), "heads": m.get("num_heads"),
+            "vocab": m.get("vocab_size"), "hidden": m.get("hidden_size")}
+
+
+def check_comparable(a, b) -> None:
+    """Refuse traces of different requests or models (IncompatibleTracesError naming the difference)."""
+    sa, sb = model_signature(a), model_signature(b)
+    if sa != sb:
+        diff = ", ".join(f"{k} {sa[k]} vs {sb[k]}" for k in sa if sa[k] != sb[k])
+        raise IncompatibleTracesError(f"the traces come from different models ({diff}); expected two runs of one model")
+    if a.input_ids != b.input_ids or [i.grid_thw for i in a.images] != [i.grid_thw for i in b.images]:
+        raise IncompatibleTracesError(
+            f"the traces are of different requests ({a.request.get('prompt')!r} with {len(a.input_ids)} tokens vs "
+            f"{b.request.get('prompt')!r} with {len(b.input_ids)} tokens); expected the same request twice"
+        )
+
+
+def _compare(a, b, tol: Tolerance, name: str, kinds: list[str] | None = None, offset: int = 0) -> StageDiff:
+    import torch
+
+    if a is None or b is None:
+        return StageDiff(name, float("nan"), float("nan"), float("nan"), "missing", detail="not captured in both runs")
+    if a.shape != b.shape:
+        return StageDiff(name, float("inf"), float("inf"), 0.0, "diverged", detail=f"shapes differ: {list(a.shape)} vs {list(b.shape)}")
+    x, y = a.float(), b.float()
+    delta = (x - y).abs()
+    max_abs = float(delta.max()) if delta.numel() else 0.0
+    scale = float(x.abs().max()) if x.numel() else 0.0
+    cos = float(torch.nn.functional.cosine_similarity(x.flatten(), y.flatten(), dim=0)) if x.numel() else 1.0
+    result = StageDiff(name, max_abs, max_abs / scale if scale else max_abs, cos, "ok" if tol.allows(max_abs, scale) else "diverged")
+    if x.ndim == 2 and x.shape[0] > 0 and max_abs > 0:
+        row = int(delta.max(dim=-1).values.argmax())
+        result.token_index = row + offset
+        result.token_kind = kinds[row] if kinds else None
+    return result
+
+
+def _token_kinds(trace) -> list[str]:
+    image = set(trace.image_positions())
+    return ["image" if p in image else "text" for p in range(len(trace.input_ids))]
+
+
+def _kl(pa, pb) -> float:
+    import torch
+
+    la, lb = torch.log_softmax(pa.float(), -1), torch.log_softmax(pb.float(), -1)
+    return float((la.exp() * (la - lb)).sum())
+
+
+def diff_traces(a, b, *, atol: float | None = None, rtol: float | None = None, a_label: str = "A", b_label: str = "B", extra_findings=()) -> DiffResult:
+    """Compare two traces stage by stage in canonical order and find the first divergence."""
+    import torch
+
+    check_comparable(a, b)
+    tol = tolerance_for(a.meta["model"]["dtype"], b.meta["model"]["dtype"], atol, rtol)
+    kinds = _token_kinds(a)
+    stages: list[StageDiff] = []
+    findings: list[Finding] = list(extra_findings)
+
+    stages.append(StageDiff("preprocess", 0.0, 0.0, 1.0, "ok", detail="same input ids and image grids"))
+    enc_a = [a.tensors.get(f"encode.{i.index}") for i in a.images]
+    enc_b = [b.tensors.get(f"encode.{i.index}") for i in b.images]
+    if a.images and all(t is not None for t in enc_a + enc_b):
+        stages.append(_compare(torch.cat(enc_a), torch.cat(enc_b), tol, "encode"))
+    else:
+        stages.append(StageDiff("encode", 0.0, 0.0, 1.0, "ok", detail="no images"))
+
+    sync = _compare(a.tensors.get("sync.embeds"), b.tensors.get("sync.embeds"), tol, "sync", kinds)
+    pa, pb = a.tensors.get("sync.position_ids"), b.tensors.get("sync.position_ids")
+    if pa is not None and pb is not None and not torch.equal(pa, pb):
+        moved = (pa != pb).any(0) if pa.shape == pb.shape else None
+        count = int(moved.sum()) if moved is not None else "all"
+        first = int(moved.nonzero()[0]) if moved is not None and moved.any() else None
+        sync.verdict = "diverged"
+        sync.detail = (f"position ids the decoder received differ at {count} positions"
+                       + (f" (first at {first}: A (t,h,w)={pa[:, first].tolist()}, B={pb[:, first].tolist()})" if first is not None else ""))
+        if first is not None and sync.max_abs == 0:
+            sync.token_index, sync.token_kind = first, kinds[first]
+        b_text_only = pb.shape == pa.shape and bool((pb[0] == pb[1]).all() and (pb[1] == pb[2]).all())
+        findings.append(Finding(
+            kind="position_ids", severity="error", stage="sync",
+            message=sync.detail + (": B got plain 1-D text positions, not the MRoPE (t, h, w) ids" if b_text_only else ""),
+        ))
+    stages.append(sync)
+
+    for layer in range(a.meta.get("num_layers", a.num_layers)):
+        stages.append(_compare(a.tensors.get(f"layer.{layer}.hidden"), b.tensors.get(f"layer.{layer}.hidden"), tol, f"layer.{layer}", kinds))
+    stages.append(_compare(a.tensors.get("step.0.logits"), b.tensors.get("step.0.logits"), tol, "logits"))
+
+    steps: list[StepDiff] = []
+    first_apart = None
+    for k in range(max(len(a.steps), len(b.steps))):
+        sa = a.steps[k] if k < len(a.steps) else None
+        sb = b.steps[k] if k < len(b.steps) else None
+        la, lb = a.tensors.get(f"step.{k}.logits"), b.tensors.get(f"step.{k}.logits")
+        both = la is not None and lb is not None and la.shape == lb.shape
+        overlap = None
+        if sa and sb:
+            overlap = len(set(sa.topk.token_ids) & set(sb.topk.token_ids)) / max(1, len(sa.topk.token_ids))
+        agree = bool(sa and sb and sa.token_id == sb.token_id)
+        steps.append(StepDiff(k, sa.token if sa else None, sb.token if sb else None, _kl(la, lb) if both else None, overlap, agree,
+                              sa.topk.rows() if sa else [], sb.topk.rows() if sb else []))
+        stages.append(_compare(la, lb, tol, f"step.{k}") if both else StageDiff(f"step.{k}", float("nan"), float("nan"), float("nan"), "missing", detail="generated by one run only"))
+        if not agree and first_apart is None:
+            first_apart = k
+
+    first = next((s for s in stages if s.verdict == "diverged"), None)
+    if first is not None:
+        where = f" at token {first.token_index} ({first.token_kind})" if first.token_index is not None else ""
+        findings.insert(0, Finding(kind="first_divergence", severity="warning", stage=first.name,
+                                   message=f"runs part at {first.name}{where}: max |diff| {first.max_abs:.3g}, cosine {first.cosine:.6f} (tolerance atol {tol.atol:g}, rtol {tol.rtol:g})"))
+    if first_apart is not None:
+        s = steps[first_apart]
+        findings.append(Finding(kind="generation_diverged", severity="error", stage=f"step.{first_apart}",
+                                message=f"generated texts part at step {first_apart}: A chose {s.a_token!r}, B chose {s.b_token!r}"))
+    return DiffResult(a_label, b_label, tol, stages, steps, first, first_apart, a.generated_text, b.generated_text, findings)

@@ -1,0 +1,167 @@
+"""`qdebug diff`: run (or load) two traces that should agree and find the first stage where they part."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from qdebug.errors import InputError
+
+VARY = ("none", "paths", "dtype", "attn", "device")
+ORDERS = ("image-first", "text-first", "both")
+
+
+@dataclass
+class RunSpec:
+    """How one side of a comparison runs."""
+
+    label: str
+    device: str = "auto"
+    dtype: str = "auto"
+    kernel: str = "eager"
+    input_path: str = "ids"
+    head_first: int | None = None
+
+
+@dataclass
+class DiffArgs:
+    """Everything `qdebug diff` was asked for."""
+
+    first: str
+    second: str
+    vary: str = "none"
+    order: str = "image-first"
+    inject: str | None = None
+    model: str = "demo"
+    device: str = "auto"
+    dtype: str = "auto"
+    kernel: str = "eager"
+    a_dtype: str | None = None
+    b_dtype: str | None = None
+    max_new_tokens: int = 16
+    atol: float | None = None
+    rtol: float | None = None
+    extra: dict = field(default_factory=dict)
+
+
+def is_trace_file(path: str) -> bool:
+    """Whether an argument names a saved trace (a .qdt zip)."""
+    import zipfile
+
+    p = Path(path)
+    return p.suffix == ".qdt" or (p.is_file() and zipfile.is_zipfile(p))
+
+
+def run_specs(args: DiffArgs) -> tuple[RunSpec, RunSpec]:
+    """The A and B runs implied by --vary/--inject/--a-dtype/--b-dtype."""
+    if args.vary not in VARY:
+        raise InputError(f"--vary {args.vary}: expected one of {', '.join(VARY)}")
+    a = RunSpec("A", args.device, args.dtype, args.kernel)
+    b = RunSpec("B", args.device, args.dtype, args.kernel)
+    if args.vary == "paths":
+        a.label, b.label, b.input_path = "A token ids", "B inputs_embeds", "embeds"
+    elif args.vary == "dtype":
+        a.dtype, b.dtype = args.a_dtype or "float32", args.b_dtype or "bfloat16"
+        a.label, b.label = f"A {a.dtype}", f"B {b.dtype}"
+    elif args.vary == "attn":
+        a.kernel, b.kernel = "eager", "sdpa"
+        a.label, b.label = "A eager", "B sdpa"
+    elif args.vary == "device":
+        a.device, b.device = "cpu", "cuda"
+        a.label, b.label = "A cpu", "B cuda"
+    if args.vary != "dtype" and (args.a_dtype or args.b_dtype):
+        a.dtype, b.dtype = args.a_dtype or a.dtype, args.b_dtype or b.dtype
+        a.label, b.label = f"{a.label} {a.dtype}", f"{b.label} {b.dtype}"
+    if args.inject:
+        _apply_inject(args.inject, b)
+    return a, b
+
+
+def _apply_inject(inject: str, b: RunSpec) -> None:
+    if inject == "mrope-text-only":
+        b.input_path = "embeds-no-mrope"
+        b.label += " (inputs_embeds without MRoPE ids)"
+        return
+    if inject.startswith("head-first:"):
+        layer = inject.split(":", 1)[1]
+        if not layer.isdigit():
+            raise InputError(f"--inject {inject}: expected head-first:LAYER with LAYER a decoder layer index")
+        b.head_first = int(layer)
+        b.label += f" (head-first layout in layer {layer})"
+        return
+    raise InputError(f"--inject {inject}: expected mrope-text-only or head-first:LAYER")
+
+
+def _requests(args: DiffArgs):
+    from qdebug.trace.request import IMAGE_MARKER, build_request, load_image
+
+    image = load_image(args.first)
+    if args.order not in ORDERS:
+        raise InputError(f"--order {args.order}: expected one of {', '.join(ORDERS)}")
+    orders = ["image-first", "text-first"] if args.order == "both" else [args.order]
+    out = []
+    for order in orders:
+        prompt = args.second if order == "image-first" or IMAGE_MARKER in args.second else args.second + IMAGE_MARKER
+        out.append((order, build_request(prompt, [args.first], images=[image], max_new_tokens=args.max_new_tokens)))
+    return out
+
+
+def _trace(loaded, spec: RunSpec, request):
+    from qdebug.analysis.detectors.layout import LayoutWatch
+    from qdebug.replay.faults import HeadFirst
+    from qdebug.trace.runner import CaptureOptions, prepare, trace_request
+
+    prepared = prepare(loaded, request)
+    n_layers = len(loaded.adapter.decoder_layers(loaded.model))
+    if spec.head_first is not None and not 0 <= spec.head_first < n_layers:
+        raise InputError(f"--inject head-first:{spec.head_first}: expected a layer in 0..{n_layers - 1}")
+    text = loaded.adapter.text_config(loaded.config)
+    watch = LayoutWatch(int(text.num_attention_heads), int(text.num_key_value_heads), loaded.adapter.head_dim(loaded.config),
+                        int(prepared.inputs["input_ids"].shape[1]))
+    taps = ([HeadFirst(spec.head_first)] if spec.head_first is not None else []) + [watch]
+    # No attention weights are captured, so each run keeps its own kernel everywhere.
+    trace = trace_request(loaded, request, CaptureOptions(attn_layers=set()), taps=tuple(taps), prepared=prepared, input_path=spec.input_path)
+    return trace, watch.findings
+
+
+def run_diff(args: DiffArgs):
+    """Returns a list of (order label, DiffResult, trace A, trace B)."""
+    from qdebug.analysis.diff import diff_traces
+    from qdebug.commands.common import quiet_transformers
+    from qdebug.trace.schema import load_trace
+
+    if is_trace_file(args.first) or is_trace_file(args.second):
+        a, b = load_trace(args.first), load_trace(args.second)
+        return [("traces", diff_traces(a, b, atol=args.atol, rtol=args.rtol, a_label=args.first, b_label=args.second), a, b)]
+    spec_a, spec_b = run_specs(args)
+    requests = _requests(args)
+    quiet_transformers()
+    from qdebug.model.load import load_model
+
+    cache: dict = {}
+
+    def model_for(spec: RunSpec):
+        key = (spec.device, spec.dtype, spec.kernel)
+        if key not in cache:
+            cache[key] = load_model(args.model, spec.device, spec.dtype, spec.kernel)
+        return cache[key]
+
+    results = []
+    for order, request in requests:
+        ta, fa = _trace(model_for(spec_a), spec_a, request)
+        tb, fb = _trace(model_for(spec_b), spec_b, request)
+        for f in fa:
+            f.message = f"A: {f.message}"
+        for f in fb:
+            f.message = f"B: {f.message}"
+        result = diff_traces(ta, tb, atol=args.atol, rtol=args.rtol, a_label=spec_a.label, b_label=spec_b.label, extra_findings=[*fa, *fb])
+        results.append((order, result, ta, tb))
+    return results
+
+
+def diff_json(results) -> dict:
+    """The `--json` document: one comparison, or `comparisons` for --order both."""
+    docs = [{"order": order, **result.to_json()} for order, result, _, _ in results]
+    if len(docs) == 1:
+        return docs[0]
+    return {"comparisons": docs, **{k: docs[0][k] for k in ("stages", "first_divergence", "steps", "findings")}}

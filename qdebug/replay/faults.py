@@ -1,0 +1,36 @@
+"""Injectable faults, one small class each: applied through the same taps and hooks as tracing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+def _layout_blind_kernel(module, query, key, value, attention_mask, scaling: float, **kwargs):
+    """A kernel that takes axis 1 as heads and axis 2 as positions, whatever it is given (as FLA-style kernels do).
+
+    Given [B, T, H, D] it attends across heads instead of positions; it applies no mask (the mask is laid out for
+    positions). Returns the output in the kernel's usual [B, T', H', D] order, so the caller reshapes it without error.
+    """
+    import torch
+
+    weights = torch.softmax(torch.matmul(query, key.transpose(2, 3)) * scaling, dim=-1, dtype=torch.float32).to(query.dtype)
+    return torch.matmul(weights, value).transpose(1, 2).contiguous(), None
+
+
+@dataclass
+class HeadFirst:
+    """In decoder layer `layer`, hand the kernel q/k/v in [B, T, H, D] where it expects [B, H, T, D].
+
+    Key/value heads are repeated to the query head count first (so the shapes line up); applied at prefill only
+    (a decode step has T = 1, where the swap does not change the shapes of q).
+    """
+
+    layer: int
+
+    def __call__(self, call, proceed):
+        if call.layer != self.layer or call.query.shape[2] <= 1:
+            return proceed(call.query, call.key, call.value)
+        groups = call.query.shape[1] // call.key.shape[1]
+        key = call.key.repeat_interleave(groups, dim=1)
+        value = call.value.repeat_interleave(groups, dim=1)
+        return proceed(call.query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), kern=_layout_blind_kernel)
