@@ -92,6 +92,77 @@ def attn(
         raise typer.Exit(1)
 
 
+@app.command()
+@friendly
+def diff(
+    first: Annotated[str, typer.Argument(help="IMAGE (then PROMPT), or a saved trace A.qdt.")],
+    second: Annotated[str, typer.Argument(help="PROMPT, or a saved trace B.qdt.")],
+    vary: Annotated[str, typer.Option("--vary", help="What B changes: none | paths (token ids vs inputs_embeds) | dtype | attn (eager vs sdpa) | device (cpu vs cuda).")] = "none",
+    order: Annotated[str, typer.Option("--order", help="image-first | text-first | both: where the image goes in the message.")] = "image-first",
+    inject: Annotated[Optional[str], typer.Option("--inject", help="Break B on purpose: mrope-text-only | head-first:LAYER.")] = None,
+    model: ModelOpt = "demo",
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "auto",
+    kernel: KernelOpt = "eager",
+    a_dtype: Annotated[Optional[str], typer.Option("--a-dtype", help="dtype of run A (with --vary dtype: default float32).")] = None,
+    b_dtype: Annotated[Optional[str], typer.Option("--b-dtype", help="dtype of run B (with --vary dtype: default bfloat16).")] = None,
+    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=1, help="Tokens to generate (greedy).")] = 16,
+    atol: Annotated[Optional[float], typer.Option("--atol", help="Absolute tolerance (default by dtype).")] = None,
+    rtol: Annotated[Optional[float], typer.Option("--rtol", help="Relative tolerance (default by dtype).")] = None,
+    png: Annotated[Optional[Path], typer.Option("--png", help="Write the per-stage divergence plot to this PNG.")] = None,
+    json_out: Annotated[Optional[str], typer.Option("--json", help="Write the comparison as JSON to PATH, or `-` for stdout.")] = None,
+) -> None:
+    """Find the first stage where two runs that should agree part (two input paths, dtypes, kernels, devices, or two saved traces)."""
+    from qdebug.commands.common import consoles, emit_json, progress
+    from qdebug.commands.diff import DiffArgs, diff_json, run_diff
+
+    args = DiffArgs(first, second, vary, order, inject, model, device, dtype, kernel, a_dtype, b_dtype, max_new_tokens, atol, rtol)
+    report, status = consoles(json_to_stdout=json_out == "-")
+    with progress(status, "running both sides…"):
+        results = run_diff(args)
+    if png is not None:
+        from qdebug.render.plots import diff_png
+
+        diff_png(results[0][1], png)
+    emit_json(diff_json(results), json_out)
+    if json_out != "-" or report.is_terminal:
+        from qdebug.render.diff_report import diff_renderables
+
+        for order_label, result, _, _ in results:
+            for renderable in diff_renderables(order_label, result):
+                report.print(renderable)
+    if any(r.first_divergence is not None or r.a_text != r.b_text for _, r, _, _ in results):
+        raise typer.Exit(1)
+
+
+@app.command()
+@friendly
+def repl(
+    model: ModelOpt = "demo",
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "auto",
+    kernel: KernelOpt = "eager",
+    images: Annotated[Optional[list[Path]], typer.Option("--image", help="Pre-fill the request with this image (repeatable).")] = None,
+    prompt: Annotated[Optional[str], typer.Option("--prompt", help="Pre-fill the request's prompt.")] = None,
+    trace: Annotated[Optional[Path], typer.Option("--trace", help="Open a saved trace (.qdt) without loading any model.")] = None,
+    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=1, help="Tokens to generate (greedy).")] = 16,
+) -> None:
+    """Open the interactive debugger: step a request through its stages, see offsets, attention and top-k."""
+    from qdebug.trace.request import load_image
+
+    for path in images or []:
+        load_image(path)  # fail before the UI opens
+    from qdebug.tui.app import ModelSpec, build_app
+
+    if trace is not None:
+        from qdebug.trace.schema import load_trace
+
+        tui = build_app(trace=load_trace(trace))
+    else:
+        tui = build_app(model_spec=ModelSpec(model, device, dtype, kernel), image_paths=list(images or []), prompt=prompt, max_new_tokens=max_new_tokens)
+    tui.run()
+
+
 @demo_app.command("train")
 @friendly
 def demo_train(

@@ -43,3 +43,34 @@ def attention_png(trace, pil_images, path: str | Path, *, steps: list[int], laye
         return write_atomically(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
     finally:
         plt.close(fig)
+
+
+def diff_png(result, path: str | Path) -> Path:
+    """Per-stage divergence plot: relative difference by stage (log scale), the tolerance line, the first divergence marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    stages = [s for s in result.stages if s.verdict != "missing"]
+    names = [s.name for s in stages]
+    floor = 1e-12
+    values = [max(s.rel, floor) if s.rel == s.rel and s.rel != float("inf") else 1e3 for s in stages]
+    fig, ax = plt.subplots(figsize=(max(6, 0.45 * len(names)), 3.6))
+    colours = ["tab:red" if s.verdict == "diverged" else "tab:blue" for s in stages]
+    ax.bar(range(len(names)), values, color=colours)
+    ax.set_yscale("log")
+    ax.axhline(result.tolerance.rtol, color="black", ls="--", lw=1, label=f"rtol {result.tolerance.rtol:g}")
+    if result.first_divergence is not None and result.first_divergence.name in names:
+        i = names.index(result.first_divergence.name)
+        ax.annotate("first divergence", (i, values[i]), xytext=(0, 14), textcoords="offset points", ha="center", color="tab:red",
+                    arrowprops={"arrowstyle": "->", "color": "tab:red"})
+    ax.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=8)
+    ax.set_ylabel("max |a−b| / max |a|")
+    ax.set_title(f"{result.a_label} vs {result.b_label}", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    try:
+        return write_atomically(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
+    finally:
+        plt.close(fig)

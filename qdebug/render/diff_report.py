@@ -1,0 +1,57 @@
+"""Rich renderables for a diff: per-stage differences, the first divergence, steps side by side."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from .attn_report import findings_panel
+
+
+def _num(x: float | None) -> str:
+    if x is None or x != x:
+        return "–"
+    return "0" if x == 0 else f"{x:.3g}"
+
+
+def stages_table(result) -> Table:
+    """One row per stage in canonical order; the first divergent stage highlighted."""
+    first = result.first_divergence.name if result.first_divergence else None
+    table = Table(title=f"{result.a_label}  vs  {result.b_label}   (atol {result.tolerance.atol:g}, rtol {result.tolerance.rtol:g})")
+    for col, justify in (("stage", "left"), ("max |a-b|", "right"), ("rel", "right"), ("cosine", "right"), ("verdict", "left"), ("where", "left")):
+        table.add_column(col, justify=justify)
+    for s in result.stages:
+        style = "bold red" if s.name == first else ("red" if s.verdict == "diverged" else ("dim" if s.verdict == "missing" else ""))
+        where = f"token {s.token_index} ({s.token_kind})" if s.token_index is not None else ""
+        if s.detail and s.verdict != "ok":
+            where = f"{where} {s.detail}".strip()
+        verdict = ("◀ first divergence" if s.name == first else s.verdict)
+        table.add_row(s.name, _num(s.max_abs), _num(s.rel), "–" if s.cosine != s.cosine else f"{s.cosine:.6f}", verdict, where, style=style)
+    return table
+
+
+def steps_table(result, limit: int = 12) -> Table:
+    """Top-k of both runs per generation step, with KL and agreement."""
+    table = Table(title="generation steps: top-k side by side")
+    for col in ("step", "A", "B", "KL(A‖B)", "top-k overlap", "A top-k", "B top-k"):
+        table.add_column(col)
+    for s in result.steps[:limit]:
+        fmt = lambda rows: "  ".join(f"{r['token']!r} {r['prob']:.2f}" for r in rows[:3])
+        table.add_row(str(s.index), repr(s.a_token), repr(s.b_token), _num(s.kl), _num(s.topk_overlap), fmt(s.a_topk), fmt(s.b_topk),
+                      style="" if s.agree else "bold red")
+    return table
+
+
+def diff_renderables(order: str, result) -> list:
+    """What the terminal report shows for one comparison."""
+    texts = Text()
+    texts.append(f"{result.a_label}: ", style="bold")
+    texts.append(f"{result.a_text!r}\n")
+    texts.append(f"{result.b_label}: ", style="bold")
+    texts.append(f"{result.b_text!r}", style="" if result.a_text == result.b_text else "red")
+    fd = result.first_divergence
+    head = Text(f"first divergence: {fd.name}" if fd else "no stage beyond tolerance", style="bold red" if fd else "bold green")
+    title = f"diff ({order})" if order not in ("traces",) else "diff of two traces"
+    return [Panel(Group(head, texts), title=title, expand=False), stages_table(result), steps_table(result), findings_panel(result.findings)]

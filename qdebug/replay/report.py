@@ -1,0 +1,148 @@
+"""ReplayReport: the outcome of a replayed burst or a parsed runtime log, and its `.qdr` file (zip, no pickle)."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import zipfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from qdebug.errors import TraceFormatError
+from qdebug.findings import Finding
+
+from .batch import Event
+
+REPORT_FORMAT = "qdebug-replay"
+REPORT_VERSION = 1
+VERDICTS = ("ok", "contaminated", "desync", "diverged", "error")
+
+
+@dataclass
+class RequestOutcome:
+    """One request of a burst: what it should have said, what it said, and the verdict."""
+
+    id: str
+    image: str | None = None
+    reference: str | None = None  # isolated run's text (None for a runtime log)
+    replayed: str | None = None  # text under the replay mode / fault
+    observed: str | None = None  # text the production service returned (captures)
+    verdict: str = "ok"
+    donor: str | None = None
+    text_offset: int | None = None
+    visual_offset: int | None = None
+    error: str | None = None
+    line: int | None = None
+    first_token_kl: float | None = None
+    first_token_topk_overlap: float | None = None
+
+    def to_json(self) -> dict:
+        """As the `requests` entries of the replay JSON."""
+        return asdict(self)
+
+
+@dataclass
+class ReplayReport:
+    """A whole burst: per-request outcomes, contamination matrix, event timeline, findings and traces."""
+
+    source: str
+    kind: str  # "capture" | "runtime-log"
+    mode: str | None = None  # "threads" | "batched" | None for a log
+    inject: str | None = None
+    seed: int | None = None
+    requests: list[RequestOutcome] = field(default_factory=list)
+    contamination_ids: list[str] = field(default_factory=list)
+    contamination: list[list[float]] | None = None  # rows: whose stream, cols: whose isolated encode rows
+    events: list[Event] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    unknown_lines: int = 0
+    interrupted: bool = False
+    traces: dict = field(default_factory=dict)  # id → replayed Trace
+    references: dict = field(default_factory=dict)  # id → isolated reference Trace
+
+    def outcome(self, request_id: str) -> RequestOutcome | None:
+        """The outcome of one request by id."""
+        return next((r for r in self.requests if r.id == request_id), None)
+
+    def to_json(self) -> dict:
+        """The `--json` document of `qdebug replay`."""
+        return {
+            "format": REPORT_FORMAT,
+            "version": REPORT_VERSION,
+            "source": self.source,
+            "kind": self.kind,
+            "mode": self.mode,
+            "inject": self.inject,
+            "seed": self.seed,
+            "interrupted": self.interrupted,
+            "unknown_lines": self.unknown_lines,
+            "requests": [r.to_json() for r in self.requests],
+            "contamination": {"ids": self.contamination_ids, "matrix": self.contamination},
+            "events": [e.to_json() for e in self.events],
+            "findings": [f.to_json() for f in self.findings],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> "ReplayReport":
+        """Rebuild a report from its JSON document (traces are attached separately)."""
+        try:
+            event_fields = set(Event.__dataclass_fields__)
+            return cls(
+                source=data["source"], kind=data["kind"], mode=data.get("mode"), inject=data.get("inject"),
+                seed=data.get("seed"), interrupted=data.get("interrupted", False), unknown_lines=data.get("unknown_lines", 0),
+                requests=[RequestOutcome(**r) for r in data["requests"]],
+                contamination_ids=list(data["contamination"]["ids"]), contamination=data["contamination"]["matrix"],
+                events=[Event(**{k: v for k, v in e.items() if k in event_fields}) for e in data["events"]],
+                findings=[Finding(**f) for f in data["findings"]],
+            )
+        except (KeyError, TypeError) as exc:
+            raise TraceFormatError(f"replay report is malformed ({type(exc).__name__}: {exc})") from None
+
+
+def save_report(report: ReplayReport, path: str | Path) -> Path:
+    """Write a `.qdr` (report.json + each request's traces as .qdt members) atomically."""
+    from qdebug.trace.schema import save_trace
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as raw, zipfile.ZipFile(raw, "w", compression=zipfile.ZIP_DEFLATED) as zf, tempfile.TemporaryDirectory() as work:
+            zf.writestr("report.json", json.dumps(report.to_json(), indent=1))
+            for role, traces in (("replayed", report.traces), ("reference", report.references)):
+                for i, (rid, trace) in enumerate(traces.items()):
+                    member = Path(work) / f"{role}-{i}.qdt"
+                    save_trace(trace, member)
+                    zf.write(member, f"traces/{role}/{i}.qdt")
+                    zf.writestr(f"traces/{role}/{i}.id", rid)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def load_report(path: str | Path) -> ReplayReport:
+    """Read a `.qdr` file (TraceFormatError, one line, on anything unexpected)."""
+    from qdebug.trace.schema import load_trace
+
+    path = Path(path)
+    if not path.is_file():
+        raise TraceFormatError(f"replay report not found: {path} (expected a .qdr file written by `qdebug replay --save`)")
+    try:
+        with zipfile.ZipFile(path) as zf, tempfile.TemporaryDirectory() as work:
+            data = json.loads(zf.read("report.json"))
+            if not isinstance(data, dict) or data.get("format") != REPORT_FORMAT:
+                raise TraceFormatError(f"{path}: not a qdebug replay report")
+            report = ReplayReport.from_json(data)
+            for name in zf.namelist():
+                if name.startswith("traces/") and name.endswith(".qdt"):
+                    _, role, member = name.split("/")
+                    rid = zf.read(name[:-4] + ".id").decode()
+                    target = Path(work) / f"{role}-{member}"
+                    target.write_bytes(zf.read(name))
+                    (report.traces if role == "replayed" else report.references)[rid] = load_trace(target)
+    except (zipfile.BadZipFile, KeyError, OSError, json.JSONDecodeError, UnicodeDecodeError, ValueError) as exc:
+        raise TraceFormatError(f"{path}: not a qdebug replay report ({type(exc).__name__})") from None
+    return report
