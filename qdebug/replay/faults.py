@@ -34,3 +34,35 @@ class HeadFirst:
         key = call.key.repeat_interleave(groups, dim=1)
         value = call.value.repeat_interleave(groups, dim=1)
         return proceed(call.query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), kern=_layout_blind_kernel)
+
+
+@dataclass
+class OffsetShift:
+    """Stitch each image's visual rows `shift` positions off their placeholder span.
+
+    The placeholders the rows left keep the `<|image_pad|>` embedding; rows pushed past either end of the sequence
+    are dropped (and reported as an index out of bounds), as a runtime with the same bug would.
+    """
+
+    shift: int
+    pad_embedding: object  # 1 × dim embedding of the image placeholder token
+
+    def on_decoder_input(self, rec, embeds):
+        import torch
+
+        if not self.shift or not rec.image_positions:
+            return None
+        seq = embeds.shape[1]
+        out = embeds.clone()
+        positions = torch.tensor(rec.image_positions, device=embeds.device)
+        rows = embeds[0, positions].clone()
+        out[0, positions] = self.pad_embedding.to(embeds.dtype)
+        target = positions + self.shift
+        inside = (target >= 0) & (target < seq)
+        out[0, target[inside]] = rows[inside]
+        rec.stitch_offset = rec.image_positions[0] + self.shift
+        rec.notify("desync", offset=rec.stitch_offset, text_offset=rec.image_positions[0])
+        if not bool(inside.all()):
+            bad = int(target[~inside][0])
+            rec.notify("index_out_of_bounds", offset=bad, tokens=seq)
+        return out

@@ -33,9 +33,15 @@ class Recorder:
         query_positions: list[int] | None = None,
         on_stage: Callable[[str], None] | None = None,
         keep_hidden: bool = True,
+        faults: tuple = (),
+        notify: Callable[..., None] | None = None,
     ):
+        self.faults = tuple(faults)
+        self.notify = notify or (lambda kind, **fields: None)
         self.attn_layers = attn_layers
         self.image_positions = image_positions or []
+        # Where the merge step put the first visual row (a fault may move it); reported in `stitch` events.
+        self.stitch_offset: int | None = self.image_positions[0] if self.image_positions else None
         self.query_positions = query_positions or []
         self.on_stage = on_stage or (lambda name: None)
         self.keep_hidden = keep_hidden
@@ -59,21 +65,53 @@ class Recorder:
         return self.attn_layers is None or layer in self.attn_layers
 
     # hook bodies --------------------------------------------------------------
-    def vision_output(self, output) -> None:
+    # Faults (qdebug.replay.faults) may replace what flows on: `on_encoded(rec, rows)` the merged rows the
+    # encoder hands to the merge step, `on_decoder_input(rec, embeds)` the embeddings the decoder receives.
+    # The recorder keeps the encoder's true output as `encode` and what the decoder got as `sync`.
+    def vision_input(self) -> None:
+        self.notify("encode_start")
+
+    def vision_output(self, output):
         rows = getattr(output, "pooler_output", output)
         self.vision_rows = rows.detach().clone()
+        replaced = rows
+        for fault in self.faults:
+            hook = getattr(fault, "on_encoded", None)
+            if hook is not None:
+                new = hook(self, replaced)
+                replaced = replaced if new is None else new
+        if not any(hasattr(f, "on_encoded") for f in self.faults):
+            self.notify("buffer_write", offset=0, tokens=int(rows.shape[0]))
         self.on_stage("encode")
+        if replaced is rows:
+            return None
+        output.pooler_output = replaced
+        return output
 
-    def decoder_input(self, kwargs) -> None:
+    def decoder_input(self, args, kwargs):
         self.decoder_calls += 1
-        if self.decoder_calls == 1:
-            embeds = kwargs.get("inputs_embeds")
-            pos = kwargs.get("position_ids")
-            self.embeds = embeds[0].detach().clone() if embeds is not None else None
-            if pos is not None:
-                pos = pos[-3:] if pos.ndim == 3 else pos[None].expand(3, *pos.shape)
-                self.position_ids = pos[:, 0].detach().clone()
-            self.on_stage("sync")
+        if self.decoder_calls != 1:
+            return None
+        changed = False
+        embeds = kwargs.get("inputs_embeds")
+        for fault in self.faults:
+            hook = getattr(fault, "on_decoder_input", None)
+            if hook is not None and embeds is not None:
+                new = hook(self, embeds)
+                if new is not None:
+                    embeds, changed = new, True
+        pos = kwargs.get("position_ids")
+        self.embeds = embeds[0].detach().clone() if embeds is not None else None
+        if pos is not None:
+            pos = pos[-3:] if pos.ndim == 3 else pos[None].expand(3, *pos.shape)
+            self.position_ids = pos[:, 0].detach().clone()
+        if self.image_positions:
+            self.notify("stitch", offset=self.stitch_offset, tokens=len(self.image_positions))
+        self.on_stage("sync")
+        if changed:
+            return args, {**kwargs, "inputs_embeds": embeds}
+        return None
+
 
     def layer_output(self, layer: int, output) -> None:
         hidden = output[0] if isinstance(output, tuple) else output
@@ -91,6 +129,7 @@ class Recorder:
     def logits_output(self, logits) -> None:
         self.step_logits.append(logits[0, -1].detach().float().clone())
         if self.step == 0:
+            self.notify("first_token")
             self.on_stage("logits")
         self.on_stage(f"step.{self.step}")
 
@@ -117,16 +156,18 @@ def _dispatch(method: str):
     def hook(*args):
         rec = current_recorder()
         if rec is not None:
-            getattr(rec, method)(*args)
+            return getattr(rec, method)(*args)
+        return None
 
     return hook
 
 
 def _install(model, adapter) -> list:
     handles = [
+        adapter.vision_tower(model).register_forward_pre_hook(lambda m, a: _dispatch("vision_input")()),
         adapter.vision_tower(model).register_forward_hook(lambda m, a, out: _dispatch("vision_output")(out)),
         adapter.language_model(model).register_forward_pre_hook(
-            lambda m, a, kw: _dispatch("decoder_input")(kw), with_kwargs=True
+            lambda m, a, kw: _dispatch("decoder_input")(a, kw), with_kwargs=True
         ),
         adapter.language_model(model).register_forward_hook(lambda m, a, out: _dispatch("decoder_output")(out)),
         adapter.lm_head(model).register_forward_hook(lambda m, a, out: _dispatch("logits_output")(out)),

@@ -103,10 +103,14 @@ def trace_request(
     taps: tuple = (),
     prepared: Prepared | None = None,
     input_path: str = "ids",
+    faults: tuple = (),
+    notify: Callable[..., None] | None = None,
 ) -> Trace:
     """Run `request` once under hooks and return its Trace.
 
-    `taps` wrap the attention kernel (faults, detectors); `input_path` is one of INPUT_PATHS.
+    `taps` wrap the attention kernel (faults, detectors); `input_path` is one of INPUT_PATHS; `faults` may
+    replace the merged rows or decoder inputs (qdebug.replay.faults); `notify(kind, **fields)` hears pipeline
+    events (encode_start, buffer_write, stitch, first_token).
     """
     import torch
 
@@ -122,6 +126,8 @@ def trace_request(
         query_positions=queries,
         on_stage=on_stage,
         keep_hidden=options.keep_hidden,
+        faults=faults,
+        notify=notify,
     )
     recorder.on_stage("preprocess")
     with recording(loaded.model, loaded.adapter, recorder, *taps):

@@ -1,0 +1,53 @@
+"""Contamination: whose visual rows landed in each request's token stream."""
+
+from __future__ import annotations
+
+EXACT = 1 - 1e-4  # a cosine this close to 1 means the same rows
+
+
+def contamination_matrix(ids: list[str], landed: dict, encoded: dict) -> list[list[float | None]]:
+    """matrix[r][d]: how well the rows that landed in r's stream match d's isolated encoder rows.
+
+    Rows are compared in order (a buffer is read from its start), by cosine similarity; rows of r beyond d's
+    row count score 0, so a partly overwritten stream shows as a mix. None where either side is unknown.
+    """
+    import torch
+
+    matrix: list[list[float | None]] = []
+    for r in ids:
+        row: list[float | None] = []
+        mine = landed.get(r)
+        for d in ids:
+            theirs = encoded.get(d)
+            if mine is None or theirs is None or mine.shape[0] == 0:
+                row.append(None)
+                continue
+            n = min(mine.shape[0], theirs.shape[0])
+            cos = torch.nn.functional.cosine_similarity(mine[:n].float(), theirs[:n].float(), dim=-1)
+            row.append(round(float(cos.sum()) / mine.shape[0], 6))
+        matrix.append(row)
+    return matrix
+
+
+def donor_of(ids: list[str], matrix: list[list[float | None]], request_id: str) -> str | None:
+    """The request whose rows best match `request_id`'s stream, when that is not `request_id` itself."""
+    i = ids.index(request_id)
+    scores = [(s, d) for s, d in zip(matrix[i], ids) if s is not None]
+    if not scores:
+        return None
+    own = matrix[i][i]
+    best, donor = max(scores, key=lambda x: x[0])
+    if donor != request_id and (own is None or best > own + 1e-6):
+        return donor
+    return None
+
+
+def is_mixed(ids: list[str], matrix: list[list[float | None]], request_id: str) -> bool:
+    """Whether the stream holds rows that are not all from one request (no score reaches EXACT)."""
+    row = [s for s in matrix[ids.index(request_id)] if s is not None]
+    return bool(row) and max(row) < EXACT
+
+
+def contamination_from_donors(ids: list[str], donors: dict[str, str]) -> list[list[float]]:
+    """A 0/1 matrix for a runtime log: 1 where d's rows reached r (r itself unless overwritten)."""
+    return [[1.0 if d == donors.get(r, r) else 0.0 for d in ids] for r in ids]

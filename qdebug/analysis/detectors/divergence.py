@@ -1,0 +1,30 @@
+"""Divergence: a replayed run vs its isolated reference (first-token KL and top-k overlap, texts)."""
+
+from __future__ import annotations
+
+
+def first_token_divergence(reference, replayed) -> tuple[float | None, float | None]:
+    """KL(reference ‖ replayed) of the first generated token's distribution, and top-k overlap."""
+    import torch
+
+    if reference is None or replayed is None or not reference.steps or not replayed.steps:
+        return None, None
+    a, b = reference.tensors.get("step.0.logits"), replayed.tensors.get("step.0.logits")
+    kl = None
+    if a is not None and b is not None and a.shape == b.shape:
+        la, lb = torch.log_softmax(a.float(), -1), torch.log_softmax(b.float(), -1)
+        kl = float((la.exp() * (la - lb)).sum())
+    ra, rb = reference.steps[0].topk.token_ids, replayed.steps[0].topk.token_ids
+    return kl, len(set(ra) & set(rb)) / max(1, len(ra))
+
+
+def topk_overlap(ids_a: list[int], ids_b: list[int]) -> float:
+    """Fraction of the first list's top-k ids that the second list also has."""
+    return len(set(ids_a) & set(ids_b)) / max(1, len(ids_a))
+
+
+def observed_source(observed: str | None, references: dict[str, str]) -> str | None:
+    """Which request's reference text an observed output equals, if any (several: the first by id order)."""
+    if observed is None:
+        return None
+    return next((rid for rid, text in references.items() if text is not None and text.strip() == observed.strip()), None)

@@ -1,0 +1,146 @@
+"""Turn a replay run (or a parsed runtime log) into a ReplayReport: verdicts, donors, matrix, findings."""
+
+from __future__ import annotations
+
+from qdebug.findings import Finding
+from qdebug.replay.batch import Batch
+from qdebug.replay.engine import ReplayRun, encoded_rows, landed_rows
+from qdebug.replay.report import ReplayReport, RequestOutcome
+
+from .detectors.contamination import EXACT, contamination_from_donors, contamination_matrix, donor_of, is_mixed
+from .detectors.divergence import first_token_divergence, observed_source, topk_overlap
+from .detectors.log_findings import contamination_from_events, findings_from_events, offsets_from_events, request_verdicts_from_events
+
+_SEVERE_EVENTS = {"desync", "shape_mismatch", "index_out_of_bounds"}
+
+
+def report_from_log(batch: Batch) -> ReplayReport:
+    """A report from a runtime log alone: who was overwritten by whom, desyncs and errors; no re-execution."""
+    donors = contamination_from_events(batch.events)
+    verdicts = request_verdicts_from_events(batch)
+    offsets = offsets_from_events(batch.events)
+    ids = [r.request_id for r in batch.requests]
+    outcomes = []
+    for r in batch.requests:
+        text_offset, visual_offset = offsets.get(r.request_id, (None, None))
+        outcomes.append(RequestOutcome(
+            id=r.request_id, verdict=verdicts.get(r.request_id, "ok"), donor=donors.get(r.request_id),
+            text_offset=text_offset, visual_offset=visual_offset, line=r.line,
+        ))
+    return ReplayReport(
+        source=batch.source, kind="runtime-log", requests=outcomes, contamination_ids=ids,
+        contamination=contamination_from_donors(ids, donors), events=list(batch.events),
+        findings=findings_from_events(batch.events), unknown_lines=batch.unknown_lines,
+    )
+
+
+def report_from_replay(batch: Batch, run: ReplayRun) -> ReplayReport:
+    """A report from re-execution: compare what landed in each stream with every request's isolated rows."""
+    events = run.events.events
+    ran = [r.request_id for r in batch.requests if r.request_id in run.references]
+    landed, encoded = {}, {}
+    for rid in ran:
+        encoded[rid] = encoded_rows(run.references[rid])
+        if rid in run.traces:
+            landed[rid] = landed_rows(run.traces[rid])
+        elif rid in run.batched:
+            landed[rid] = run.batched[rid]["landed"]
+    matrix = contamination_matrix(ran, landed, encoded)
+    references = {rid: run.references[rid].generated_text for rid in ran}
+    findings = [f for f in findings_from_events(events) if f.kind != "contamination"]
+    for f in findings_from_events(events):
+        if f.kind == "contamination":  # an overwrite before the stitch, as the events show it
+            findings.append(Finding("overwrite", f.severity, f.message, f.stage, f.request_id, f.donor))
+    outcomes = []
+    for req in batch.requests:
+        rid = req.request_id
+        out = RequestOutcome(id=rid, image=req.image_label, observed=req.observed, line=req.line)
+        outcomes.append(out)
+        if req.error or rid in run.errors or rid not in run.references or (rid not in landed and not run.interrupted):
+            out.verdict = "error"
+            out.error = req.error or run.errors.get(rid) or "not replayed"
+            findings.append(Finding("request_error", "error", f"request {rid}: {out.error}", request_id=rid))
+            continue
+        if rid not in landed:  # interrupted before its replay
+            out.verdict, out.error = "error", "interrupted before replay"
+            out.reference = references[rid]
+            continue
+        out.reference = references[rid]
+        trace = run.traces.get(rid)
+        _fill_replayed(out, trace, run.batched.get(rid), run.references[rid])
+        donor = donor_of(ran, matrix, rid)
+        mixed = is_mixed(ran, matrix, rid)
+        own_events = [e for e in events if e.request_id == rid and e.kind in _SEVERE_EVENTS]
+        failed = [c for c in (trace.stages["sync"].checks if trace else []) if not c.ok]
+        if donor is not None:
+            out.verdict, out.donor = "contaminated", donor
+            score = matrix[ran.index(rid)]
+            findings.append(Finding(
+                "contamination", "error",
+                f"request {rid} received request {donor}'s visual rows (similarity {score[ran.index(donor)]:.3f} vs its own {score[ran.index(rid)]:.3f})"
+                + (f"; it answered {out.replayed!r}, {donor}'s reference is {references[donor]!r}" if out.replayed is not None else ""),
+                stage="sync", request_id=rid, donor=donor,
+            ))
+        elif mixed or own_events or failed:
+            out.verdict = "desync"
+            if mixed:
+                contributors = [d for d, s in zip(ran, matrix[ran.index(rid)]) if s is not None and s > 0.05 and d != rid]
+                findings.append(Finding(
+                    "mixed_rows", "error",
+                    f"request {rid}'s stream holds a mix of visual rows (best match {max(s for s in matrix[ran.index(rid)] if s is not None):.3f} < {EXACT}); partial overwrite by {', '.join(contributors) or 'unknown'}",
+                    stage="sync", request_id=rid, donor=contributors[0] if contributors else None,
+                ))
+                out.donor = contributors[0] if contributors else None
+            for check in failed:
+                findings.append(Finding("desync" if "offset" in check.name else "shape_mismatch", "error",
+                                        f"request {rid}: {check.name} failed ({check.detail})", stage="sync", request_id=rid))
+        elif out.replayed is not None and out.replayed != out.reference:
+            out.verdict = "diverged"
+            findings.append(Finding("diverged", "warning",
+                                    f"request {rid}: replayed {out.replayed!r} but its isolated reference says {out.reference!r} (first-token KL {out.first_token_kl})",
+                                    request_id=rid))
+        _judge_observed(out, references, findings)
+    report = ReplayReport(
+        source=batch.source, kind="capture", mode=run.settings.mode, inject=run.settings.inject, seed=run.settings.seed,
+        requests=outcomes, contamination_ids=ran, contamination=matrix, events=list(events), findings=findings,
+        interrupted=run.interrupted, traces=dict(run.traces), references=dict(run.references),
+    )
+    return report
+
+
+def _fill_replayed(out: RequestOutcome, trace, batched: dict | None, reference) -> None:
+    if trace is not None:
+        out.replayed = trace.generated_text
+        sync = trace.stages["sync"].summary.get("images") or [{}]
+        out.text_offset, out.visual_offset = sync[0].get("text_offset"), sync[0].get("visual_offset")
+        out.first_token_kl, out.first_token_topk_overlap = first_token_divergence(reference, trace)
+    elif batched is not None:
+        import torch
+
+        out.replayed = batched["text"]
+        out.text_offset = out.visual_offset = batched["text_offset"]
+        ref_logits, logits = reference.tensors.get("step.0.logits"), batched["first_logits"]
+        if ref_logits is not None and logits is not None:
+            la, lb = torch.log_softmax(ref_logits.float(), -1), torch.log_softmax(logits.float(), -1)
+            out.first_token_kl = float((la.exp() * (la - lb)).sum())
+            k = len(reference.steps[0].topk.token_ids) if reference.steps else 5
+            out.first_token_topk_overlap = topk_overlap(ref_logits.topk(k).indices.tolist(), logits.topk(k).indices.tolist())
+
+
+def _judge_observed(out: RequestOutcome, references: dict[str, str], findings: list[Finding]) -> None:
+    """Compare what production returned with the isolated reference; name the request it matches instead."""
+    if out.observed is None or out.reference is None or out.observed.strip() == out.reference.strip():
+        return
+    source = observed_source(out.observed, {k: v for k, v in references.items() if k != out.id})
+    if source is not None:
+        findings.append(Finding("observed_contamination", "error",
+                                f"request {out.id}: production returned {out.observed!r}, which is request {source}'s reference answer; its own is {out.reference!r}",
+                                request_id=out.id, donor=source))
+        if out.verdict in ("ok", "diverged"):
+            out.verdict, out.donor = "contaminated", source
+    else:
+        findings.append(Finding("observed_diverged", "warning",
+                                f"request {out.id}: production returned {out.observed!r}; the isolated reference says {out.reference!r}",
+                                request_id=out.id))
+        if out.verdict == "ok":
+            out.verdict = "diverged"

@@ -1,0 +1,91 @@
+"""Rich renderables for a replay: request table, contamination matrix, offset timeline."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+
+from .colors import scale_color
+
+VERDICT_STYLE = {"ok": "green", "contaminated": "bold red", "desync": "bold yellow", "diverged": "yellow", "error": "bold magenta"}
+_EVENT_MARK = {
+    "encode_start": ("E", "cyan"),
+    "buffer_write": ("W", "blue"),
+    "buffer_overwrite": ("X", "bold white on red"),
+    "stitch": ("S", "green"),
+    "desync": ("D", "bold yellow"),
+    "shape_mismatch": ("!", "bold red"),
+    "index_out_of_bounds": ("!", "bold red"),
+    "first_token": ("T", "magenta"),
+}
+
+
+def _short(text: str | None, width: int = 36) -> str:
+    if text is None:
+        return "–"
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def requests_table(report) -> Table:
+    """One row per request: id, image, reference, replayed, observed, verdict, donor, offsets."""
+    table = Table(title=f"{report.kind}: {report.source}" + (f" · mode {report.mode} · inject {report.inject} · seed {report.seed}" if report.mode else ""))
+    for col in ("id", "image", "reference", "replayed", "observed", "verdict", "donor", "text@", "visual@"):
+        table.add_column(col, overflow="fold")
+    for r in report.requests:
+        verdict = Text(r.verdict, style=VERDICT_STYLE.get(r.verdict, ""))
+        if r.error:
+            verdict.append(f" ({_short(r.error, 40)})", style="dim")
+        table.add_row(
+            r.id, _short(r.image, 18), _short(r.reference), _short(r.replayed), _short(r.observed), verdict, r.donor or "",
+            "–" if r.text_offset is None else str(r.text_offset), "–" if r.visual_offset is None else str(r.visual_offset),
+        )
+    return table
+
+
+def matrix_table(report, limit: int = 24) -> Table | Text:
+    """The contamination matrix: rows = whose token stream, columns = whose isolated encoder rows."""
+    ids = report.contamination_ids[:limit]
+    if not ids or report.contamination is None:
+        return Text("no contamination matrix (no request was re-executed)", style="dim")
+    table = Table(title="contamination: stream (row) vs isolated encoder rows (column), cosine", show_lines=False)
+    table.add_column("stream \\ rows of")
+    for d in ids:
+        table.add_column(d, justify="right")
+    for i, r in enumerate(ids):
+        cells = []
+        for j, _ in enumerate(ids):
+            v = report.contamination[i][j]
+            if v is None:
+                cells.append(Text("–", style="dim"))
+                continue
+            colour = scale_color(max(0.0, min(1.0, v)))
+            fg = "black" if v > 0.6 else "white"
+            cells.append(Text(f"{v:.2f}", style=f"{fg} on rgb{colour}" + (" bold" if i != j and v >= 0.9999 else "")))
+        table.add_row(r, *cells)
+    return table
+
+
+def timeline_table(report, limit: int = 40) -> Table:
+    """Per request, its events in time order: E encode, W write@offset, X overwritten by, S stitch@offset, T first token."""
+    table = Table(title="offset timeline (E encode · W write@offset · X overwritten by donor · S stitch@offset · D desync · ! error · T first token)")
+    table.add_column("request")
+    table.add_column("events in time order")
+    by_request: dict[str, list] = {}
+    for e in report.events:
+        by_request.setdefault(e.request_id or "(none)", []).append(e)
+    order = [r.id for r in report.requests] + [k for k in by_request if k not in {r.id for r in report.requests}]
+    for rid in order[:limit]:
+        line = Text()
+        for e in sorted(by_request.get(rid, []), key=lambda e: (e.t if e.t is not None else 0, e.seq)):
+            mark, style = _EVENT_MARK.get(e.kind, ("?", ""))
+            label = mark
+            if e.kind in ("buffer_write", "stitch") and e.offset is not None:
+                label += f"@{e.offset}"
+            if e.kind == "buffer_overwrite":
+                label += f"←{e.donor}@{e.offset}"
+            if e.kind == "desync":
+                label += f" v{e.offset}≠t{e.text_offset}"
+            line.append(label, style=style)
+            line.append(" ")
+        table.add_row(rid, line)
+    return table

@@ -1,0 +1,195 @@
+"""Re-execute a captured burst: isolated references, then threads or one batch, with optional faults."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from qdebug.errors import InputError
+from qdebug.trace.runner import CaptureOptions, trace_request
+
+from .batch import Batch
+from .events import EventLog
+from .faults import OffsetShift
+from .shared_buffer import ScheduleCancelled, SharedBufferClient, SharedVisualBuffer, draw_schedule
+
+MODES = ("threads", "batched")
+
+
+@dataclass
+class ReplaySettings:
+    """How to re-execute: mode, concurrency, which fault, the schedule seed."""
+
+    mode: str = "threads"
+    concurrency: int = 4
+    inject: str = "none"
+    seed: int = 0
+
+
+@dataclass
+class ReplayRun:
+    """Raw results of a replay, before analysis."""
+
+    settings: ReplaySettings
+    references: dict = field(default_factory=dict)  # id → isolated Trace
+    traces: dict = field(default_factory=dict)  # id → replayed Trace (threads mode)
+    batched: dict = field(default_factory=dict)  # id → batched result dict (batched mode)
+    errors: dict = field(default_factory=dict)  # id → one-line reason
+    events: EventLog = field(default_factory=EventLog)
+    interrupted: bool = False
+
+
+def parse_inject(spec: str) -> tuple[str, int]:
+    """`none`, `shared-visual-buffer` or `offset-shift:K` → (name, K)."""
+    if spec in ("none", "shared-visual-buffer"):
+        return spec, 0
+    if spec.startswith("offset-shift:"):
+        value = spec.split(":", 1)[1]
+        try:
+            return "offset-shift", int(value)
+        except ValueError:
+            pass
+    raise InputError(f"--inject {spec}: expected none, shared-visual-buffer or offset-shift:K (K an integer)")
+
+
+def check_settings(settings: ReplaySettings) -> None:
+    """Refuse combinations that make no sense before any work starts."""
+    if settings.mode not in MODES:
+        raise InputError(f"--mode {settings.mode}: expected one of {', '.join(MODES)}")
+    if settings.concurrency < 1:
+        raise InputError(f"--concurrency {settings.concurrency}: expected at least 1")
+    name, _ = parse_inject(settings.inject)
+    if settings.mode == "batched" and name != "none":
+        raise InputError(f"--inject {settings.inject} acts on one request's merge step; use --mode threads")
+
+
+def replay(
+    loaded,
+    batch: Batch,
+    settings: ReplaySettings,
+    on_progress: Callable[[str, str, bool], None] | None = None,
+    cancel: threading.Event | None = None,
+) -> ReplayRun:
+    """Run every request with a payload alone (the reference), then again under `settings`.
+
+    `on_progress(phase, request_id, clean)` is called after each request ("reference" / "replay"); `clean`
+    says whether the replayed rows still match the request's own encoder rows. Setting `cancel` (or Ctrl-C)
+    stops early: what finished is kept and `interrupted` is set.
+    """
+    check_settings(settings)
+    cancel = cancel or threading.Event()
+    run = ReplayRun(settings)
+    progress = on_progress or (lambda phase, rid, clean: None)
+    items = [(r.request_id, r.request) for r in batch.requests if r.request is not None]
+    options = CaptureOptions(attn_layers=None)
+    try:
+        for rid, request in items:
+            if cancel.is_set():
+                raise KeyboardInterrupt
+            try:
+                run.references[rid] = trace_request(loaded, request, options)
+            except Exception as exc:  # one bad request must not stop the burst
+                run.errors[rid] = f"reference run failed: {_one_line(exc)}"
+            progress("reference", rid, True)
+        live = [(rid, req) for rid, req in items if rid in run.references]
+        if settings.mode == "batched":
+            from .batched import run_batched
+
+            if live:
+                run.batched = run_batched(loaded, live, run.events)
+            for rid, _ in live:
+                progress("replay", rid, True)
+        else:
+            _replay_threads(loaded, live, settings, run, options, progress, cancel)
+    except KeyboardInterrupt:
+        run.interrupted = True
+        cancel.set()
+    return run
+
+
+def _replay_threads(loaded, items, settings: ReplaySettings, run: ReplayRun, options, progress, cancel) -> None:
+    """Replay in waves of `concurrency` threads sharing one model; faults are per request, the buffer per wave."""
+    name, shift = parse_inject(settings.inject)
+    pad = None
+    if name == "offset-shift":
+        import torch
+
+        token = loaded.adapter.image_token_id(loaded.config)
+        pad = loaded.adapter.embed_tokens(loaded.model)(torch.tensor([token], device=loaded.device)).detach()
+    for start in range(0, len(items), settings.concurrency):
+        wave = items[start : start + settings.concurrency]
+        buffer = None
+        if name == "shared-visual-buffer":
+            buffer = SharedVisualBuffer(draw_schedule([rid for rid, _ in wave], settings.seed * 1_000_003 + start))
+        threads = [
+            threading.Thread(target=_worker, args=(loaded, rid, req, name, shift, pad, buffer, run, options, progress), daemon=True)
+            for rid, req in wave
+        ]
+        for t in threads:
+            t.start()
+        try:
+            for t in threads:
+                while t.is_alive():
+                    t.join(0.1)
+                    if cancel.is_set():
+                        raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            if buffer is not None:
+                buffer.cancel()
+            for t in threads:
+                t.join(30)
+            raise
+
+
+def _worker(loaded, rid, request, name, shift, pad, buffer, run: ReplayRun, options, progress) -> None:
+    faults: tuple = ()
+    if name == "shared-visual-buffer":
+        faults = (SharedBufferClient(buffer, rid),)
+    elif name == "offset-shift":
+        faults = (OffsetShift(shift, pad),)
+    try:
+        trace = trace_request(loaded, request, options, faults=faults, notify=run.events.notifier(rid))
+    except ScheduleCancelled:
+        run.errors[rid] = "interrupted"
+        return
+    except Exception as exc:
+        run.errors[rid] = f"replay failed: {_one_line(exc)}"
+        if buffer is not None:
+            buffer.skip(rid)
+        return
+    run.traces[rid] = trace
+    progress("replay", rid, _clean(trace, run.references.get(rid)))
+
+
+def _clean(trace, reference) -> bool:
+    """Whether the rows that landed in the replayed stream equal the request's own encoder rows."""
+    import torch
+
+    if reference is None:
+        return True
+    landed = landed_rows(trace)
+    own = encoded_rows(reference)
+    return landed is None or own is None or (landed.shape == own.shape and bool(torch.allclose(landed, own)))
+
+
+def landed_rows(trace):
+    """Rows found at the trace's image placeholder positions in the embeddings the decoder received."""
+    embeds = trace.tensors.get("sync.embeds")
+    positions = trace.image_positions()
+    if embeds is None or not positions:
+        return None
+    return embeds[positions]
+
+
+def encoded_rows(trace):
+    """The trace's encoder output rows, all images in order."""
+    import torch
+
+    rows = [trace.tensors[f"encode.{i.index}"] for i in trace.images if f"encode.{i.index}" in trace.tensors]
+    return torch.cat(rows) if rows else None
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

@@ -1,0 +1,97 @@
+"""RunSession: one live run of a request, driven by a Stepper; its events become RunEvent messages.
+
+The Stepper's worker thread really blocks at breakpoints. Its callbacks run in that thread, so they only
+build a snapshot (while the forward pass is stopped) and post a message: the UI thread never waits on the model.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+
+from .messages import RunEvent
+from .state import RunState
+
+_run_ids = itertools.count(1)
+
+
+class RunSession:
+    """Start, step, continue and cancel one traced request; `post(RunEvent)` is called from the worker thread."""
+
+    def __init__(self, loaded, request, breakpoints: set[str], post: Callable[[RunEvent], object]):
+        from qdebug.trace.stepper import Stepper
+
+        self.id = next(_run_ids)
+        self.loaded, self.request, self.post = loaded, request, post
+        self.finished = False
+        self._one_shot_step = False  # "step.*" was added by `g` and is removed at the next step
+        self.stepper = Stepper(loaded, request, breakpoints=set(breakpoints), on_event=self._on_event)
+
+    # controller side (UI thread) ------------------------------------------------
+    def start(self) -> None:
+        """Start the worker; it runs to the first breakpoint."""
+        self.stepper.start()
+
+    def next(self) -> None:
+        """Run to the next stage boundary."""
+        self.stepper.next()
+
+    def continue_(self) -> None:
+        """Run to the next breakpoint or the end."""
+        self.stepper.continue_()
+
+    def until_next_step(self) -> None:
+        """Continue to the next generated token (the next step.K), wherever the run is paused."""
+        if "step.*" not in self.stepper.breakpoints:
+            self.stepper.toggle_breakpoint("step.*")
+            self._one_shot_step = True
+        self.stepper.continue_()
+
+    def set_breakpoint(self, stage: str, on: bool) -> None:
+        """Set or clear a breakpoint on the running stepper."""
+        if (stage in self.stepper.breakpoints) != on:
+            self.stepper.toggle_breakpoint(stage)
+
+    def cancel(self, timeout: float | None = 5.0) -> None:
+        """Unblock and stop the worker; wait up to `timeout` seconds for its thread to end (0: don't wait)."""
+        self.stepper.cancel(timeout)
+
+    @property
+    def alive(self) -> bool:
+        """Whether the worker thread is still running (paused or computing)."""
+        return self.stepper.running
+
+    def state(self) -> RunState:
+        """A snapshot of where the run stands, for the stage list."""
+        s = self.stepper
+        return RunState(tuple(s.reached), s.paused_at, s.running and not self.finished, self.finished)
+
+    # worker side ------------------------------------------------------------------
+    def _on_event(self, kind: str, stage: str | None) -> None:
+        if kind == "paused":
+            if self._one_shot_step and stage is not None and stage.startswith("step."):
+                self.stepper.toggle_breakpoint("step.*")
+                self._one_shot_step = False
+            self.post(RunEvent(self.id, kind, stage, self._snapshot()))
+        elif kind == "reached":
+            self.post(RunEvent(self.id, kind, stage, None))
+        else:  # done / error / cancelled: the thread is about to end
+            self.finished = True
+            error = None
+            if kind == "error" and self.stepper.error is not None:
+                exc = self.stepper.error
+                error = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+            self.post(RunEvent(self.id, kind, None, self.stepper.trace if kind == "done" else None, error))
+
+    def _snapshot(self):
+        """The partial trace as far as the run got (None if it cannot be built)."""
+        from qdebug.trace.hooks import current_recorder
+
+        from .live import snapshot
+
+        if self.stepper.prepared is None:
+            return None
+        try:
+            return snapshot(self.loaded, self.request, self.stepper.prepared, current_recorder(), list(self.stepper.reached))
+        except Exception:  # a snapshot is a convenience; never let it kill the run
+            return None

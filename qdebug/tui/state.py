@@ -1,0 +1,163 @@
+"""What the request screen shows: a trace document, the user's selection, and sequence-position helpers."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+BASE_STAGES = ("preprocess", "encode", "sync")
+STAGE_PATTERN = re.compile(r"^(preprocess|encode|sync|logits|layer\.\d+|step\.(\d+|\*))$")
+IMAGE_COLOURS = ("#2aa1b3", "#c061cb", "#e0a030", "#5fb35f")  # image i's span, cycled
+TEXT_COLOUR = "#5c6773"
+GENERATED_COLOUR = "#d7d7d7"
+
+
+def pipeline_stages(num_layers: int | None, steps: int = 0) -> list[str]:
+    """Stage names in pipeline order for a model with `num_layers` decoder layers and `steps` generated tokens."""
+    layers = [f"layer.{i}" for i in range(num_layers or 0)]
+    return [*BASE_STAGES, *layers, "logits", *(f"step.{k}" for k in range(steps))]
+
+
+class TraceDoc:
+    """A trace on screen: complete, or a snapshot of a run in progress. Compared by identity (never by tensors)."""
+
+    def __init__(self, trace, *, complete: bool = True, pil_images: list | None = None, source: str = "", role: str = "", tokenizer=None):
+        self.trace = trace
+        self.complete = complete
+        self.pil_images = pil_images  # PIL images when the request is in memory (a live run), else None
+        self.source = source  # where it came from: a file path, "live run", "replayed c"…
+        self.role = role  # "replayed" / "reference" inside a replay, else ""
+        self.tokenizer = tokenizer
+        self._vocab: dict[int, str] | None = None
+
+    @property
+    def prompt_len(self) -> int:
+        """Number of prompt tokens (input ids)."""
+        return len(self.trace.input_ids)
+
+    @property
+    def length(self) -> int:
+        """Prompt tokens plus generated tokens: the positions the timeline draws."""
+        return self.prompt_len + len(self.trace.steps)
+
+    def token_at(self, pos: int) -> str:
+        """The token at sequence position `pos` (prompt or generated)."""
+        if pos < self.prompt_len:
+            return self.trace.tokens[pos] if pos < len(self.trace.tokens) else "?"
+        k = pos - self.prompt_len
+        return self.trace.steps[k].token if k < len(self.trace.steps) else "?"
+
+    def step_chosen_at(self, pos: int) -> int | None:
+        """The generation step whose token was chosen from position `pos`'s output, if any."""
+        k = pos - (self.prompt_len - 1)
+        return k if 0 <= k < len(self.trace.steps) else None
+
+    def image_at(self, pos: int) -> tuple[int, int] | None:
+        """(image index, index inside its span) when `pos` is an image placeholder."""
+        for img in self.trace.images:
+            if img.span and img.span[0] <= pos < img.span[1]:
+                return img.index, pos - img.span[0]
+        return None
+
+    def token_text(self, token_id: int) -> str:
+        """A token id as text: the tokenizer when there is one, else what the trace itself names."""
+        if self.tokenizer is not None:
+            return self.tokenizer.decode([token_id], skip_special_tokens=False)
+        if self._vocab is None:
+            vocab = dict(zip(self.trace.input_ids, self.trace.tokens))
+            for step in self.trace.steps:
+                vocab.update(zip(step.topk.token_ids, step.topk.tokens))
+                vocab[step.token_id] = step.token
+            self._vocab = vocab
+        return self._vocab.get(token_id, f"#{token_id}")
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The user's choices: stage, heatmap layer/head (None = mean), cursor position, image, top-k rows."""
+
+    stage: str | None = None
+    layer: int | None = None
+    head: int | None = None
+    pos: int | None = None  # sequence position under the cursor (None: the query that chose step 0)
+    image: int = 0
+    topk: int = 5
+
+
+@dataclass(frozen=True)
+class View:
+    """Everything a panel needs: the document on screen and the selection."""
+
+    doc: TraceDoc | None
+    sel: Selection = field(default_factory=Selection)
+
+    @property
+    def pos(self) -> int | None:
+        """The cursor position, defaulting to the query that chose step 0 (the last prompt token)."""
+        if self.doc is None:
+            return None
+        if self.sel.pos is not None:
+            return min(self.sel.pos, max(0, self.doc.length - 1))
+        return max(0, self.doc.prompt_len - 1)
+
+
+def query_move(doc: TraceDoc, pos: int, delta: int) -> int:
+    """The next/previous attention query position from `pos` (queries: text prompt tokens, then decode steps)."""
+    queries = list(doc.trace.attn_queries) or list(range(doc.length))
+    if delta > 0:
+        later = [q for q in queries if q > pos]
+        return later[0] if later else queries[-1]
+    earlier = [q for q in queries if q < pos]
+    return earlier[-1] if earlier else queries[0]
+
+
+@dataclass(frozen=True)
+class StageRow:
+    """One line of the stage list."""
+
+    name: str
+    status: str  # pending | running | paused | done
+    failed: bool = False
+    breakpoint: bool = False
+
+
+@dataclass(frozen=True)
+class RunState:
+    """Where a live run stands: stages reached, where it waits, whether the worker is alive."""
+
+    reached: tuple[str, ...] = ()
+    paused_at: str | None = None
+    running: bool = False
+    finished: bool = False
+
+
+def stage_rows(names: list[str], trace, run: RunState | None, breakpoints: set[str]) -> list[StageRow]:
+    """Status of each stage: done when reached (or in a complete trace), paused where the worker waits."""
+    reached = set(run.reached) if run is not None else set(names)
+    next_running = None
+    if run is not None and run.running and run.paused_at is None:
+        next_running = next((n for n in names if n not in reached), None)
+    rows = []
+    for name in names:
+        stage = trace.stages.get(name) if trace is not None else None
+        failed = stage is not None and not stage.ok
+        if run is not None and name == run.paused_at:
+            status = "paused"
+        elif name in reached:
+            status = "done"
+        elif name == next_running:
+            status = "running"
+        else:
+            status = "pending"
+        bp = name in breakpoints or (name.startswith("step.") and "step.*" in breakpoints)
+        rows.append(StageRow(name, status, failed, bp))
+    return rows
+
+
+def valid_stage(name: str, num_layers: int | None) -> bool:
+    """Whether `name` is a stage a breakpoint can be set on (layer index checked when the model is known)."""
+    if not STAGE_PATTERN.match(name):
+        return False
+    if name.startswith("layer.") and num_layers is not None:
+        return int(name.split(".")[1]) < num_layers
+    return True
