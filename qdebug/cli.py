@@ -94,6 +94,53 @@ def attn(
 
 @app.command()
 @friendly
+def replay(
+    file: Annotated[Path, typer.Argument(help="A request capture (JSONL of chat-completions bodies) or a runtime log.")],
+    fmt: Annotated[Optional[str], typer.Option("--format", help="capture | runtime-log (default: detected).")] = None,
+    mode: Annotated[str, typer.Option("--mode", help="threads (N threads share one model) | batched (one padded batch).")] = "threads",
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Threads running at once in threads mode.")] = 4,
+    inject: Annotated[str, typer.Option("--inject", help="none | shared-visual-buffer | offset-shift:K")] = "none",
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the injected interleaving (same seed, same schedule).")] = 0,
+    allow_paths: Annotated[bool, typer.Option("--allow-paths", help="Let image paths point outside the capture's folder.")] = False,
+    model: ModelOpt = "demo",
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "auto",
+    kernel: KernelOpt = "eager",
+    emit_log: Annotated[Optional[Path], typer.Option("--emit-log", help="Write the replay's events in the runtime-log format.")] = None,
+    timeline_png: Annotated[Optional[Path], typer.Option("--timeline-png", help="Draw the offset timeline to this PNG.")] = None,
+    json_out: Annotated[Optional[str], typer.Option("--json", help="Write the report as JSON to PATH, or `-` for stdout.")] = None,
+    save: Annotated[Optional[Path], typer.Option("--save", help="Save the report with every trace (.qdr) for `repl`.")] = None,
+    tui: Annotated[bool, typer.Option("--tui", help="Open the batch screen of the interactive debugger.")] = False,
+) -> None:
+    """Replay a captured burst (or read a runtime log) and show who got whose visual tokens, at which offsets, when."""
+    from qdebug.commands.common import consoles, emit_json
+    from qdebug.commands.replay import ReplayArgs, run_replay, write_replay_outputs
+
+    report_console, status = consoles(json_to_stdout=json_out == "-")
+    report = run_replay(ReplayArgs(file, fmt, mode, concurrency, inject, seed, allow_paths, model, device, dtype, kernel), status)
+    write_replay_outputs(report, emit_log, timeline_png, save)
+    emit_json(report.to_json(), json_out)
+    if tui:
+        from qdebug.tui.app import build_app
+
+        build_app(report=report).run()
+    elif json_out != "-" or report_console.is_terminal:
+        from qdebug.render.attn_report import findings_panel
+        from qdebug.render.replay_report import matrix_table, requests_table, timeline_table
+
+        for renderable in (requests_table(report), matrix_table(report), timeline_table(report), findings_panel(report.findings)):
+            report_console.print(renderable)
+        if report.kind == "runtime-log":
+            status.print(f"{report.unknown_lines} unrecognised line(s) kept and counted")
+    if report.interrupted:
+        status.print("interrupted: the report covers the requests that finished")
+        raise typer.Exit(130)
+    if report.kind == "capture" and any(r.verdict == "error" for r in report.requests):
+        raise typer.Exit(1)  # some captured requests could not be replayed
+
+
+@app.command()
+@friendly
 def diff(
     first: Annotated[str, typer.Argument(help="IMAGE (then PROMPT), or a saved trace A.qdt.")],
     second: Annotated[str, typer.Argument(help="PROMPT, or a saved trace B.qdt.")],

@@ -7,7 +7,7 @@ from qdebug.replay.batch import Batch
 from qdebug.replay.engine import ReplayRun, encoded_rows, landed_rows
 from qdebug.replay.report import ReplayReport, RequestOutcome
 
-from .detectors.contamination import EXACT, contamination_from_donors, contamination_matrix, donor_of, is_mixed
+from .detectors.contamination import EXACT, contamination_from_donors, contamination_matrix, donor_of, is_mixed, row_shares
 from .detectors.divergence import first_token_divergence, observed_source, topk_overlap
 from .detectors.log_findings import contamination_from_events, findings_from_events, offsets_from_events, request_verdicts_from_events
 
@@ -84,13 +84,14 @@ def report_from_replay(batch: Batch, run: ReplayRun) -> ReplayReport:
         elif mixed or own_events or failed:
             out.verdict = "desync"
             if mixed:
-                contributors = [d for d, s in zip(ran, matrix[ran.index(rid)]) if s is not None and s > 0.05 and d != rid]
+                shares = row_shares(rid, ran, landed, encoded)
+                parts = ", ".join(f"{d} ({share:.0%} of its rows)" for d, share in shares.items())
                 findings.append(Finding(
                     "mixed_rows", "error",
-                    f"request {rid}'s stream holds a mix of visual rows (best match {max(s for s in matrix[ran.index(rid)] if s is not None):.3f} < {EXACT}); partial overwrite by {', '.join(contributors) or 'unknown'}",
-                    stage="sync", request_id=rid, donor=contributors[0] if contributors else None,
+                    f"request {rid}'s stream holds a mix of visual rows: partly overwritten by {parts or 'an unknown request'}",
+                    stage="sync", request_id=rid, donor=next(iter(shares), None),
                 ))
-                out.donor = contributors[0] if contributors else None
+                out.donor = next(iter(shares), None)
             for check in failed:
                 findings.append(Finding("desync" if "offset" in check.name else "shape_mismatch", "error",
                                         f"request {rid}: {check.name} failed ({check.detail})", stage="sync", request_id=rid))

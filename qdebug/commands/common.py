@@ -13,6 +13,8 @@ def consoles(json_to_stdout: bool):
     from rich.console import Console
 
     report = Console(stderr=json_to_stdout, highlight=False)
+    if not report.is_terminal:  # piped or captured: wide enough that tables don't fold every word
+        report = Console(stderr=json_to_stdout, highlight=False, width=160)
     return report, Console(stderr=True, highlight=False)
 
 

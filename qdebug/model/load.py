@@ -161,7 +161,7 @@ def load_model(
             trust_remote_code=trust_remote_code,
         )
         processor = AutoProcessor.from_pretrained(path, local_files_only=True, trust_remote_code=trust_remote_code)
-    except (OSError, ValueError, KeyError, RuntimeError, ImportError) as exc:
+    except Exception as exc:  # transformers, safetensors and tokenizers each raise their own types
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelLoadError(f"--model {spec}: could not load ({first})") from None
     model.to(device)

@@ -29,14 +29,20 @@ def _short(text: str | None, width: int = 36) -> str:
 def requests_table(report) -> Table:
     """One row per request: id, image, reference, replayed, observed, verdict, donor, offsets."""
     table = Table(title=f"{report.kind}: {report.source}" + (f" · mode {report.mode} · inject {report.inject} · seed {report.seed}" if report.mode else ""))
-    for col in ("id", "image", "reference", "replayed", "observed", "verdict", "donor", "text@", "visual@"):
+    replayed = report.kind == "capture"
+    columns = ["id", "image", "reference", "replayed", "observed"] if replayed else ["id"]
+    for col in columns:
         table.add_column(col, overflow="fold")
+    table.add_column("verdict", no_wrap=True)
+    for col in ("donor", "text@", "visual@"):
+        table.add_column(col, no_wrap=True)
     for r in report.requests:
         verdict = Text(r.verdict, style=VERDICT_STYLE.get(r.verdict, ""))
         if r.error:
-            verdict.append(f" ({_short(r.error, 40)})", style="dim")
+            verdict.append(f" ({_short(r.error, 48)})", style="dim")
+        cells = [r.id, _short(r.image, 18), _short(r.reference), _short(r.replayed), _short(r.observed)] if replayed else [r.id]
         table.add_row(
-            r.id, _short(r.image, 18), _short(r.reference), _short(r.replayed), _short(r.observed), verdict, r.donor or "",
+            *cells, verdict, r.donor or "",
             "–" if r.text_offset is None else str(r.text_offset), "–" if r.visual_offset is None else str(r.visual_offset),
         )
     return table
@@ -47,7 +53,9 @@ def matrix_table(report, limit: int = 24) -> Table | Text:
     ids = report.contamination_ids[:limit]
     if not ids or report.contamination is None:
         return Text("no contamination matrix (no request was re-executed)", style="dim")
-    table = Table(title="contamination: stream (row) vs isolated encoder rows (column), cosine", show_lines=False)
+    title = ("contamination: stream (row) vs isolated encoder rows (column), cosine" if report.kind == "capture"
+             else "contamination from the log: whose buffer rows reached each request's stream (1 = yes)")
+    table = Table(title=title, show_lines=False)
     table.add_column("stream \\ rows of")
     for d in ids:
         table.add_column(d, justify="right")

@@ -30,16 +30,43 @@ def contamination_matrix(ids: list[str], landed: dict, encoded: dict) -> list[li
 
 
 def donor_of(ids: list[str], matrix: list[list[float | None]], request_id: str) -> str | None:
-    """The request whose rows best match `request_id`'s stream, when that is not `request_id` itself."""
+    """The other request whose rows wholly fill `request_id`'s stream (score >= EXACT), if any.
+
+    A stream that is only partly another's (a mix) has no donor here: see `is_mixed` and `contributors`.
+    """
     i = ids.index(request_id)
-    scores = [(s, d) for s, d in zip(matrix[i], ids) if s is not None]
+    own = matrix[i][i]
+    scores = [(s, d) for s, d in zip(matrix[i], ids) if s is not None and d != request_id]
     if not scores:
         return None
-    own = matrix[i][i]
     best, donor = max(scores, key=lambda x: x[0])
-    if donor != request_id and (own is None or best > own + 1e-6):
+    if best >= EXACT and (own is None or best > own + 1e-6):
         return donor
     return None
+
+
+def row_shares(request_id: str, ids: list[str], landed: dict, encoded: dict) -> dict[str, float]:
+    """For each other request d: the fraction of `request_id`'s landed rows that are exactly d's rows (same index).
+
+    Cosine alone cannot say who contributed to a mix (two scenes' background rows are alike); an exact row
+    match can.
+    """
+    import torch
+
+    mine = landed.get(request_id)
+    if mine is None or mine.shape[0] == 0:
+        return {}
+    shares = {}
+    for d in ids:
+        theirs = encoded.get(d)
+        if d == request_id or theirs is None:
+            continue
+        n = min(mine.shape[0], theirs.shape[0])
+        cos = torch.nn.functional.cosine_similarity(mine[:n].float(), theirs[:n].float(), dim=-1)
+        same = int((cos >= EXACT).sum())
+        if same:
+            shares[d] = same / mine.shape[0]
+    return dict(sorted(shares.items(), key=lambda x: -x[1]))
 
 
 def is_mixed(ids: list[str], matrix: list[list[float | None]], request_id: str) -> bool:

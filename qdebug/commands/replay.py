@@ -1,0 +1,93 @@
+"""`qdebug replay`: read a capture or runtime log, re-execute captures, and report who got whose visual tokens."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass
+class ReplayArgs:
+    """Everything `qdebug replay` was asked for."""
+
+    file: Path
+    format: str | None = None
+    mode: str = "threads"
+    concurrency: int = 4
+    inject: str = "none"
+    seed: int = 0
+    allow_paths: bool = False
+    model: str = "demo"
+    device: str = "auto"
+    dtype: str = "auto"
+    kernel: str = "eager"
+
+
+def run_replay(args: ReplayArgs, console=None):
+    """Parse, re-execute when there are payloads, analyse; returns a ReplayReport (interrupted ones included)."""
+    from qdebug.analysis.replay import report_from_log, report_from_replay
+    from qdebug.replay.engine import ReplaySettings, check_settings, replay
+    from qdebug.replay.formats.detect import read_batch
+
+    batch = read_batch(args.file, args.format, args.allow_paths)
+    if batch.kind == "runtime-log":
+        return report_from_log(batch)
+    settings = ReplaySettings(args.mode, args.concurrency, args.inject, args.seed)
+    check_settings(settings)
+    from qdebug.commands.common import quiet_transformers
+    from qdebug.model.load import load_model
+
+    quiet_transformers()
+    loaded = load_model(args.model, args.device, args.dtype, args.kernel)
+    total = sum(1 for r in batch.requests if r.request is not None)
+    if console is not None and console.is_terminal:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[note]}"), console=console, transient=True) as bar:
+            ref = bar.add_task("isolated references", total=total, note="")
+            rep = bar.add_task(f"replay ({args.mode}, inject {args.inject})", total=total, note="contaminated so far: 0")
+            bad = [0]
+
+            def on_progress(phase: str, rid: str, clean: bool) -> None:
+                if phase == "reference":
+                    bar.advance(ref)
+                    return
+                bad[0] += not clean
+                bar.update(rep, advance=1, note=f"contaminated so far: {bad[0]}")
+
+            run = replay(loaded, batch, settings, on_progress)
+    else:
+        run = replay(loaded, batch, settings)
+    return report_from_replay(batch, run)
+
+
+def load_or_run_replay(path: str | Path):
+    """For the TUI: open a saved `.qdr` report, or replay a capture / read a log with default settings."""
+    from qdebug.replay.report import load_report
+
+    p = Path(path)
+    if p.suffix == ".qdr":
+        return load_report(p)
+    return run_replay(ReplayArgs(p, device="cpu" if not _cuda() else "auto"))
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def write_replay_outputs(report, emit_log: Path | None, timeline_png: Path | None, save: Path | None) -> None:
+    """Write the runtime-log-format events, the timeline PNG and the saved report (each atomically)."""
+    if emit_log is not None:
+        from qdebug.replay.formats.log_writer import write_runtime_log
+
+        write_runtime_log(report.events, emit_log)
+    if timeline_png is not None:
+        from qdebug.render.plots import timeline_png as draw
+
+        draw(report, timeline_png)
+    if save is not None:
+        from qdebug.replay.report import save_report
+
+        save_report(report, save)
