@@ -59,7 +59,7 @@ def detect_format(path: str | os.PathLike) -> str:
 def read_batch(path: str | os.PathLike, format: str | None = None, allow_paths: bool = False) -> Batch:
     """Read a capture or runtime log into a Batch; `format` None auto-detects."""
     if format is not None and format not in FORMATS:
-        raise ReplayFormatError(f"unknown replay format {format!r} (expected one of: {', '.join(FORMATS)})")
+        raise ReplayFormatError(f"--format {format}: unknown replay format (expected one of: {', '.join(FORMATS)})")
     kind = format or detect_format(path)
     if kind == "capture":
         from qdebug.replay.formats.capture import parse_capture
