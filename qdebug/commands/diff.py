@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from qdebug.errors import InputError
@@ -41,7 +41,6 @@ class DiffArgs:
     max_new_tokens: int = 16
     atol: float | None = None
     rtol: float | None = None
-    extra: dict = field(default_factory=dict)
 
 
 def is_trace_file(path: str) -> bool:
@@ -124,8 +123,8 @@ def _trace(loaded, spec: RunSpec, request):
     return trace, watch.findings
 
 
-def run_diff(args: DiffArgs):
-    """Returns a list of (order label, DiffResult, trace A, trace B)."""
+def run_diff(args: DiffArgs, models: dict | None = None):
+    """Returns a list of (order label, DiffResult, trace A, trace B). `models` caches loaded models across calls."""
     from qdebug.analysis.diff import diff_traces
     from qdebug.commands.common import quiet_transformers
     from qdebug.trace.schema import load_trace
@@ -138,10 +137,10 @@ def run_diff(args: DiffArgs):
     quiet_transformers()
     from qdebug.model.load import load_model
 
-    cache: dict = {}
+    cache: dict = {} if models is None else models
 
     def model_for(spec: RunSpec):
-        key = (spec.device, spec.dtype, spec.kernel)
+        key = (args.model, spec.device, spec.dtype, spec.kernel)
         if key not in cache:
             cache[key] = load_model(args.model, spec.device, spec.dtype, spec.kernel)
         return cache[key]

@@ -70,16 +70,17 @@ def replay(
     settings: ReplaySettings,
     on_progress: Callable[[str, str, bool], None] | None = None,
     cancel: threading.Event | None = None,
+    references: dict | None = None,
 ) -> ReplayRun:
     """Run every request with a payload alone (the reference), then again under `settings`.
 
     `on_progress(phase, request_id, clean)` is called after each request ("reference" / "replay"); `clean`
     says whether the replayed rows still match the request's own encoder rows. Setting `cancel` (or Ctrl-C)
-    stops early: what finished is kept and `interrupted` is set.
+    stops early: what finished is kept and `interrupted` is set. `references` reuses isolated traces by id.
     """
     check_settings(settings)
     cancel = cancel or threading.Event()
-    run = ReplayRun(settings)
+    run = ReplayRun(settings, references=dict(references or {}))
     progress = on_progress or (lambda phase, rid, clean: None)
     items = [(r.request_id, r.request) for r in batch.requests if r.request is not None]
     options = CaptureOptions(attn_layers=None)
@@ -87,6 +88,8 @@ def replay(
         for rid, request in items:
             if cancel.is_set():
                 raise KeyboardInterrupt
+            if rid in run.references:
+                continue
             try:
                 run.references[rid] = trace_request(loaded, request, options)
             except Exception as exc:  # one bad request must not stop the burst
