@@ -265,8 +265,18 @@ def _status_console():
 
 
 def main() -> None:
-    """Entry point of the `qdebug` console script."""
-    app()
+    """Entry point of the `qdebug` console script: usage errors become one line too."""
+    usage_error = typer.BadParameter.__mro__[1]  # typer's vendored click UsageError (not exported by name)
+    try:
+        code = app(standalone_mode=False)
+    except usage_error as exc:
+        hint = f" (see `qdebug {exc.ctx.info_name} --help`)" if exc.ctx is not None and exc.ctx.info_name != "qdebug" else ""
+        typer.echo(f"qdebug: error: {exc.format_message()}{hint}", err=True)
+        sys.exit(2)
+    except typer.Abort:
+        typer.echo("qdebug: error: interrupted", err=True)
+        sys.exit(130)
+    sys.exit(code or 0)
 
 
 if __name__ == "__main__":

@@ -113,3 +113,10 @@ def test_installed_command_runs_and_help_is_light(scene_png):
 def test_help_lists_options(args):
     result = runner.invoke(app, args)
     assert result.exit_code == 0
+
+
+def test_installed_command_usage_errors_are_one_line():
+    for args in (["attn"], ["attn", "x.png", "p", "--max-new-tokens", "0"], ["nonsense"]):
+        out = subprocess.run(["qdebug", *args], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 2, args
+        assert len(out.stderr.strip().splitlines()) == 1 and out.stderr.startswith("qdebug: error:"), out.stderr
