@@ -7,7 +7,7 @@ from qdebug.replay.batch import Batch
 from qdebug.replay.engine import ReplayRun, encoded_rows, landed_rows
 from qdebug.replay.report import ReplayReport, RequestOutcome
 
-from .detectors.contamination import EXACT, contamination_from_donors, contamination_matrix, donor_of, is_mixed, row_shares
+from .detectors.contamination import contamination_from_donors, contamination_matrix, donor_of, is_mixed, row_shares
 from .detectors.divergence import first_token_divergence, observed_source, topk_overlap
 from .detectors.log_findings import contamination_from_events, findings_from_events, offsets_from_events, request_verdicts_from_events
 

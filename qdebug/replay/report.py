@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from qdebug.atomic import atomic_path
 from qdebug.errors import TraceFormatError
 from qdebug.findings import Finding
 
@@ -105,21 +105,14 @@ def save_report(report: ReplayReport, path: str | Path) -> Path:
     from qdebug.trace.schema import save_trace
 
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as raw, zipfile.ZipFile(raw, "w", compression=zipfile.ZIP_DEFLATED) as zf, tempfile.TemporaryDirectory() as work:
-            zf.writestr("report.json", json.dumps(report.to_json(), indent=1))
-            for role, traces in (("replayed", report.traces), ("reference", report.references)):
-                for i, (rid, trace) in enumerate(traces.items()):
-                    member = Path(work) / f"{role}-{i}.qdt"
-                    save_trace(trace, member)
-                    zf.write(member, f"traces/{role}/{i}.qdt")
-                    zf.writestr(f"traces/{role}/{i}.id", rid)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_path(path) as tmp, zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf, tempfile.TemporaryDirectory() as work:
+        zf.writestr("report.json", json.dumps(report.to_json(), indent=1))
+        for role, traces in (("replayed", report.traces), ("reference", report.references)):
+            for i, (rid, trace) in enumerate(traces.items()):
+                member = Path(work) / f"{role}-{i}.qdt"
+                save_trace(trace, member)
+                zf.write(member, f"traces/{role}/{i}.qdt")
+                zf.writestr(f"traces/{role}/{i}.id", rid)
     return path
 
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from qdebug.atomic import atomic_path
 from qdebug.errors import TraceFormatError
 from qdebug.findings import Finding
 
@@ -187,16 +187,9 @@ def save_trace(trace: Trace, path: str | Path) -> Path:
     tensors = {k: v.detach().cpu().contiguous() for k, v in trace.tensors.items()}
     blob = save(tensors, metadata={"format": FORMAT, "version": str(FORMAT_VERSION)}) if tensors else b""
     payload = json.dumps(trace.to_json(), indent=1).encode()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as raw, zipfile.ZipFile(raw, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-            zf.writestr(_JSON_NAME, payload)
-            zf.writestr(_TENSORS_NAME, blob)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_path(path) as tmp, zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr(_JSON_NAME, payload)
+        zf.writestr(_TENSORS_NAME, blob)
     return path
 
 

@@ -1,6 +1,5 @@
 """`qdebug replay` end to end: JSON report, broken capture lines, emitted logs, runtime logs, bad options."""
 
-import base64
 import json
 import shutil
 from pathlib import Path

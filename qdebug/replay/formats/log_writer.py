@@ -5,10 +5,10 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import re
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
+from qdebug.atomic import atomic_path
 from qdebug.replay.batch import (
     BUFFER_OVERWRITE,
     BUFFER_WRITE,
@@ -115,17 +115,6 @@ def write_runtime_log(events: Iterable[Event], path: str | os.PathLike) -> Path:
     target = Path(path)
     # Format everything first: a bad event fails before any file is created.
     lines = [format_event(e) + "\n" for e in events]
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.writelines(lines)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    with atomic_path(target) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
+        f.writelines(lines)
     return target
