@@ -8,7 +8,9 @@ from .files import write_atomically
 
 
 def attention_png(trace, pil_images, path: str | Path, *, steps: list[int], layer: int | None = None, head: int | None = None) -> Path:
-    """Draw, for each image (row) and each selected step (column), the image with that step's attention overlaid."""
+    """Draw the image with one generation step's attention overlaid per panel (4 panels a row, image by image)."""
+    import math
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -17,27 +19,34 @@ def attention_png(trace, pil_images, path: str | Path, *, steps: list[int], laye
 
     from qdebug.analysis.attention import attention_grid, peak_of, step_query
 
-    n_rows, n_cols = max(1, len(trace.images)), max(1, len(steps))
-    fig, axes = plt.subplots(n_rows, n_cols, figsize=(2.6 * n_cols, 2.8 * n_rows), squeeze=False)
+    steps = steps or [0]
+    per_row = min(4, len(steps))
+    rows_per_image = math.ceil(len(steps) / per_row)
+    n_rows = max(1, len(trace.images)) * rows_per_image
+    fig, axes = plt.subplots(n_rows, per_row, figsize=(3.0 * per_row, 3.1 * n_rows + 0.5), squeeze=False)
     which = f"layer {layer}" if layer is not None else "mean of layers"
     which += f", head {head}" if head is not None else ", mean of heads"
-    fig.suptitle(f"attention to the image ({which})  —  \"{trace.generated_text}\"", fontsize=9)
-    for r, img in enumerate(trace.images):
+    fig.suptitle(f"attention of each generated token to the image ({which})\n\"{trace.generated_text}\"", fontsize=10)
+    for ax in axes.flat:
+        ax.axis("off")
+    for i, img in enumerate(trace.images):
         pil = pil_images[img.index] if img.index < len(pil_images) else None
-        for c, k in enumerate(steps):
-            ax = axes[r][c]
+        w, h = pil.size if pil is not None else (img.cols, img.rows)
+        for j, k in enumerate(steps):
+            ax = axes[i * rows_per_image + j // per_row][j % per_row]
+            ax.axis("on")
             ax.set_xticks([])
             ax.set_yticks([])
-            grid = attention_grid(trace, img.index, queries=[step_query(trace, k)], layer=layer, head=head)
-            w, h = pil.size if pil is not None else (img.cols, img.rows)
             if pil is not None:
                 ax.imshow(np.asarray(pil.convert("RGB")), extent=(0, w, h, 0))
+            grid = attention_grid(trace, img.index, queries=[step_query(trace, k)], layer=layer, head=head)
             if grid is not None:
-                ax.imshow(grid.numpy(), cmap="inferno", alpha=0.55, extent=(0, w, h, 0), interpolation="nearest")
+                shown = ax.imshow(grid.numpy(), cmap="inferno", alpha=0.55, extent=(0, w, h, 0), interpolation="nearest")
                 p = peak_of(grid, img.index)
-                ax.add_patch(plt.Rectangle((p.col * w / p.cols, p.row * h / p.rows), w / p.cols, h / p.rows, fill=False, ec="cyan", lw=1.5))
+                ax.add_patch(plt.Rectangle((p.col * w / p.cols, p.row * h / p.rows), w / p.cols, h / p.rows, fill=False, ec="cyan", lw=2))
+                fig.colorbar(shown, ax=ax, fraction=0.046, pad=0.02).ax.tick_params(labelsize=6)
             token = trace.steps[k].token if k < len(trace.steps) else "?"
-            ax.set_title(f"step {k}: {token!r}" + (f"  (image {img.index})" if n_rows > 1 else ""), fontsize=8)
+            ax.set_title(f"step {k}: {token!r}" + (f" · image {img.index}" if len(trace.images) > 1 else ""), fontsize=9)
     fig.tight_layout()
     try:
         return write_atomically(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
@@ -63,10 +72,10 @@ def diff_png(result, path: str | Path) -> Path:
     ax.axhline(result.tolerance.rtol, color="black", ls="--", lw=1, label=f"rtol {result.tolerance.rtol:g}")
     if result.first_divergence is not None and result.first_divergence.name in names:
         i = names.index(result.first_divergence.name)
-        ax.annotate("first divergence", (i, values[i]), xytext=(0, 14), textcoords="offset points", ha="center", color="tab:red",
-                    arrowprops={"arrowstyle": "->", "color": "tab:red"})
+        ax.annotate("first divergence", (i, values[i]), xytext=(0, -28), textcoords="offset points", ha="center", color="white",
+                    fontsize=8, fontweight="bold", rotation=90, va="top")
     ax.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=8)
-    ax.set_ylabel("max |a−b| / max |a|")
+    ax.set_ylabel("max |a−b| / max |a|  (0 drawn at 1e-12)")
     ax.set_title(f"{result.a_label} vs {result.b_label}", fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -99,7 +108,8 @@ def timeline_png(report, path: str | Path) -> Path:
     extra = sorted({e.request_id for e in report.events if e.request_id is not None and e.request_id not in ids})
     ids += extra
     row = {rid: i for i, rid in enumerate(ids)}
-    use_time = all(e.t is not None for e in report.events) and report.events
+    # A log's timestamps are the story; a replay's story is the order its schedule imposed (waves are ms apart).
+    use_time = report.kind == "runtime-log" and report.events and all(e.t is not None for e in report.events)
     x_of = (lambda e: e.t) if use_time else (lambda e: e.seq)
     fig, ax = plt.subplots(figsize=(10, max(2.5, 0.38 * len(ids) + 1.2)))
     seen = set()
@@ -111,13 +121,14 @@ def timeline_png(report, path: str | Path) -> Path:
         ax.scatter(x_of(e), y, marker=marker, color=colour, s=46, zorder=3, label=None if e.kind in seen else e.kind)
         seen.add(e.kind)
         if e.kind in ("buffer_write", "stitch", "buffer_overwrite") and e.offset is not None:
-            ax.annotate(f"@{e.offset}", (x_of(e), y), xytext=(3, 5), textcoords="offset points", fontsize=6)
+            tag = {"buffer_write": "W", "stitch": "S", "buffer_overwrite": "X"}[e.kind]
+            ax.annotate(f"{tag}@{e.offset}", (x_of(e), y), xytext=(-6, 6), textcoords="offset points", fontsize=6)
         if e.kind == "buffer_overwrite" and e.donor in row:
             ax.annotate("", (x_of(e), y), xytext=(x_of(e), row[e.donor]), arrowprops={"arrowstyle": "->", "color": "tab:red", "lw": 1.4})
     verdicts = {r.id: r.verdict for r in report.requests}
     ax.set_yticks(range(len(ids)), [f"{rid} ({verdicts.get(rid, '')})" for rid in ids], fontsize=7)
     ax.invert_yaxis()
-    ax.set_xlabel("time (s)" if use_time else "event order")
+    ax.set_xlabel("time (s)" if use_time else "event order (W@ buffer offset, S@ token position where the rows were stitched)")
     ax.set_title(f"offset timeline: {Path(str(report.source)).name}", fontsize=9)
     ax.grid(axis="x", alpha=0.3)
     if seen:
