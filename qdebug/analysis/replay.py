@@ -56,6 +56,9 @@ def report_from_replay(batch: Batch, run: ReplayRun) -> ReplayReport:
         rid = req.request_id
         out = RequestOutcome(id=rid, image=req.image_label, observed=req.observed, line=req.line)
         outcomes.append(out)
+        if run.interrupted and not req.error and rid not in run.errors and rid not in run.references:
+            out.verdict, out.error = "error", "interrupted before it ran"
+            continue
         if req.error or rid in run.errors or rid not in run.references or (rid not in landed and not run.interrupted):
             out.verdict = "error"
             out.error = req.error or run.errors.get(rid) or "not replayed"
