@@ -1,0 +1,223 @@
+"""Assemble a Trace from what a Recorder captured: stage summaries, checks, tensors and findings."""
+
+from __future__ import annotations
+
+import datetime as _dt
+
+from qdebug import __version__
+from qdebug.findings import Finding
+
+from .hooks import Recorder
+from .schema import Check, ImageInfo, Stage, Step, TopK, Trace
+from .stats import best_block_match, fingerprint, tensor_stats, topk_of
+
+
+def assemble_trace(loaded, request, prepared, rec: Recorder, generated, queries, options) -> Trace:
+    """Build the Trace of one finished run (prompt `queries` are the positions whose attention rows were kept)."""
+    import torch
+
+    tok = loaded.processor.tokenizer
+    inputs = prepared.inputs
+    ids = inputs["input_ids"][0].tolist()
+    merge = loaded.adapter.merge_size(loaded.config)
+    grids = inputs.get("image_grid_thw")
+    images = []
+    for i, (start, end) in enumerate(prepared.spans):
+        t, h, w = (int(x) for x in grids[i]) if grids is not None else (1, 0, 0)
+        size = request.images[i].size if i < len(request.images) else (0, 0)
+        path = request.image_paths[i] if i < len(request.image_paths) else f"<image {i}>"
+        images.append(ImageInfo(i, path, tuple(size), (t, h, w), (start, end), h // merge, w // merge))
+
+    tensors: dict = {}
+    stages: dict[str, Stage] = {}
+    findings: list[Finding] = []
+    stages["preprocess"] = Stage(
+        "preprocess",
+        {
+            "text": prepared.text,
+            "num_tokens": len(ids),
+            "pixel_values_shape": list(inputs["pixel_values"].shape) if "pixel_values" in inputs else None,
+            "image_grid_thw": [list(i.grid_thw) for i in images],
+            "spans": [list(i.span) for i in images],
+        },
+        [Check("one placeholder span per image", len(prepared.spans) == len(request.images))],
+    )
+
+    # encode: the vision tower's merged rows, split per image.
+    encode_rows = []
+    if rec.vision_rows is not None:
+        sizes = [img.tokens for img in images]
+        encode_rows = list(torch.split(rec.vision_rows, sizes)) if sum(sizes) == rec.vision_rows.shape[0] else []
+    enc_summary, enc_checks = [], []
+    for img, rows in zip(images, encode_rows):
+        st = tensor_stats(rows)
+        tensors[f"encode.{img.index}"] = rows
+        enc_summary.append({"image": img.index, "rows": rows.shape[0], "dim": rows.shape[1], **st, "fingerprint": fingerprint(rows)})
+        enc_checks.append(Check(f"image {img.index}: no NaN/Inf", st["nan"] == 0 and st["inf"] == 0, f"{st['nan']} NaN, {st['inf']} Inf"))
+    if rec.vision_rows is not None and not encode_rows:
+        enc_checks.append(Check("encoder rows split per image", False, f"{rec.vision_rows.shape[0]} rows for grids {[i.grid_thw for i in images]}"))
+    stages["encode"] = Stage("encode", {"images": enc_summary}, enc_checks)
+
+    stages["sync"] = _sync_stage(loaded, images, encode_rows, rec, inputs, tensors)
+
+    for layer in sorted(rec.hidden) or range(len(loaded.adapter.decoder_layers(loaded.model))):
+        summary: dict = {"layer": layer}
+        checks = []
+        if layer in rec.hidden:
+            hidden = rec.hidden[layer]
+            tensors[f"layer.{layer}.hidden"] = hidden
+            st = tensor_stats(hidden)
+            summary.update(st)
+            checks.append(Check("no NaN/Inf", st["nan"] == 0 and st["inf"] == 0, f"{st['nan']} NaN, {st['inf']} Inf"))
+        if rec.step_hidden.get(layer):
+            tensors[f"layer.{layer}.step_hidden"] = torch.stack(rec.step_hidden[layer])
+        if rec.attn.get(layer):
+            attn = torch.cat(rec.attn[layer], dim=1)
+            tensors[f"layer.{layer}.attn"] = attn
+            summary["attn_shape"] = list(attn.shape)
+        stages[f"layer.{layer}"] = Stage(f"layer.{layer}", summary, checks)
+
+    stages["logits"] = _logits_stage(loaded, rec, ids, tok, options.topk, tensors)
+
+    steps = []
+    for k, logits in enumerate(rec.step_logits[: len(generated)]):
+        top_ids, top_p, entropy = topk_of(logits, options.topk)
+        chosen = generated[k]
+        p = float(torch.softmax(logits.float(), -1)[chosen])
+        tensors[f"step.{k}.logits"] = logits
+        steps.append(
+            Step(k, chosen, _tok_text(tok, chosen), p, entropy, TopK(top_ids, [_tok_text(tok, i) for i in top_ids], top_p))
+        )
+        stages[f"step.{k}"] = Stage(f"step.{k}", {"token": _tok_text(tok, chosen), "token_id": chosen, "prob": p, "entropy": entropy})
+
+    for stage in stages.values():
+        for check in stage.checks:
+            if not check.ok:
+                findings.append(Finding(kind=_kind(check.name), severity="error", message=f"{stage.name}: {check.name} failed ({check.detail})", stage=stage.name))
+
+    prompt_len = len(ids)
+    attn_queries = list(queries) + [prompt_len + k for k in range(max(0, len(generated) - 1))]
+    meta = {
+        "qdebug": __version__,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "model": loaded.describe(),
+        "torch": torch.__version__,
+        "transformers": __import__("transformers").__version__,
+        "attn_capture": _attn_note(loaded, options),
+        "num_layers": len(loaded.adapter.decoder_layers(loaded.model)),
+        "num_heads": int(loaded.adapter.text_config(loaded.config).num_attention_heads),
+        "num_kv_heads": int(loaded.adapter.text_config(loaded.config).num_key_value_heads),
+        "hidden_size": int(loaded.adapter.text_config(loaded.config).hidden_size),
+        "vocab_size": int(loaded.adapter.text_config(loaded.config).vocab_size),
+    }
+    return Trace(
+        meta=meta,
+        request={
+            "id": request.request_id,
+            "prompt": request.prompt_text,
+            "images": list(request.image_paths),
+            "max_new_tokens": request.max_new_tokens,
+        },
+        prompt_text=prepared.text,
+        input_ids=ids,
+        tokens=tok.convert_ids_to_tokens(ids),
+        images=images,
+        stages=stages,
+        steps=steps,
+        generated_ids=list(generated),
+        generated_text=tok.decode(generated, skip_special_tokens=True),
+        attn_queries=attn_queries,
+        findings=findings,
+        tensors=tensors,
+    )
+
+
+def _sync_stage(loaded, images, encode_rows, rec: Recorder, inputs, tensors) -> Stage:
+    """Where each image's rows landed in the merged embeddings, and the MRoPE ids the decoder received."""
+    import torch
+
+    checks, per_image = [], []
+    embeds = rec.embeds
+    if embeds is not None:
+        tensors["sync.embeds"] = embeds
+    for img, rows in zip(images, encode_rows):
+        start, end = img.span
+        landed, score = best_block_match(rows, embeds) if embeds is not None else (None, 0.0)
+        exact = embeds is not None and end - start == rows.shape[0] and bool(torch.equal(embeds[start:end], rows.to(embeds.dtype)))
+        diff = float((embeds[start:end].float() - rows.float()).abs().max()) if embeds is not None and end - start == rows.shape[0] else None
+        per_image.append(
+            {"image": img.index, "text_offset": start, "visual_offset": landed, "match": score, "rows": rows.shape[0],
+             "placeholders": end - start, "expected": img.tokens, "max_abs_diff": diff, "fingerprint": fingerprint(embeds[start:end]) if embeds is not None else None}
+        )
+        checks.append(Check(f"image {img.index}: rows == placeholders == t·h·w/merge²", rows.shape[0] == end - start == img.tokens,
+                            f"{rows.shape[0]} rows, {end - start} placeholders, {img.tokens} expected"))
+        checks.append(Check(f"image {img.index}: visual offset == text offset", landed == start, f"visual {landed}, text {start}"))
+        checks.append(Check(f"image {img.index}: merged rows equal encode rows", exact, f"max |diff| {diff}"))
+    summary: dict = {"images": per_image}
+    if rec.position_ids is not None:
+        received = rec.position_ids.cpu()
+        tensors["sync.position_ids"] = received
+        summary["position_ids_shape"] = list(received.shape)
+        if "image_grid_thw" in inputs:
+            expected, deltas = loaded.adapter.rope_index(
+                loaded.model,
+                inputs["input_ids"].to(loaded.device),
+                inputs["mm_token_type_ids"].to(loaded.device),
+                inputs["image_grid_thw"].to(loaded.device),
+                inputs["attention_mask"].to(loaded.device),
+            )
+            expected = expected[:, 0].cpu()
+            tensors["sync.expected_position_ids"] = expected
+            summary["rope_deltas"] = [int(d) for d in deltas.view(-1).tolist()]
+            same = expected.shape == received.shape and bool(torch.equal(expected, received))
+            checks.append(Check("MRoPE position ids == get_rope_index", same,
+                                "identical" if same else f"{int((expected != received).any(0).sum()) if expected.shape == received.shape else 'shape'} positions differ"))
+    return Stage("sync", summary, checks)
+
+
+def _logits_stage(loaded, rec: Recorder, ids, tok, k: int, tensors) -> Stage:
+    """Top-k and entropy at every prompt position, from the model's own lm_head on the final hidden states."""
+    import torch
+
+    if rec.final_hidden is None:
+        return Stage("logits", {})
+    head = loaded.adapter.lm_head(loaded.model)
+    top_ids, top_p, ent = [], [], []
+    for chunk in torch.split(rec.final_hidden, 256):
+        logp = torch.log_softmax(head(chunk).float(), -1)
+        p = logp.exp()
+        vals, idx = p.topk(min(k, p.shape[-1]), dim=-1)
+        top_ids.append(idx)
+        top_p.append(vals)
+        ent.append(-(p * logp).nan_to_num().sum(-1))
+    tensors["logits.topk_ids"] = torch.cat(top_ids).cpu()
+    tensors["logits.topk_probs"] = torch.cat(top_p).cpu()
+    tensors["logits.entropy"] = torch.cat(ent).cpu()
+    last = tensors["logits.topk_ids"][-1].tolist()
+    return Stage("logits", {"positions": len(ids), "k": k, "last_topk": [_tok_text(tok, i) for i in last]})
+
+
+def _tok_text(tok, token_id: int) -> str:
+    return tok.decode([token_id], skip_special_tokens=False)
+
+
+def _kind(check_name: str) -> str:
+    name = check_name.split(": ", 1)[-1]
+    if "visual offset" in name:
+        return "desync"
+    if "placeholders" in name or "placeholder span" in name:
+        return "shape_mismatch"
+    if "MRoPE" in name:
+        return "position_ids"
+    if "NaN" in name:
+        return "nan_inf"
+    if "encode rows" in name:
+        return "fingerprint"
+    return "check_failed"
+
+
+def _attn_note(loaded, options) -> str:
+    layers = "all layers" if options.attn_layers is None else f"layers {sorted(options.attn_layers)}"
+    if loaded.kernel == "eager":
+        return f"attention weights recorded from the eager kernel in {layers}"
+    return f"attention capture forced the eager kernel in {layers} (the model runs {loaded.kernel} elsewhere)"
