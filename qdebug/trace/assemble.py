@@ -12,9 +12,16 @@ from .schema import Check, ImageInfo, Stage, Step, TopK, Trace
 from .stats import best_block_match, fingerprint, tensor_stats, topk_of
 
 
-def assemble_trace(loaded, request, prepared, rec: Recorder, generated, queries, options) -> Trace:
-    """Build the Trace of one finished run (prompt `queries` are the positions whose attention rows were kept)."""
+def assemble_trace(loaded, request, prepared, rec: Recorder, generated, queries, options, reached: list[str] | None = None) -> Trace:
+    """Build the Trace of a run (prompt `queries` are the positions whose attention rows were kept).
+
+    For a run paused mid-way pass `reached` (the stages so far) and `generated=None`: the trace then holds
+    only those stages, and each step's token is the greedy choice of its logits.
+    """
     import torch
+
+    if generated is None:
+        generated = [int(logits.argmax()) for logits in rec.step_logits]
 
     tok = loaded.processor.tokenizer
     inputs = prepared.inputs
@@ -110,6 +117,10 @@ def assemble_trace(loaded, request, prepared, rec: Recorder, generated, queries,
         "hidden_size": int(loaded.adapter.text_config(loaded.config).hidden_size),
         "vocab_size": int(loaded.adapter.text_config(loaded.config).vocab_size),
     }
+    if reached is not None:
+        keep = set(reached)
+        stages = {name: stage for name, stage in stages.items() if name in keep}
+        findings = [f for f in findings if f.stage in keep]
     return Trace(
         meta=meta,
         request={
