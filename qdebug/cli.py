@@ -204,7 +204,7 @@ def repl(
     if trace is not None:
         from qdebug.trace.schema import load_trace
 
-        tui = build_app(trace=load_trace(trace))
+        tui = build_app(trace=load_trace(trace), source=str(trace))
     else:
         tui = build_app(model_spec=ModelSpec(model, device, dtype, kernel), image_paths=list(images or []), prompt=prompt, max_new_tokens=max_new_tokens)
     tui.run()

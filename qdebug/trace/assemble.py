@@ -7,7 +7,7 @@ import datetime as _dt
 from qdebug import __version__
 from qdebug.findings import Finding
 
-from .hooks import Recorder
+from .hooks import Recorder, not_recording
 from .schema import Check, ImageInfo, Stage, Step, TopK, Trace
 from .stats import best_block_match, fingerprint, tensor_stats, topk_of
 
@@ -195,7 +195,9 @@ def _logits_stage(loaded, rec: Recorder, ids, tok, k: int, tensors) -> Stage:
     head = loaded.adapter.lm_head(loaded.model)
     top_ids, top_p, ent = [], [], []
     for chunk in torch.split(rec.final_hidden, 256):
-        logp = torch.log_softmax(head(chunk).float(), -1)
+        with not_recording():  # a paused run's recorder is still active in this thread
+            logits = head(chunk)
+        logp = torch.log_softmax(logits.float(), -1)
         p = logp.exp()
         vals, idx = p.topk(min(k, p.shape[-1]), dim=-1)
         top_ids.append(idx)

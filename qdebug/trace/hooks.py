@@ -200,6 +200,17 @@ def instrumented(model, adapter) -> Iterator[None]:
 
 
 @contextmanager
+def not_recording() -> Iterator[None]:
+    """Run model modules without feeding this thread's recorder (e.g. the lm_head while assembling a trace)."""
+    previous = current_recorder()
+    _local.recorder = None
+    try:
+        yield
+    finally:
+        _local.recorder = previous
+
+
+@contextmanager
 def recording(model, adapter, recorder: Recorder, *taps) -> Iterator[Recorder]:
     """Record this thread's forward passes into `recorder` (attention tapped, hooks installed, all undone after)."""
     previous = current_recorder()

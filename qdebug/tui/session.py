@@ -8,11 +8,38 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from .messages import RunEvent
 from .state import RunState
 
 _run_ids = itertools.count(1)
+
+
+@dataclass
+class PendingRequest:
+    """The request the command bar is composing: images, prompt, tokens to generate."""
+
+    image_paths: list[Path] = field(default_factory=list)
+    prompt: str | None = None
+    max_new_tokens: int = 16
+
+    @property
+    def empty(self) -> bool:
+        """Nothing to run yet."""
+        return not self.image_paths and not self.prompt
+
+    def build(self, max_new_tokens: int | None = None):
+        """The Request (images opened now; ImageError/PlaceholderError with a one-line message)."""
+        from qdebug.trace.request import build_request
+
+        return build_request(self.prompt or "", self.image_paths, max_new_tokens=max_new_tokens or self.max_new_tokens)
+
+    def describe(self) -> str:
+        """One line: images and prompt."""
+        images = ", ".join(p.name for p in self.image_paths) or "no image"
+        return f"{images} · prompt {self.prompt!r}" if self.prompt else f"{images} · no prompt"
 
 
 class RunSession:

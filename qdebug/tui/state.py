@@ -28,6 +28,7 @@ class TraceDoc:
         self.source = source  # where it came from: a file path, "live run", "replayed c"…
         self.role = role  # "replayed" / "reference" inside a replay, else ""
         self.tokenizer = tokenizer
+        self.counterpart: TraceDoc | None = None  # the other side of a replayed/reference pair
         self._vocab: dict[int, str] | None = None
 
     @property
@@ -90,6 +91,7 @@ class View:
 
     doc: TraceDoc | None
     sel: Selection = field(default_factory=Selection)
+    stage_status: str = "done"  # status of sel.stage in the stage list
 
     @property
     def pos(self) -> int | None:
@@ -133,7 +135,10 @@ class RunState:
 
 def stage_rows(names: list[str], trace, run: RunState | None, breakpoints: set[str]) -> list[StageRow]:
     """Status of each stage: done when reached (or in a complete trace), paused where the worker waits."""
-    reached = set(run.reached) if run is not None else set(names)
+    if run is not None:
+        reached = set(run.reached)
+    else:  # no live run: a complete trace has reached everything, nothing on screen has reached nothing
+        reached = set(names) if trace is not None else set()
     next_running = None
     if run is not None and run.running and run.paused_at is None:
         next_running = next((n for n in names if n not in reached), None)

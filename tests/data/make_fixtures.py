@@ -127,9 +127,13 @@ def main(argv: list[str] | None = None) -> None:
     loaded = load_model(args.model, "cpu", "float32")
     _scene_c(ROOT / BURST["c"])
     trace = _trace(loaded, RED_CIRCLE, max_new_tokens=16)
-    print("wrote", save_trace(trace, args.out / "red_circle.qdt"), repr(trace.generated_text))
+    written = save_trace(trace, args.out / "red_circle.qdt")
+    print("wrote", written, repr(trace.generated_text))
     report = make_burst(loaded)
-    print("wrote", save_report(report, args.out / "burst.qdr"), [(r.id, r.replayed) for r in report.requests])
+    written_report = save_report(report, args.out / "burst.qdr")
+    print("wrote", written_report, [(r.id, r.replayed) for r in report.requests])
+    for path in (written, written_report):
+        path.chmod(0o644)  # the writers use private temp files; fixtures are for everyone to read
 
 
 if __name__ == "__main__":

@@ -1,0 +1,100 @@
+"""TUI responsiveness: time to first frame (demo model spec; the model loads in a worker) and key → frame latency.
+
+    python benchmarks/tui.py [--runs 5] [--presses 60]
+
+First frame: a fresh interpreter per run, measured from just before the process starts (wall clock) to the app's
+Ready event (the first frame is on screen), so interpreter start and imports count. Step latency: on the saved demo
+trace, ↓/↑ through the stage list; each press is timed from the key to the last frame the press produced (every
+frame is encoded to terminal bytes as a real terminal would get them). Targets: first frame < 1.5 s, p95 < 50 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACE = ROOT / "tests" / "data" / "red_circle.qdt"
+SIZE = (140, 45)
+
+_CHILD = """
+import asyncio, sys, time
+from qdebug.tui.app import ModelSpec, build_app
+
+async def main():
+    app = build_app(model_spec=ModelSpec("demo", "cpu", "auto", "eager"))
+    async with app.run_test(size=(140, 45)) as pilot:
+        while app.first_frame_at is None:
+            await pilot.pause(0.001)
+        first = time.time() - (time.perf_counter() - app.first_frame_at)
+        print(first, flush=True)
+        app.exit()
+
+asyncio.run(main())
+"""
+
+
+def first_frame_seconds() -> float:
+    """One fresh process: seconds from spawn to the first frame."""
+    start = time.time()
+    out = subprocess.run([sys.executable, "-c", _CHILD], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    if out.returncode != 0:
+        raise SystemExit(f"first-frame run failed: {out.stderr.strip().splitlines()[-1:]}")
+    return float(out.stdout.split()[0]) - start
+
+
+async def step_latencies(presses: int) -> list[float]:
+    """Seconds from each ↓/↑ to the last frame it produced, on the saved trace."""
+    from qdebug.trace.schema import load_trace
+    from qdebug.tui.app import build_app
+
+    app = build_app(trace=load_trace(TRACE))
+    frames: list[float] = []
+    display = app._display
+
+    def timed_display(screen, renderable):  # encode each frame like a terminal driver would, and time it
+        if renderable is not None:
+            renderable.render_segments(app.console) if hasattr(renderable, "render_segments") else None
+            frames.append(time.perf_counter())
+        display(screen, renderable)
+
+    app._display = timed_display
+    out = []
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        stages = len(screen.doc.trace.stage_names)
+        for i in range(presses):
+            key = "down" if (i // (stages - 1)) % 2 == 0 else "up"
+            before, n = screen.sel.stage, len(frames)
+            start = time.perf_counter()
+            await pilot.press(key)
+            while screen.sel.stage == before or len(frames) == n:
+                await pilot.pause(0.001)
+            await pilot.pause()
+            out.append(frames[-1] - start)
+    return out
+
+
+def main() -> None:
+    """Print the figures."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--presses", type=int, default=60)
+    args = parser.parse_args()
+    firsts = [first_frame_seconds() for _ in range(args.runs)]
+    print(f"first frame (demo model spec, process start → first frame): median {statistics.median(firsts) * 1000:.0f} ms, "
+          f"max {max(firsts) * 1000:.0f} ms over {args.runs} runs (target < 1500 ms)")
+    lat = sorted(asyncio.run(step_latencies(args.presses)))
+    p95 = lat[min(len(lat) - 1, round(0.95 * (len(lat) - 1)))]
+    print(f"stage step latency (key → last frame): median {statistics.median(lat) * 1000:.1f} ms, "
+          f"p95 {p95 * 1000:.1f} ms, max {lat[-1] * 1000:.1f} ms over {len(lat)} presses (target p95 < 50 ms)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,128 @@
+"""The qdebug Textual app and `build_app`, the one factory the CLI and the tests both call."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from textual import work
+from textual.app import App
+from textual.binding import Binding
+
+from .messages import ModelLoaded, ModelLoadFailed
+from .screens.batch import BatchScreen
+from .screens.request import RequestScreen
+from .session import PendingRequest
+from .state import TraceDoc
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Which model to load for live runs: spec (demo | dir | hub id), device, dtype, attention kernel."""
+
+    model: str = "demo"
+    device: str = "auto"
+    dtype: str = "auto"
+    kernel: str = "eager"
+
+
+class QDebugApp(App):
+    """The interactive debugger: a request screen (live or saved trace) or a batch screen (replay report)."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "qdebug"
+    BINDINGS = [Binding("ctrl+q", "quit", "quit", show=False, priority=True)]
+
+    def __init__(self, *, trace=None, report=None, model_spec: ModelSpec | None = None, pending: PendingRequest | None = None,
+                 loaded=None, source: str = ""):
+        super().__init__()
+        self.trace, self.report, self.model_spec, self.pending, self.source = trace, report, model_spec, pending, source
+        self.loaded = loaded
+        self.started_at = time.perf_counter()
+        self.first_frame_at: float | None = None  # set when the first frame is on screen (benchmarks read it)
+        self.main_screen: RequestScreen | BatchScreen | None = None
+
+    def get_default_screen(self):
+        """The first screen: the batch screen for a report, else the request screen."""
+        if self.report is not None:
+            self.main_screen = BatchScreen(self.report, source=self.source)
+        elif self.trace is not None:
+            self.main_screen = RequestScreen(TraceDoc(self.trace, source=self.source or "saved trace"))
+        else:
+            self.main_screen = RequestScreen(live=True, pending=self.pending)
+        return self.main_screen
+
+    def on_mount(self) -> None:
+        """Start loading the model in a worker (the first frame does not wait for it)."""
+        if self.model_spec is not None:
+            if self.loaded is not None:
+                self.call_after_refresh(self.post_message, ModelLoaded(self.loaded))
+            else:
+                self._load_model()
+
+    def on_ready(self) -> None:
+        """The first frame is on screen."""
+        self.first_frame_at = time.perf_counter()
+
+    @work(thread=True, exclusive=True, group="model")
+    def _load_model(self) -> None:
+        """Load the model off the UI thread; report with ModelLoaded / ModelLoadFailed."""
+        spec = self.model_spec
+        try:
+            from qdebug.commands.common import quiet_transformers
+            from qdebug.model.load import load_model
+
+            quiet_transformers()
+            loaded = load_model(spec.model, spec.device, spec.dtype, spec.kernel)
+        except Exception as exc:  # QDebugError carries a one-line message; anything else is named
+            self.post_message(ModelLoadFailed(getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"))
+            return
+        self.post_message(ModelLoaded(loaded))
+
+    def on_model_loaded(self, event: ModelLoaded) -> None:
+        """Hand the model down to the live request screen."""
+        self.loaded = event.loaded
+        if isinstance(self.main_screen, RequestScreen):
+            self.main_screen.model_ready(event.loaded)
+
+    def on_model_load_failed(self, event: ModelLoadFailed) -> None:
+        """Say why, inline; the app stays usable for saved traces."""
+        if isinstance(self.main_screen, RequestScreen):
+            self.main_screen.model_failed(event.error)
+
+    def cancel_runs(self, timeout: float = 5.0) -> None:
+        """Cancel every live run and wait for its worker thread to end."""
+        for screen in [*self.screen_stack, self.main_screen]:
+            if isinstance(screen, RequestScreen):
+                screen.cancel_all(timeout)
+
+    def quit_app(self) -> None:
+        """Cancel the runs (unblocking any paused forward pass), then exit."""
+        self.cancel_runs()
+        self.exit()
+
+    async def action_quit(self) -> None:
+        """Quit (ctrl+q, `q`, `quit`)."""
+        self.quit_app()
+
+
+def build_app(
+    *,
+    trace=None,
+    report=None,
+    model_spec: ModelSpec | None = None,
+    image_paths: list[Path] | None = None,
+    prompt: str | None = None,
+    max_new_tokens: int = 16,
+    loaded=None,
+    source: str = "",
+) -> QDebugApp:
+    """The app for a saved trace, a replay report, or live runs on `model_spec` (`loaded`: an already loaded model)."""
+    if trace is None and report is None and model_spec is None and loaded is None:
+        model_spec = ModelSpec()
+    if loaded is not None and model_spec is None:
+        model_spec = ModelSpec(loaded.spec, loaded.device, loaded.dtype, loaded.kernel)
+    pending = PendingRequest([Path(p) for p in image_paths or []], prompt, max_new_tokens)
+    return QDebugApp(trace=trace, report=report, model_spec=model_spec if trace is None and report is None else None,
+                     pending=pending, loaded=loaded, source=source)

@@ -1,0 +1,1 @@
+"""Screens of the qdebug TUI: the request screen and the batch (replay) screen."""

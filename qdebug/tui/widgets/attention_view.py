@@ -1,0 +1,114 @@
+"""AttentionView: the image's merged-patch grid as a half-block heatmap, the image beside it, and a legend."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+from ..images import pil_image
+from ..state import View
+from .view_panel import ViewPanel
+
+
+def _choice(view: View) -> str:
+    trace = view.doc.trace
+    layer = "layer mean" if view.sel.layer is None else f"layer {view.sel.layer}/{trace.meta.get('num_layers', '?')}"
+    head = "head mean" if view.sel.head is None else f"head {view.sel.head}/{trace.meta.get('num_heads', '?')}"
+    return f"{layer} · {head}"
+
+
+def _scale(rows: int, cols: int, width: int, height: int) -> int:
+    """Pixels per cell so one picture fits `width` columns and `height` lines (two pixel rows a line)."""
+    by_width = width // max(1, cols)
+    by_height = (2 * height) // max(1, rows)
+    return max(1, min(by_width, by_height, 8))
+
+
+def _placeholder(img, s: int, reason: str):
+    """A dim box the thumbnail's size, saying why there are no pixels."""
+    from rich.panel import Panel
+
+    return Panel(Text(reason, style="dim", justify="center"), width=max(14, img.cols * s), height=max(3, (img.rows * s + 1) // 2),
+                 border_style="dim")
+
+
+_thumbs: dict = {}
+
+
+def _thumbnail(doc, index: int, img, size: int, s: int):
+    """The image as half blocks at the heatmap's size (cached: it does not change with layer, head or query)."""
+    from qdebug.render.heatmap import image_text
+
+    key = (doc, index, size)
+    if key not in _thumbs:
+        if len(_thumbs) > 32:
+            _thumbs.clear()
+        pil = pil_image(doc, index)
+        _thumbs[key] = image_text(pil, img.rows, img.cols, width=size) if pil is not None else _placeholder(img, s, f"image not available\n{Path(img.path).name}")
+    return _thumbs[key]
+
+
+def attention_renderable(view: View, width: int, height: int):
+    """Heatmap, thumbnail and legend for the selection, or a line saying why there is nothing to draw."""
+    from qdebug.analysis.attention import attention_grid, peak_of
+    from qdebug.render.heatmap import heatmap_text, legend_text
+
+    doc = view.doc
+    if doc is None:
+        return Text("attention: no request yet", style="dim")
+    trace = doc.trace
+    if not trace.images:
+        return Text("attention: this request has no image", style="dim")
+    index = min(view.sel.image, len(trace.images) - 1)
+    img = trace.images[index]
+    pos = view.pos
+    head = Text(f"image {index} ({img.rows}×{img.cols} patches) · {_choice(view)} · query pos {pos} {doc.token_at(pos)!r}", style="bold")
+    step = doc.step_chosen_at(pos)
+    if step is not None:
+        head.append(f" → step {step} {trace.steps[step].token!r}", style="green")
+    grid = None
+    if pos in trace.attn_queries:
+        grid = attention_grid(trace, index, queries=[pos], layer=view.sel.layer, head=view.sel.head)
+    if grid is None:
+        why = "not captured for this query" if pos not in trace.attn_queries else "not captured for this layer yet"
+        return Group(head, Text(f"no attention: {why} (←/→ move between query tokens, [/] change layer)", style="dim"))
+    s = _scale(img.rows, img.cols, max(8, (width - 4) // 2), max(3, height - 3))  # title, legend, note
+    size = s * max(img.rows, img.cols)
+    peak = peak_of(grid, index)
+    pictures = Table.grid(padding=(0, 3))
+    pictures.add_column()
+    pictures.add_column()
+    thumb = _thumbnail(doc, index, img, size, s)
+    pictures.add_row(heatmap_text(grid, width=size, marker=(peak.row, peak.col)), thumb)
+    legend = legend_text(float(grid.min()), float(grid.max()), width=min(24, max(8, size - 10)))
+    legend.append(f"   peak row {peak.row}, col {peak.col}", style="bold")
+    parts = [head, pictures, legend]
+    if trace.meta.get("attn_capture"):
+        parts.append(Text(trace.meta["attn_capture"], style="dim"))
+    return Group(*parts)
+
+
+class AttentionView(ViewPanel):
+    """The attention heatmap panel; set `view` to redraw (cached per selection and size)."""
+
+    def view_key(self, view: View) -> tuple:
+        """The document, layer, head, image and query."""
+        return (view.doc, view.sel.layer, view.sel.head, view.sel.image, view.pos)
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self._cache: dict = {}
+
+    def render(self):
+        """Draw the heatmap for the current selection at the widget's size."""
+        if self.view is None:
+            return Text("")
+        v = self.view
+        key = (v.doc, v.sel.layer, v.sel.head, v.sel.image, v.pos, self.size.width, self.size.height)
+        if key not in self._cache:
+            if len(self._cache) > 64:
+                self._cache.clear()
+            self._cache[key] = attention_renderable(v, self.size.width, self.size.height)
+        return self._cache[key]

@@ -1,0 +1,98 @@
+"""EventTimeline: every request's events on one aligned time axis (overwrites highlighted), and the event list."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widget import Widget
+
+GLYPHS = {  # kind → (glyph, style, priority when two events share a cell)
+    "encode_start": ("E", "cyan", 1),
+    "buffer_write": ("W", "blue", 2),
+    "stitch": ("S", "green", 2),
+    "first_token": ("F", "yellow", 1),
+    "desync": ("D", "bold red", 4),
+    "shape_mismatch": ("#", "bold red", 4),
+    "index_out_of_bounds": ("!", "bold red", 4),
+    "buffer_overwrite": ("O", "bold white on red", 5),
+}
+LEGEND = {"encode_start": "encode", "buffer_write": "write@offset", "stitch": "stitch", "first_token": "first token",
+          "buffer_overwrite": "overwrite←donor", "desync": "desync", "shape_mismatch": "shape", "index_out_of_bounds": "index"}
+LABEL = 6
+
+
+def _when(event) -> float:
+    return event.t if event.t is not None else float(event.seq)
+
+
+def _label(event) -> str:
+    """Glyph plus offset (and donor for an overwrite): W@9, O@9←b."""
+    glyph = GLYPHS.get(event.kind, ("?", "", 0))[0]
+    label = glyph + (f"@{event.offset}" if event.offset is not None else "")
+    return label + (f"←{event.donor}" if event.donor else "")
+
+
+def timeline_text(report, width: int, selected: str | None) -> Text:
+    """Lanes (one per request), an axis, a legend, then the events listed in time order."""
+    events = sorted(report.events, key=lambda e: (_when(e), e.seq))
+    ids = [r.id for r in report.requests] + sorted({e.request_id for e in events if e.request_id} - {r.id for r in report.requests})
+    if not events:
+        return Text("no events in this report", style="dim")
+    t0, t1 = _when(events[0]), _when(events[-1])
+    cells = max(20, width - LABEL - 10)
+    scale = (cells - 1) / ((t1 - t0) or 1.0)
+    out = Text()
+    for rid in ids:
+        lane: list[tuple[str, str, int]] = [("─", "dim", 0)] * (cells + 8)
+        for e in (e for e in events if e.request_id == rid):
+            glyph, style, prio = GLYPHS.get(e.kind, ("?", "", 0))
+            x = round((_when(e) - t0) * scale)
+            label = _label(e)
+            if prio >= lane[x][2]:
+                for i, ch in enumerate(label):  # the label only where the lane is still free
+                    if x + i < len(lane) and (i == 0 or lane[x + i][2] == 0):
+                        lane[x + i] = (ch, style, prio if i == 0 else 0.5)
+        mark = "▶" if rid == selected else " "
+        out.append(f"{mark}{rid:<{LABEL - 1}}", style="bold reverse" if rid == selected else "bold")
+        for ch, style, _ in lane:
+            out.append(ch, style=style)
+        out.append("\n")
+    unit = "ms" if events[0].t is not None else "seq"
+    k = 1000.0 if unit == "ms" else 1.0
+    axis = f"{t0 * k:.0f}{unit}"
+    end = f"{t1 * k:.0f}{unit}"
+    out.append(" " * LABEL + axis + " " * max(1, cells - len(axis) - len(end) + 1) + end + "\n", style="dim")
+    for i, (kind, what) in enumerate(LEGEND.items()):
+        glyph, style, _ = GLYPHS[kind]
+        if i == 5:
+            out.append("\n")
+        out.append(f"{glyph}", style=style)
+        out.append(f" {what}  ", style="dim")
+    out.append("\n")
+    for e in events:
+        bad = e.kind in ("buffer_overwrite", "desync", "shape_mismatch", "index_out_of_bounds")
+        style = "bold red" if bad else ("bold" if e.request_id == selected else "dim")
+        when = f"{_when(e) * k:7.1f}{unit}"
+        detail = ", ".join(p for p in (
+            f"offset {e.offset}" if e.offset is not None else "",
+            f"{e.tokens} tokens" if e.tokens is not None else "",
+            f"donor {e.donor}" if e.donor else "",
+            e.message,
+        ) if p)
+        out.append(f"{when}  {e.request_id or '–':<4} {e.kind:<20} {detail}\n", style=style)
+    out.rstrip()
+    out.no_wrap, out.overflow = True, "ellipsis"  # one line per event, cut at the panel's edge
+    return out
+
+
+class EventTimeline(Widget):
+    """The burst's event timeline; set `report` and `selected` (a request id)."""
+
+    report = reactive(None, always_update=True, layout=True)
+    selected: reactive[str | None] = reactive(None)
+
+    def render(self):
+        """Draw at the widget's width."""
+        if self.report is None:
+            return Text("")
+        return timeline_text(self.report, self.size.width, self.selected)

@@ -1,0 +1,216 @@
+"""StageDetail: the selected stage's shapes, stats and checks with their verdicts."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+from rich.segment import Segment
+
+from ..state import View
+from .view_panel import ViewPanel
+
+_SKIP = {"shape"}  # rows/dim say it already
+_WAITING = {
+    "pending": "pending: not reached yet",
+    "running": "running: the worker is computing this stage",
+    "paused": "paused here: the forward pass waits inside this stage's hook (n next stage · c continue · g next token)",
+}
+
+
+def fmt(value) -> str:
+    """A summary value as short text."""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if value is None:
+        return "–"
+    if isinstance(value, list) and len(str(value)) > 60:
+        return str(value)[:57] + "…"
+    return str(value)
+
+
+def _records_table(records: list[dict]) -> Table:
+    """A list of per-image dicts, transposed: one row per field, one column per record."""
+    table = Table(box=None, padding=(0, 1), show_header=True, header_style="bold")
+    table.add_column("", style="dim")
+    for rec in records:
+        table.add_column(f"image {rec.get('image', '?')}", overflow="fold")
+    keys = [k for k in dict.fromkeys(k for r in records for k in r) if k not in _SKIP and k != "image"]
+    for key in keys:
+        cells = []
+        for rec in records:
+            cell = Text(fmt(rec.get(key)))
+            if key in ("nan", "inf") and rec.get(key):
+                cell.stylize("bold red")
+            cells.append(cell)
+        table.add_row(key, *cells)
+    return table
+
+
+def summary_renderables(summary: dict) -> list:
+    """Scalars as key: value lines; per-image lists as a table; the templated prompt shortened."""
+    out: list = []
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(style="dim")
+    grid.add_column(overflow="fold")
+    for key, value in summary.items():
+        if key == "note":
+            continue
+        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            continue
+        if key == "text":
+            value = value.replace("\n", "⏎")
+            value = value if len(value) <= 160 else value[:157] + "…"
+            grid.add_row("prompt", Text(value))
+            continue
+        grid.add_row(key, Text(fmt(value)))
+    out.append(grid)
+    for key, value in summary.items():
+        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            out.append(_records_table(value))
+    if "note" in summary:
+        out.append(Text(summary["note"], style="dim italic"))
+    return out
+
+
+def checks_text(checks) -> Text:
+    """Each check on a line with ✓/✗ and its detail."""
+    text = Text()
+    for c in checks:
+        text.append("✓ " if c.ok else "✗ ", style="green" if c.ok else "bold red")
+        text.append(c.name, style="" if c.ok else "bold red")
+        if c.detail:
+            text.append(f"  {c.detail}", style="dim" if c.ok else "red")
+        text.append("\n")
+    text.rstrip()
+    return text
+
+
+def _flat(summary: dict) -> dict:
+    """Scalars of a summary, per-image records flattened to `image I key`."""
+    out = {}
+    for key, value in summary.items():
+        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            for rec in value:
+                for k, v in rec.items():
+                    if k != "image" and not isinstance(v, (list, dict)):
+                        out[f"image {rec.get('image', '?')} {k}"] = v
+        elif key not in ("note", "text") and not isinstance(value, (list, dict)):
+            out[key] = value
+    return out
+
+
+def _differs(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return abs(a - b) > 1e-5 * max(1.0, abs(a), abs(b))
+    return a != b
+
+
+def compare_text(stage, other, role: str, limit: int = 6) -> Text:
+    """What differs at this stage from the counterpart trace (the isolated reference or the replayed run)."""
+    text = Text(f"vs {role}: ", style="bold")
+    if other is None:
+        return text.append("stage missing there", style="yellow")
+    mine, theirs = _flat(stage.summary), _flat(other.summary)
+    diffs = [k for k in mine if k in theirs and _differs(mine[k], theirs[k])]
+    diffs.sort(key=lambda k: not k.endswith(("fingerprint", "token", "offset")))  # the telling ones first
+    if not diffs:
+        return text.append("the same ✓", style="green")
+    for k in diffs[:limit]:
+        text.append(f"\n  {k}: {fmt(mine[k])} ≠ {fmt(theirs[k])}", style="bold red")
+    if len(diffs) > limit:
+        text.append(f"\n  … {len(diffs) - limit} more", style="red")
+    return text
+
+
+def detail_renderable(view: View):
+    """The whole panel for the selected stage."""
+    name = view.sel.stage
+    if view.doc is None or name is None:
+        return Text("no request yet: `image PATH`, `prompt TEXT`, then `run` (or `open FILE.qdt`)", style="dim")
+    stage = view.doc.trace.stages.get(name)
+    title = Text(name, style="bold")
+    parts: list = [title]
+    if view.stage_status in _WAITING:
+        parts.append(Text(_WAITING[view.stage_status], style="yellow" if view.stage_status != "pending" else "dim"))
+    if stage is None:
+        return Group(*parts)
+    parts.extend(summary_renderables(stage.summary))
+    other = view.doc.counterpart
+    if other is not None:
+        parts.append(compare_text(stage, other.trace.stages.get(name), other.role))
+    if stage.checks:
+        parts.append(Text("checks", style="bold underline"))
+        parts.append(checks_text(stage.checks))
+    else:
+        parts.append(Text("no checks at this stage", style="dim"))
+    return Group(*parts)
+
+
+class _Lines:
+    """Pre-rendered lines as a renderable."""
+
+    def __init__(self, lines):
+        self.lines = lines
+
+    def __rich_console__(self, console, options):
+        for line in self.lines:
+            yield from line
+            yield Segment.line()
+
+
+class StageDetail(ViewPanel):
+    """Shapes, stats and checks of the selected stage; set `view` to redraw, `scroll_lines(n)` to scroll.
+
+    It fills its box and crops itself (with a "more" line) instead of being a scroll container: a new stage
+    then costs one repaint, never a layout pass of the whole screen.
+    """
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.offset_y = 0
+        self._lines: list = []
+
+    def view_key(self, view: View) -> tuple:
+        """The document, the stage and its status."""
+        return (view.doc, view.sel.stage, view.stage_status)
+
+    def watch_view(self, old: View | None, new: View | None) -> None:
+        """A new stage starts at the top."""
+        if old is None or new is None or self.view_key(old) != self.view_key(new):
+            self.offset_y = 0
+        super().watch_view(old, new)
+
+    def scroll_lines(self, delta: int) -> None:
+        """Scroll the detail by `delta` lines."""
+        self.offset_y = max(0, min(self.offset_y + delta, max(0, len(self._lines) - self.size.height + 1)))
+        self.refresh()
+
+    def on_mouse_scroll_down(self, event) -> None:
+        """Mouse wheel."""
+        self.scroll_lines(2)
+
+    def on_mouse_scroll_up(self, event) -> None:
+        """Mouse wheel."""
+        self.scroll_lines(-2)
+
+    def render(self):
+        """The visible part of the detail, with a line saying how much more there is."""
+        if self.view is None:
+            return Text("")
+        console = self.app.console
+        width, height = max(10, self.size.width), max(1, self.size.height)
+        self._lines = console.render_lines(detail_renderable(self.view), console.options.update(width=width, height=None), pad=False)
+        total = len(self._lines)
+        if total <= height:
+            return _Lines(self._lines)
+        top = min(self.offset_y, total - height + 1)
+        shown = self._lines[top : top + height - 1]
+        more = total - top - len(shown)
+        hint = f"↓ {more} more lines (shift+↓/↑ or the wheel scroll)" if more else f"↑ {top} lines above (shift+↑)"
+        return _Lines([*shown, [Segment(hint, console.get_style("dim"))]])
+
+    @property
+    def text(self) -> str:
+        """The whole detail as plain text (tests)."""
+        return "\n".join("".join(seg.text for seg in line) for line in self._lines)
