@@ -20,12 +20,14 @@ class StageDiff:
     cosine: float
     verdict: str  # "ok" | "diverged" | "missing"
     token_index: int | None = None  # position with the largest difference (sequence stages)
-    token_kind: str | None = None  # "image" | "text" | "generated"
+    token_kind: str | None = None  # "image" | "text"
     detail: str = ""
+    top_tokens: list = field(default_factory=list)  # [{index, kind, max_abs}] the positions that moved most
 
     def to_json(self) -> dict:
         """As the `stages` entries of the diff JSON."""
-        return {k: getattr(self, k) for k in ("name", "max_abs", "rel", "cosine", "verdict", "token_index", "token_kind", "detail")}
+        keys = ("name", "max_abs", "rel", "cosine", "verdict", "token_index", "token_kind", "detail", "top_tokens")
+        return {k: getattr(self, k) for k in keys}
 
 
 @dataclass
@@ -114,9 +116,14 @@ def _compare(a, b, tol: Tolerance, name: str, kinds: list[str] | None = None, of
     cos = float(torch.nn.functional.cosine_similarity(x.flatten(), y.flatten(), dim=0)) if x.numel() else 1.0
     result = StageDiff(name, max_abs, max_abs / scale if scale else max_abs, cos, "ok" if tol.allows(max_abs, scale) else "diverged")
     if x.ndim == 2 and x.shape[0] > 0 and max_abs > 0:
-        row = int(delta.max(dim=-1).values.argmax())
-        result.token_index = row + offset
-        result.token_kind = kinds[row] if kinds else None
+        per_row = delta.max(dim=-1).values
+        top = per_row.topk(min(5, per_row.shape[0]))
+        result.top_tokens = [
+            {"index": int(i) + offset, "kind": kinds[int(i)] if kinds else None, "max_abs": float(v)}
+            for v, i in zip(top.values, top.indices) if float(v) > 0
+        ]
+        result.token_index = result.top_tokens[0]["index"]
+        result.token_kind = result.top_tokens[0]["kind"]
     return result
 
 

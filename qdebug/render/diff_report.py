@@ -53,5 +53,7 @@ def diff_renderables(order: str, result) -> list:
     texts.append(f"{result.b_text!r}", style="" if result.a_text == result.b_text else "red")
     fd = result.first_divergence
     head = Text(f"first divergence: {fd.name}" if fd else "no stage beyond tolerance", style="bold red" if fd else "bold green")
+    if fd is not None and fd.top_tokens:
+        head.append("   most-moved tokens: " + ", ".join(f"{t['index']} ({t['kind']}) {t['max_abs']:.3g}" for t in fd.top_tokens), style="")
     title = f"diff ({order})" if order not in ("traces",) else "diff of two traces"
     return [Panel(Group(head, texts), title=title, expand=False), stages_table(result), steps_table(result), findings_panel(result.findings)]
