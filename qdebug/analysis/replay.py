@@ -47,6 +47,7 @@ def report_from_replay(batch: Batch, run: ReplayRun) -> ReplayReport:
             landed[rid] = run.batched[rid]["landed"]
     matrix = contamination_matrix(ran, landed, encoded)
     references = {rid: run.references[rid].generated_text for rid in ran}
+    stitched = {e.request_id: e.offset for e in events if e.kind == "stitch"}  # where the merge put each stream's rows
     findings = [f for f in findings_from_events(events) if f.kind != "contamination"]
     for f in findings_from_events(events):
         if f.kind == "contamination":  # an overwrite before the stitch, as the events show it
@@ -70,7 +71,7 @@ def report_from_replay(batch: Batch, run: ReplayRun) -> ReplayReport:
             continue
         out.reference = references[rid]
         trace = run.traces.get(rid)
-        _fill_replayed(out, trace, run.batched.get(rid), run.references[rid])
+        _fill_replayed(out, trace, run.batched.get(rid), run.references[rid], stitched.get(rid))
         donor = donor_of(ran, matrix, rid)
         mixed = is_mixed(ran, matrix, rid)
         own_events = [e for e in events if e.request_id == rid and e.kind in _SEVERE_EVENTS]
@@ -112,11 +113,17 @@ def report_from_replay(batch: Batch, run: ReplayRun) -> ReplayReport:
     return report
 
 
-def _fill_replayed(out: RequestOutcome, trace, batched: dict | None, reference) -> None:
+def _fill_replayed(out: RequestOutcome, trace, batched: dict | None, reference, stitched: int | None) -> None:
+    """Texts, offsets and first-token divergence of one replayed request.
+
+    The visual offset is where the merge step put the stream's visual rows (whoever's they were), as the
+    stitch event reports it; without one, where the request's own rows were found.
+    """
     if trace is not None:
         out.replayed = trace.generated_text
         sync = trace.stages["sync"].summary.get("images") or [{}]
-        out.text_offset, out.visual_offset = sync[0].get("text_offset"), sync[0].get("visual_offset")
+        out.text_offset = sync[0].get("text_offset")
+        out.visual_offset = stitched if stitched is not None else sync[0].get("visual_offset")
         out.first_token_kl, out.first_token_topk_overlap = first_token_divergence(reference, trace)
     elif batched is not None:
         import torch

@@ -11,6 +11,8 @@ from .hooks import Recorder, not_recording
 from .schema import Check, ImageInfo, Stage, Step, TopK, Trace
 from .stats import best_block_match, fingerprint, tensor_stats, topk_of
 
+SAME_ROWS = 1 - 1e-4  # mean cosine at which a block of rows counts as the image's own encoder rows
+
 
 def assemble_trace(loaded, request, prepared, rec: Recorder, generated, queries, options, reached: list[str] | None = None) -> Trace:
     """Build the Trace of a run (prompt `queries` are the positions whose attention rows were kept).
@@ -154,6 +156,8 @@ def _sync_stage(loaded, images, encode_rows, rec: Recorder, inputs, tensors) -> 
     for img, rows in zip(images, encode_rows):
         start, end = img.span
         landed, score = best_block_match(rows, embeds) if embeds is not None else (None, 0.0)
+        if score < SAME_ROWS:  # the image's own rows are nowhere in the stream: it got someone else's
+            landed = None
         exact = embeds is not None and end - start == rows.shape[0] and bool(torch.equal(embeds[start:end], rows.to(embeds.dtype)))
         diff = float((embeds[start:end].float() - rows.float()).abs().max()) if embeds is not None and end - start == rows.shape[0] else None
         per_image.append(
@@ -162,7 +166,8 @@ def _sync_stage(loaded, images, encode_rows, rec: Recorder, inputs, tensors) -> 
         )
         checks.append(Check(f"image {img.index}: rows == placeholders == t·h·w/merge²", rows.shape[0] == end - start == img.tokens,
                             f"{rows.shape[0]} rows, {end - start} placeholders, {img.tokens} expected"))
-        checks.append(Check(f"image {img.index}: visual offset == text offset", landed == start, f"visual {landed}, text {start}"))
+        checks.append(Check(f"image {img.index}: visual offset == text offset", landed == start,
+                            f"visual {landed}, text {start}" if landed is not None else f"its rows are not in the stream (text {start})"))
         checks.append(Check(f"image {img.index}: merged rows equal encode rows", exact, f"max |diff| {diff}"))
     summary: dict = {"images": per_image}
     if rec.position_ids is not None:

@@ -8,36 +8,46 @@ from textual.widget import Widget
 
 from qdebug.render.colors import scale_color
 
-CELL = 7
+CELL = 4
 
 
 def matrix_text(report) -> Text:
-    """Cells coloured by cosine (scaled to the matrix's range); a row whose best match is another request is flagged."""
+    """Cells coloured by cosine (scaled to the matrix's range), columns numbered like the rows; a row wholly
+    filled by another request's rows is flagged."""
     ids, matrix = report.contamination_ids, report.contamination
     if not ids or not matrix:
         return Text("no contamination matrix in this report", style="dim")
     values = [v for row in matrix for v in row if v is not None]
     lo, hi = min(values), max(values)
     span = (hi - lo) or 1.0
-    out = Text("stream ╲ encode ", style="dim")
-    for cid in ids:
-        out.append(f"{cid:^{CELL}}", style="bold")
+    name_width = min(10, max(len(i) for i in ids))
+    out = Text(f"{'stream ╲ encode':>{name_width + 4}} ", style="dim")
+    for j, _ in enumerate(ids):
+        out.append(f"{j + 1:^{CELL}}", style="bold")
     out.append("\n")
-    for rid, row in zip(ids, matrix):
-        out.append(f"{rid:>15} ", style="bold")
-        for v in row:
+    notes = []
+    for i, (rid, row) in enumerate(zip(ids, matrix)):
+        outcome = report.outcome(rid)
+        donor = outcome.donor if outcome is not None and outcome.verdict in ("contaminated", "desync") else None
+        out.append(f"{i + 1:>2} {rid[:name_width]:>{name_width}} ", style="bold")
+        for d, v in zip(ids, row):
             if v is None:
                 out.append(f"{'–':^{CELL}}", style="dim")
                 continue
             r, g, b = scale_color((v - lo) / span)
             ink = "black" if (r * 299 + g * 587 + b * 114) / 1000 > 128 else "white"
-            out.append(f"{v:^{CELL}.3f}", style=f"{ink} on rgb({r},{g},{b})")
-        best = max(range(len(row)), key=lambda j: row[j] if row[j] is not None else float("-inf"))
-        own = ids.index(rid) if rid in ids else None
-        if own is not None and best != own and row[best] is not None and row[own] is not None and row[best] > row[own]:
-            out.append(f" ◀ {ids[best]}'s rows", style="bold red")
+            text = "1.0" if v >= 0.9995 else f"{v:.2f}".lstrip("0")
+            style = "bold white on red" if d == donor else f"{ink} on rgb({r},{g},{b})"
+            out.append(f"{text:^{CELL}}", style=style)
         out.append("\n")
-    out.append(f"cosine similarity, colour from {lo:.3f} to {hi:.3f}", style="dim")
+        if donor and outcome.verdict == "contaminated":
+            notes.append((f"{i + 1} {rid} ◀ {donor}'s rows", "bold red"))
+        elif donor:
+            notes.append((f"{i + 1} {rid} ◀ a mix, partly {donor}'s rows", "bold yellow"))
+    out.append("cosine; column j = request j's isolated encoder rows; red cell = donor", style="dim")
+    for note, style in notes:
+        out.append("\n" + note, style=style)
+    out.no_wrap, out.overflow = True, "ellipsis"
     return out
 
 

@@ -16,30 +16,27 @@ GLYPHS = {  # kind → (glyph, style, priority when two events share a cell)
     "index_out_of_bounds": ("!", "bold red", 4),
     "buffer_overwrite": ("O", "bold white on red", 5),
 }
-LEGEND = {"encode_start": "encode", "buffer_write": "write@offset", "stitch": "stitch", "first_token": "first token",
-          "buffer_overwrite": "overwrite←donor", "desync": "desync", "shape_mismatch": "shape", "index_out_of_bounds": "index"}
-LABEL = 6
+LEGEND = {"encode_start": "encode", "buffer_write": "write", "stitch": "stitch", "first_token": "first token",
+          "buffer_overwrite": "overwritten by a donor", "desync": "desync", "shape_mismatch": "shape", "index_out_of_bounds": "index"}
 
 
-def _when(event) -> float:
-    return event.t if event.t is not None else float(event.seq)
-
-
-def _label(event) -> str:
-    """Glyph plus offset (and donor for an overwrite): W@9, O@9←b."""
-    glyph = GLYPHS.get(event.kind, ("?", "", 0))[0]
-    label = glyph + (f"@{event.offset}" if event.offset is not None else "")
-    return label + (f"←{event.donor}" if event.donor else "")
+def _clock(report):
+    """A log is read on its timestamps; a replay on its event order (its schedule), whose waves are ms apart."""
+    if report.kind == "runtime-log" and report.events and all(e.t is not None for e in report.events):
+        return (lambda e: e.t), "ms", 1000.0
+    return (lambda e: float(e.seq)), "#", 1.0
 
 
 def timeline_text(report, width: int, selected: str | None) -> Text:
     """Lanes (one per request), an axis, a legend, then the events listed in time order."""
+    _when, unit, k = _clock(report)
     events = sorted(report.events, key=lambda e: (_when(e), e.seq))
     ids = [r.id for r in report.requests] + sorted({e.request_id for e in events if e.request_id} - {r.id for r in report.requests})
     if not events:
         return Text("no events in this report", style="dim")
+    label_width = max(len(i) for i in ids) + 2
     t0, t1 = _when(events[0]), _when(events[-1])
-    cells = max(20, width - LABEL - 10)
+    cells = max(20, width - label_width - 10)
     scale = (cells - 1) / ((t1 - t0) or 1.0)
     out = Text()
     for rid in ids:
@@ -47,21 +44,16 @@ def timeline_text(report, width: int, selected: str | None) -> Text:
         for e in (e for e in events if e.request_id == rid):
             glyph, style, prio = GLYPHS.get(e.kind, ("?", "", 0))
             x = round((_when(e) - t0) * scale)
-            label = _label(e)
-            if prio >= lane[x][2]:
-                for i, ch in enumerate(label):  # the label only where the lane is still free
-                    if x + i < len(lane) and (i == 0 or lane[x + i][2] == 0):
-                        lane[x + i] = (ch, style, prio if i == 0 else 0.5)
+            if prio >= lane[x][2]:  # one glyph per event: offsets and donors are in the list below
+                lane[x] = (glyph, style, prio)
         mark = "▶" if rid == selected else " "
-        out.append(f"{mark}{rid:<{LABEL - 1}}", style="bold reverse" if rid == selected else "bold")
+        out.append(f"{mark}{rid:<{label_width - 1}}", style="bold reverse" if rid == selected else "bold")
         for ch, style, _ in lane:
             out.append(ch, style=style)
         out.append("\n")
-    unit = "ms" if events[0].t is not None else "seq"
-    k = 1000.0 if unit == "ms" else 1.0
-    axis = f"{t0 * k:.0f}{unit}"
-    end = f"{t1 * k:.0f}{unit}"
-    out.append(" " * LABEL + axis + " " * max(1, cells - len(axis) - len(end) + 1) + end + "\n", style="dim")
+    axis = f"{unit}{t0 * k:.0f}" if unit == "#" else f"{t0 * k:.0f}{unit}"
+    end = f"{unit}{t1 * k:.0f}" if unit == "#" else f"{t1 * k:.0f}{unit}"
+    out.append(" " * label_width + axis + " " * max(1, cells - len(axis) - len(end) + 1) + end + "\n", style="dim")
     for i, (kind, what) in enumerate(LEGEND.items()):
         glyph, style, _ = GLYPHS[kind]
         if i == 5:
@@ -72,7 +64,7 @@ def timeline_text(report, width: int, selected: str | None) -> Text:
     for e in events:
         bad = e.kind in ("buffer_overwrite", "desync", "shape_mismatch", "index_out_of_bounds")
         style = "bold red" if bad else ("bold" if e.request_id == selected else "dim")
-        when = f"{_when(e) * k:7.1f}{unit}"
+        when = f"{_when(e) * k:7.1f}{unit}" if unit == "ms" else f"#{e.seq:<5}"
         detail = ", ".join(p for p in (
             f"offset {e.offset}" if e.offset is not None else "",
             f"{e.tokens} tokens" if e.tokens is not None else "",
