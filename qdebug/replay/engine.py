@@ -11,8 +11,8 @@ from qdebug.trace.runner import CaptureOptions, trace_request
 
 from .batch import Batch
 from .events import EventLog
-from .faults import OffsetShift
-from .shared_buffer import ScheduleCancelled, SharedBufferClient, SharedVisualBuffer, draw_schedule
+from .faults import OffsetShift, SharedBufferClient
+from .shared_buffer import ScheduleCancelled, SharedVisualBuffer, draw_schedule
 
 MODES = ("threads", "batched")
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .shared_buffer import SharedVisualBuffer
+
 
 def _layout_blind_kernel(module, query, key, value, attention_mask, scaling: float, **kwargs):
     """A kernel that takes axis 1 as heads and axis 2 as positions, whatever it is given (as FLA-style kernels do).
@@ -66,3 +68,18 @@ class OffsetShift:
             bad = int(target[~inside][0])
             rec.notify("index_out_of_bounds", offset=bad, tokens=seq)
         return out
+
+
+@dataclass
+class SharedBufferClient:
+    """The shared-visual-buffer fault as one request sees it: write after encode, read back at stitch time.
+
+    The buffer and its seeded schedule are shared by the wave of requests (qdebug.replay.shared_buffer)."""
+
+    buffer: SharedVisualBuffer
+    request_id: str
+
+    def on_encoded(self, rec, rows):
+        self.buffer.write(self.request_id, rows, rec.notify)
+        landed, _ = self.buffer.read(self.request_id, rows.shape[0], rec.notify)
+        return landed

@@ -115,16 +115,3 @@ class SharedVisualBuffer:
             return rows, donors
         finally:
             self._advance()
-
-
-@dataclass
-class SharedBufferClient:
-    """The fault as seen by one request: write after encode, read back at stitch time."""
-
-    buffer: SharedVisualBuffer
-    request_id: str
-
-    def on_encoded(self, rec, rows):
-        self.buffer.write(self.request_id, rows, rec.notify)
-        landed, _ = self.buffer.read(self.request_id, rows.shape[0], rec.notify)
-        return landed
