@@ -81,7 +81,7 @@ def attn(
     if tui:
         from qdebug.tui.app import build_app
 
-        build_app(trace=trace).run()
+        build_app(trace=trace, source=f"qdebug attn {image}").run()
         return
     if json_out != "-" or report.is_terminal:
         for renderable in attn_renderables(trace, result, pil_images, args):
