@@ -112,7 +112,6 @@ class Recorder:
             return args, {**kwargs, "inputs_embeds": embeds}
         return None
 
-
     def layer_output(self, layer: int, output) -> None:
         hidden = output[0] if isinstance(output, tuple) else output
         if self.step == 0:
