@@ -72,7 +72,9 @@ def _from_hf_cache(repo_id: str) -> Path:
     try:
         from huggingface_hub import snapshot_download
 
-        local = snapshot_download(repo_id, local_files_only=True)
+        # Read the cache location now (not at import): HF_HUB_CACHE / HF_HOME may be set per run.
+        cache = os.environ.get("HF_HUB_CACHE") or (os.path.join(os.environ["HF_HOME"], "hub") if os.environ.get("HF_HOME") else None)
+        local = snapshot_download(repo_id, local_files_only=True, cache_dir=cache)
     except Exception:  # the hub client raises several types for "not cached"; all mean the same here
         raise ModelLoadError(
             f"--model {repo_id}: not in the local Hugging Face cache and qdebug never downloads; "

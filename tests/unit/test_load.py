@@ -78,3 +78,18 @@ def test_dtype_resolution():
         resolve_dtype("int8", "cpu")
     with pytest.raises(DeviceError, match="expected auto, cpu"):
         resolve_device("tpu")
+
+
+def test_cached_hub_id_loads_offline(tmp_path, monkeypatch):
+    import shutil
+
+    snapshot = tmp_path / "models--qdebug--tiny-demo" / "snapshots" / "0123456789abcdef0123456789abcdef01234567"
+    snapshot.mkdir(parents=True)
+    for f in DEMO_DIR.iterdir():
+        shutil.copy(f, snapshot / f.name)
+    (tmp_path / "models--qdebug--tiny-demo" / "refs").mkdir()
+    (tmp_path / "models--qdebug--tiny-demo" / "refs" / "main").write_text(snapshot.name)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    assert resolve_model_dir("qdebug/tiny-demo") == snapshot
+    loaded = load_model("qdebug/tiny-demo", "cpu")
+    assert loaded.path == str(snapshot) and loaded.spec == "qdebug/tiny-demo"
