@@ -113,8 +113,11 @@ def attn_renderables(trace, result: dict, pil_images, args: AttnArgs) -> list:
     from qdebug.analysis.attention import attention_grid, step_query
     from qdebug.render.attn_report import findings_panel, heatmap_panel, stage_table, topk_table
 
+    model = trace.meta["model"]
+    about = f"{model['spec']} · {model['architecture']} · {model['device']} · {model['dtype']}"
+    text = trace.generated_text or "(empty)"
     out = [
-        Panel(Text(trace.generated_text or "(empty)", style="bold"), title="generated", subtitle=f"{trace.meta['model']['architecture']} · {trace.meta['model']['device']} · {trace.meta['model']['dtype']}", expand=False),
+        Panel(Text(text, style="bold"), title="generated", subtitle=about, width=max(len(text), len(about)) + 6),
         Text(trace.meta.get("attn_capture", ""), style="dim"),
         stage_table(trace),
         topk_table(trace),
