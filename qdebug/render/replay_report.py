@@ -36,15 +36,18 @@ def requests_table(report) -> Table:
     table.add_column("verdict", no_wrap=True)
     for col in ("donor", "text@", "visual@"):
         table.add_column(col, no_wrap=True)
+    if replayed:  # how far the replayed first token's distribution moved from the reference's
+        table.add_column("KL₀", no_wrap=True, justify="right")
     for r in report.requests:
         verdict = Text(r.verdict, style=VERDICT_STYLE.get(r.verdict, ""))
         if r.error:
             verdict.append(f" ({_short(r.error, 48)})", style="dim")
         cells = [r.id, _short(r.image, 18), _short(r.reference), _short(r.replayed), _short(r.observed)] if replayed else [r.id]
-        table.add_row(
-            *cells, verdict, r.donor or "",
-            "–" if r.text_offset is None else str(r.text_offset), "–" if r.visual_offset is None else str(r.visual_offset),
-        )
+        row = [*cells, verdict, r.donor or "",
+               "–" if r.text_offset is None else str(r.text_offset), "–" if r.visual_offset is None else str(r.visual_offset)]
+        if replayed:
+            row.append("–" if r.first_token_kl is None else f"{r.first_token_kl:.2g}")
+        table.add_row(*row)
     return table
 
 
