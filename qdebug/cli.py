@@ -225,7 +225,9 @@ def demo_train(
     import torch
 
     torch.set_num_threads(max(1, torch.get_num_threads()))
-    console = _status_console()
+    from qdebug.commands.common import consoles
+
+    console = consoles(json_to_stdout=False)[1]
     target = out or CHECKPOINT_DIR
     if console.is_terminal:
         from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
@@ -256,12 +258,6 @@ def demo_eval(
     typer.echo(f"attention peak in the shape's quadrant: {result.peak_in_quadrant}/{result.scenes} ({result.peak_rate:.1%})")
     for expected, got in result.misses[:10]:
         typer.echo(f"  expected {expected!r}, got {got!r}")
-
-
-def _status_console():
-    from rich.console import Console
-
-    return Console(stderr=True)
 
 
 def main() -> None:

@@ -48,10 +48,10 @@ def report_from_replay(batch: Batch, run: ReplayRun) -> ReplayReport:
     matrix = contamination_matrix(ran, landed, encoded)
     references = {rid: run.references[rid].generated_text for rid in ran}
     stitched = {e.request_id: e.offset for e in events if e.kind == "stitch"}  # where the merge put each stream's rows
-    findings = [f for f in findings_from_events(events) if f.kind != "contamination"]
-    for f in findings_from_events(events):
-        if f.kind == "contamination":  # an overwrite before the stitch, as the events show it
-            findings.append(Finding("overwrite", f.severity, f.message, f.stage, f.request_id, f.donor))
+    # An event-level "contamination" is an overwrite before the stitch; the matrix decides contamination here.
+    from_events = findings_from_events(events)
+    findings = [f for f in from_events if f.kind != "contamination"]
+    findings += [Finding("overwrite", f.severity, f.message, f.stage, f.request_id, f.donor) for f in from_events if f.kind == "contamination"]
     outcomes = []
     for req in batch.requests:
         rid = req.request_id
@@ -97,7 +97,7 @@ def report_from_replay(batch: Batch, run: ReplayRun) -> ReplayReport:
                 ))
                 out.donor = next(iter(shares), None)
             for check in failed:
-                findings.append(Finding("desync" if "offset" in check.name else "shape_mismatch", "error",
+                findings.append(Finding("desync" if check.kind == "desync" else "shape_mismatch", "error",
                                         f"request {rid}: {check.name} failed ({check.detail})", stage="sync", request_id=rid))
         elif out.replayed is not None and out.replayed != out.reference:
             out.verdict = "diverged"

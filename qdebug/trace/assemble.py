@@ -49,7 +49,7 @@ def assemble_trace(loaded, request, prepared, rec: Recorder, generated, queries,
             "image_grid_thw": [list(i.grid_thw) for i in images],
             "spans": [list(i.span) for i in images],
         },
-        [Check("one placeholder span per image", len(prepared.spans) == len(request.images))],
+        [Check("one placeholder span per image", len(prepared.spans) == len(request.images), kind="shape_mismatch")],
     )
 
     # encode: the vision tower's merged rows, split per image.
@@ -62,7 +62,7 @@ def assemble_trace(loaded, request, prepared, rec: Recorder, generated, queries,
         st = tensor_stats(rows)
         tensors[f"encode.{img.index}"] = rows
         enc_summary.append({"image": img.index, "rows": rows.shape[0], "dim": rows.shape[1], **st, "fingerprint": fingerprint(rows)})
-        enc_checks.append(Check(f"image {img.index}: no NaN/Inf", st["nan"] == 0 and st["inf"] == 0, f"{st['nan']} NaN, {st['inf']} Inf"))
+        enc_checks.append(Check(f"image {img.index}: no NaN/Inf", st["nan"] == 0 and st["inf"] == 0, f"{st['nan']} NaN, {st['inf']} Inf", "nan_inf"))
     if rec.vision_rows is not None and not encode_rows:
         enc_checks.append(Check("encoder rows split per image", False, f"{rec.vision_rows.shape[0]} rows for grids {[i.grid_thw for i in images]}"))
     stages["encode"] = Stage("encode", {"images": enc_summary}, enc_checks)
@@ -77,7 +77,7 @@ def assemble_trace(loaded, request, prepared, rec: Recorder, generated, queries,
             tensors[f"layer.{layer}.hidden"] = hidden
             st = tensor_stats(hidden)
             summary.update(st)
-            checks.append(Check("no NaN/Inf", st["nan"] == 0 and st["inf"] == 0, f"{st['nan']} NaN, {st['inf']} Inf"))
+            checks.append(Check("no NaN/Inf", st["nan"] == 0 and st["inf"] == 0, f"{st['nan']} NaN, {st['inf']} Inf", "nan_inf"))
         if rec.step_hidden.get(layer):
             tensors[f"layer.{layer}.step_hidden"] = torch.stack(rec.step_hidden[layer])
         if rec.attn.get(layer):
@@ -102,7 +102,7 @@ def assemble_trace(loaded, request, prepared, rec: Recorder, generated, queries,
     for stage in stages.values():
         for check in stage.checks:
             if not check.ok:
-                findings.append(Finding(kind=_kind(check.name), severity="error", message=f"{stage.name}: {check.name} failed ({check.detail})", stage=stage.name))
+                findings.append(Finding(kind=check.kind, severity="error", message=f"{stage.name}: {check.name} failed ({check.detail})", stage=stage.name))
 
     prompt_len = len(ids)
     attn_queries = list(queries) + [prompt_len + k for k in range(max(0, len(generated) - 1))]
@@ -165,10 +165,10 @@ def _sync_stage(loaded, images, encode_rows, rec: Recorder, inputs, tensors) -> 
              "placeholders": end - start, "expected": img.tokens, "max_abs_diff": diff, "fingerprint": fingerprint(embeds[start:end]) if embeds is not None else None}
         )
         checks.append(Check(f"image {img.index}: rows == placeholders == t·h·w/merge²", rows.shape[0] == end - start == img.tokens,
-                            f"{rows.shape[0]} rows, {end - start} placeholders, {img.tokens} expected"))
+                            f"{rows.shape[0]} rows, {end - start} placeholders, {img.tokens} expected", "shape_mismatch"))
         checks.append(Check(f"image {img.index}: visual offset == text offset", landed == start,
-                            f"visual {landed}, text {start}" if landed is not None else f"its rows are not in the stream (text {start})"))
-        checks.append(Check(f"image {img.index}: merged rows equal encode rows", exact, f"max |diff| {diff}"))
+                            f"visual {landed}, text {start}" if landed is not None else f"its rows are not in the stream (text {start})", "desync"))
+        checks.append(Check(f"image {img.index}: merged rows equal encode rows", exact, f"max |diff| {diff}", "fingerprint"))
     summary: dict = {"images": per_image}
     if rec.position_ids is not None:
         received = rec.position_ids.cpu()
@@ -187,7 +187,8 @@ def _sync_stage(loaded, images, encode_rows, rec: Recorder, inputs, tensors) -> 
             summary["rope_deltas"] = [int(d) for d in deltas.view(-1).tolist()]
             same = expected.shape == received.shape and bool(torch.equal(expected, received))
             checks.append(Check("MRoPE position ids == get_rope_index", same,
-                                "identical" if same else f"{int((expected != received).any(0).sum()) if expected.shape == received.shape else 'shape'} positions differ"))
+                                "identical" if same else f"{int((expected != received).any(0).sum()) if expected.shape == received.shape else 'shape'} positions differ",
+                                "position_ids"))
     return Stage("sync", summary, checks)
 
 
@@ -217,21 +218,6 @@ def _logits_stage(loaded, rec: Recorder, ids, tok, k: int, tensors) -> Stage:
 
 def _tok_text(tok, token_id: int) -> str:
     return tok.decode([token_id], skip_special_tokens=False)
-
-
-def _kind(check_name: str) -> str:
-    name = check_name.split(": ", 1)[-1]
-    if "visual offset" in name:
-        return "desync"
-    if "placeholders" in name or "placeholder span" in name:
-        return "shape_mismatch"
-    if "MRoPE" in name:
-        return "position_ids"
-    if "NaN" in name:
-        return "nan_inf"
-    if "encode rows" in name:
-        return "fingerprint"
-    return "check_failed"
 
 
 def _attn_note(loaded, options) -> str:

@@ -25,6 +25,7 @@ class Check:
     name: str
     ok: bool
     detail: str = ""
+    kind: str = "check_failed"  # the finding kind when it fails (desync, shape_mismatch, position_ids, ...)
 
 
 @dataclass

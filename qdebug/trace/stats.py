@@ -26,9 +26,11 @@ def tensor_stats(t) -> dict:
 
 def fingerprint(t) -> str:
     """A short content hash of a tensor (dtype and shape included), equal iff the bytes are equal."""
+    import torch
+
     x = t.detach().cpu().contiguous()
     h = hashlib.sha256(f"{x.dtype}{tuple(x.shape)}".encode())
-    h.update(x.view(-1).view(dtype=__import__("torch").uint8).numpy().tobytes() if x.numel() else b"")
+    h.update(x.view(-1).view(dtype=torch.uint8).numpy().tobytes() if x.numel() else b"")
     return h.hexdigest()[:16]
 
 

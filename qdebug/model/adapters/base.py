@@ -67,10 +67,12 @@ class Adapter:
     def merged_embeddings(self, model, inputs: dict):
         """`inputs_embeds` (1 × seq × dim) built the way the model's forward builds them: token embeddings with
         each image's encoder rows scattered into its placeholders, using the model's own helpers."""
+        import torch
+
         embeds = self.embed_tokens(model)(inputs["input_ids"])
         if inputs.get("pixel_values") is not None:
             features = model.model.get_image_features(inputs["pixel_values"], inputs["image_grid_thw"], return_dict=True)
-            rows = __import__("torch").cat(features.pooler_output, dim=0).to(embeds.device, embeds.dtype)
+            rows = torch.cat(features.pooler_output, dim=0).to(embeds.device, embeds.dtype)
             mask, _ = model.model.get_placeholder_mask(inputs["input_ids"], inputs_embeds=embeds, image_features=rows)
             embeds = embeds.masked_scatter(mask, rows)
         return embeds
