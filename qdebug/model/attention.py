@@ -93,6 +93,33 @@ def eager_with_weights(module, query, key, value, mask, **kwargs):
     return eager(module, query, key, value, mask, **kwargs)
 
 
+def weights_for_rows(module, query, key, value, mask, rows: list[int], **kwargs):
+    """Attention weights `B × H × len(rows) × K` of the given query rows only, by the architecture's eager formula.
+
+    The layer's output still comes from its own kernel; this side computation costs `rows × K` per head
+    instead of eager's `T × T`. `mask` is whatever the base kernel's mask function made (bool, additive or
+    None for a causal kernel).
+    """
+    import torch
+
+    eager = sys.modules[type(module).__module__].eager_attention_forward
+    q_len, k_len = query.shape[2], key.shape[2]
+    index = torch.as_tensor(rows, device=query.device)
+    q = query.index_select(2, index)
+    if mask is not None:
+        mask = mask[:, :, :, :k_len].to(query.device)
+        if mask.shape[2] == q_len and q_len > 1:
+            mask = mask.index_select(2, index)
+        if mask.dtype == torch.bool:
+            mask = torch.zeros(mask.shape, dtype=query.dtype, device=query.device).masked_fill(~mask, torch.finfo(query.dtype).min)
+    elif getattr(module, "is_causal", False) and q_len > 1:
+        allowed = torch.arange(k_len, device=query.device)[None, :] <= index[:, None] + (k_len - q_len)
+        mask = torch.zeros(allowed.shape, dtype=query.dtype, device=query.device).masked_fill(~allowed, torch.finfo(query.dtype).min)[None, None]
+    kwargs = {k: v for k, v in kwargs.items() if k != "is_causal"}
+    _, weights = eager(module, q, key, value, mask, **kwargs)
+    return weights
+
+
 def _make_kernel(base: str):
     def qdebug_attention(module, query, key, value, attention_mask, **kwargs):
         base_fn = _base_function(module, base)

@@ -8,6 +8,7 @@ from qdebug import __version__
 from qdebug.findings import Finding
 
 from .hooks import Recorder, not_recording
+from .processors import active_processors
 from .schema import Check, ImageInfo, Stage, Step, TopK, Trace
 from .stats import best_block_match, fingerprint, tensor_stats, topk_of
 
@@ -69,13 +70,17 @@ def assemble_trace(loaded, request, prepared, rec: Recorder, generated, queries,
 
     stages["sync"] = _sync_stage(loaded, images, encode_rows, rec, inputs, tensors)
 
-    for layer in sorted(rec.hidden) or range(len(loaded.adapter.decoder_layers(loaded.model))):
+    n_layers = len(loaded.adapter.decoder_layers(loaded.model))
+    for layer in sorted(set(rec.hidden) | set(rec.hidden_stats)) or range(n_layers):
         summary: dict = {"layer": layer}
         checks = []
+        st = rec.hidden_stats.get(layer)
         if layer in rec.hidden:
-            hidden = rec.hidden[layer]
-            tensors[f"layer.{layer}.hidden"] = hidden
-            st = tensor_stats(hidden)
+            tensors[f"layer.{layer}.hidden"] = rec.hidden[layer]
+            st = st or tensor_stats(rec.hidden[layer])
+        if layer in rec.hidden_kept:
+            tensors[f"layer.{layer}.last"] = rec.hidden_kept[layer]  # the last prompt row (rows × dim)
+        if st is not None:
             summary.update(st)
             checks.append(Check("no NaN/Inf", st["nan"] == 0 and st["inf"] == 0, f"{st['nan']} NaN, {st['inf']} Inf", "nan_inf"))
         if rec.step_hidden.get(layer):
@@ -89,15 +94,21 @@ def assemble_trace(loaded, request, prepared, rec: Recorder, generated, queries,
     stages["logits"] = _logits_stage(loaded, rec, ids, tok, options.topk, tensors)
 
     steps = []
+    processed = getattr(rec, "processed_scores", None) or []
     for k, logits in enumerate(rec.step_logits[: len(generated)]):
-        top_ids, top_p, entropy = topk_of(logits, options.topk)
         chosen = generated[k]
-        p = float(torch.softmax(logits.float(), -1)[chosen])
+        raw_ids, raw_p, raw_entropy = topk_of(logits, options.topk)
+        raw_prob = float(torch.softmax(logits.float(), -1)[chosen])
+        scores = processed[k] if k < len(processed) and processed[k].shape == logits.shape else logits
+        top_ids, top_p, entropy = topk_of(scores, options.topk)
+        p = float(torch.softmax(scores.float(), -1)[chosen])
         tensors[f"step.{k}.logits"] = logits
         steps.append(
-            Step(k, chosen, _tok_text(tok, chosen), p, entropy, TopK(top_ids, [_tok_text(tok, i) for i in top_ids], top_p))
+            Step(k, chosen, _tok_text(tok, chosen), p, entropy, TopK(top_ids, [_tok_text(tok, i) for i in top_ids], top_p),
+                 raw_topk=TopK(raw_ids, [_tok_text(tok, i) for i in raw_ids], raw_p), raw_prob=raw_prob)
         )
-        stages[f"step.{k}"] = Stage(f"step.{k}", {"token": _tok_text(tok, chosen), "token_id": chosen, "prob": p, "entropy": entropy})
+        stages[f"step.{k}"] = Stage(f"step.{k}", {"token": _tok_text(tok, chosen), "token_id": chosen, "prob": p, "entropy": entropy,
+                                                  "raw_prob": raw_prob, "raw_entropy": raw_entropy})
 
     for stage in stages.values():
         for check in stage.checks:
@@ -112,8 +123,12 @@ def assemble_trace(loaded, request, prepared, rec: Recorder, generated, queries,
         "model": loaded.describe(),
         "torch": torch.__version__,
         "transformers": __import__("transformers").__version__,
-        "attn_capture": _attn_note(loaded, options),
-        "num_layers": len(loaded.adapter.decoder_layers(loaded.model)),
+        "attn_capture": _attn_note(loaded, options, sorted(rec.attn)),
+        "layers_captured": sorted(rec.attn),
+        "queries": options.queries if isinstance(options.queries, str) else list(options.queries),
+        "keep_hidden": bool(options.keep_hidden),
+        "processors": active_processors(loaded.model.generation_config) if processed else [],
+        "num_layers": n_layers,
         "num_heads": int(loaded.adapter.text_config(loaded.config).num_attention_heads),
         "num_kv_heads": int(loaded.adapter.text_config(loaded.config).num_key_value_heads),
         "hidden_size": int(loaded.adapter.text_config(loaded.config).hidden_size),
@@ -155,7 +170,7 @@ def _sync_stage(loaded, images, encode_rows, rec: Recorder, inputs, tensors) -> 
         tensors["sync.embeds"] = embeds
     for img, rows in zip(images, encode_rows):
         start, end = img.span
-        landed, score = best_block_match(rows, embeds) if embeds is not None else (None, 0.0)
+        landed, score = _landed(rows, embeds, start, end)
         if score < SAME_ROWS:  # the image's own rows are nowhere in the stream: it got someone else's
             landed = None
         exact = embeds is not None and end - start == rows.shape[0] and bool(torch.equal(embeds[start:end], rows.to(embeds.dtype)))
@@ -192,6 +207,25 @@ def _sync_stage(loaded, images, encode_rows, rec: Recorder, inputs, tensors) -> 
     return Stage("sync", summary, checks)
 
 
+def _landed(rows, embeds, start: int, end: int):
+    """(where the image's rows landed, match score): its own span first, so the same image twice in one
+    request is found at each copy's own place; elsewhere only when its span does not hold them."""
+    if embeds is None:
+        return None, 0.0
+    if end - start == rows.shape[0]:
+        own = float(torch_cosine_rows(rows, embeds[start:end]))
+        if own >= SAME_ROWS:
+            return start, own
+    return best_block_match(rows, embeds)
+
+
+def torch_cosine_rows(a, b):
+    """Mean row-by-row cosine similarity of two `n × dim` blocks."""
+    import torch
+
+    return torch.nn.functional.cosine_similarity(a.float(), b.float(), dim=-1).mean()
+
+
 def _logits_stage(loaded, rec: Recorder, ids, tok, k: int, tensors) -> Stage:
     """Top-k and entropy at every prompt position, from the model's own lm_head on the final hidden states."""
     import torch
@@ -200,9 +234,10 @@ def _logits_stage(loaded, rec: Recorder, ids, tok, k: int, tensors) -> Stage:
         return Stage("logits", {})
     head = loaded.adapter.lm_head(loaded.model)
     top_ids, top_p, ent = [], [], []
+    device = head.weight.device
     for chunk in torch.split(rec.final_hidden, 256):
         with not_recording():  # a paused run's recorder is still active in this thread
-            logits = head(chunk)
+            logits = head(chunk.to(device)).to("cpu", torch.float32)
         logp = torch.log_softmax(logits.float(), -1)
         p = logp.exp()
         vals, idx = p.topk(min(k, p.shape[-1]), dim=-1)
@@ -220,8 +255,13 @@ def _tok_text(tok, token_id: int) -> str:
     return tok.decode([token_id], skip_special_tokens=False)
 
 
-def _attn_note(loaded, options) -> str:
-    layers = "all layers" if options.attn_layers is None else f"layers {sorted(options.attn_layers)}"
+def _attn_note(loaded, options, captured: list[int]) -> str:
+    """Which layers recorded weights, and which kernel computed every layer's output."""
+    if not captured:
+        return f"no attention weights recorded; every layer ran {loaded.kernel}"
+    n = len(loaded.adapter.decoder_layers(loaded.model))
+    layers = "all layers" if len(captured) == n else f"layers {captured}"
     if loaded.kernel == "eager":
-        return f"attention weights recorded from the eager kernel in {layers}"
-    return f"attention capture forced the eager kernel in {layers} (the model runs {loaded.kernel} elsewhere)"
+        return f"attention weights recorded from the eager kernel in {layers} (eager everywhere)"
+    return (f"every layer ran {loaded.kernel}; attention weights in {layers} computed by the eager formula "
+            f"for the kept query rows only")

@@ -2,6 +2,15 @@
 
 Hooks are installed once per model (reference-counted) and dispatch to the recorder of the calling
 thread, so several threads can trace requests on one shared model at the same time.
+
+The recorder is qdebug's one device boundary: whatever it keeps leaves the hook detached and copied to
+CPU (`to_cpu`), so traces, analysis, render and the TUI never hold a device tensor, whichever device
+(or devices, with `--device-map auto`) each layer sits on. Storage dtypes:
+- encoder rows, merged embeddings, hidden states: the model's own dtype (bf16 stays bf16: the exact
+  values the model computed, at half float32's size);
+- logits and attention weights: float32 (top-k, KL and probabilities need it; both are small once
+  only the kept query rows and image keys are selected);
+- position ids: int64.
 """
 
 from __future__ import annotations
@@ -16,13 +25,21 @@ _local = threading.local()
 _install_lock = threading.Lock()
 
 
-class Recorder:
-    """Collects raw tensors from one request's forward passes (prefill = call 0, then one call per step).
+def to_cpu(t, dtype=None):
+    """A detached CPU copy of `t` (optionally cast): the recorder's one way out of the model's device."""
+    return t.detach().to("cpu", dtype=dtype, copy=True)
 
-    `attn_layers`: decoder layers whose attention weights are kept (None = all).
+
+class Recorder:
+    """Collects one request's forward passes as CPU tensors (prefill = call 0, then one call per step).
+
+    `attn_layers`: decoder layers whose attention weights are kept (None = all, empty = none).
     `on_stage(name)` is called at each stage boundary, after that stage's data is in: a debugger may block there.
     `image_positions`: key positions of image tokens; only those attention columns are kept.
-    `query_positions`: prefill query positions whose attention rows are kept.
+    `query_positions`: prefill query positions whose attention rows are computed and kept (each decode
+    step's single query row is always kept).
+    `keep_hidden`: keep every prefill row of every layer's output; otherwise per-layer statistics plus the
+    `hidden_rows` (default: the last prompt position, whose output chose the first token).
     """
 
     def __init__(
@@ -33,6 +50,7 @@ class Recorder:
         query_positions: list[int] | None = None,
         on_stage: Callable[[str], None] | None = None,
         keep_hidden: bool = True,
+        hidden_rows: list[int] | None = None,
         faults: tuple = (),
         notify: Callable[..., None] | None = None,
     ):
@@ -45,11 +63,14 @@ class Recorder:
         self.query_positions = query_positions or []
         self.on_stage = on_stage or (lambda name: None)
         self.keep_hidden = keep_hidden
+        self.hidden_rows = hidden_rows
         self.vision_rows = None  # merged rows, all images (N × dim)
         self.decoder_calls = 0
         self.embeds = None  # merged embeddings the decoder received at prefill (seq × dim)
         self.position_ids = None  # position ids the decoder received at prefill (3 × seq)
-        self.hidden: dict[int, object] = {}  # layer → prefill output (seq × dim)
+        self.hidden: dict[int, object] = {}  # layer → prefill output (seq × dim), with keep_hidden
+        self.hidden_kept: dict[int, object] = {}  # layer → prefill output at `hidden_rows` (rows × dim)
+        self.hidden_stats: dict[int, dict] = {}  # layer → statistics of the whole prefill output
         self.step_hidden: dict[int, list] = {}  # layer → new-token outputs of each decode step
         self.attn: dict[int, list] = {}  # layer → attention rows (H × q × image keys), prefill then steps
         self.final_hidden = None  # decoder output after the final norm at prefill (seq × dim)
@@ -73,7 +94,7 @@ class Recorder:
 
     def vision_output(self, output):
         rows = getattr(output, "pooler_output", output)
-        self.vision_rows = rows.detach().clone()
+        self.vision_rows = to_cpu(rows)
         replaced = rows
         for fault in self.faults:
             hook = getattr(fault, "on_encoded", None)
@@ -101,10 +122,10 @@ class Recorder:
                 if new is not None:
                     embeds, changed = new, True
         pos = kwargs.get("position_ids")
-        self.embeds = embeds[0].detach().clone() if embeds is not None else None
+        self.embeds = to_cpu(embeds[0]) if embeds is not None else None
         if pos is not None:
             pos = pos[-3:] if pos.ndim == 3 else pos[None].expand(3, *pos.shape)
-            self.position_ids = pos[:, 0].detach().clone()
+            self.position_ids = to_cpu(pos[:, 0])
         if self.image_positions:
             self.notify("stitch", offset=self.stitch_offset, tokens=len(self.image_positions))
         self.on_stage("sync")
@@ -113,36 +134,54 @@ class Recorder:
         return None
 
     def layer_output(self, layer: int, output) -> None:
+        from .stats import tensor_stats
+
         hidden = output[0] if isinstance(output, tuple) else output
         if self.step == 0:
+            self.hidden_stats[layer] = tensor_stats(hidden[0])  # on the layer's device: plain floats come back
             if self.keep_hidden:
-                self.hidden[layer] = hidden[0].detach().clone()
+                self.hidden[layer] = to_cpu(hidden[0])
+            else:
+                rows = self.hidden_rows if self.hidden_rows is not None else [hidden.shape[1] - 1]
+                self.hidden_kept[layer] = to_cpu(hidden[0, rows])
             self.on_stage(f"layer.{layer}")
         else:
-            self.step_hidden.setdefault(layer, []).append(hidden[0, -1].detach().clone())
+            self.step_hidden.setdefault(layer, []).append(to_cpu(hidden[0, -1]))
 
     def decoder_output(self, output) -> None:
         if self.step == 0:
-            self.final_hidden = output.last_hidden_state[0].detach().clone()
+            self.final_hidden = to_cpu(output.last_hidden_state[0])
 
     def logits_output(self, logits) -> None:
-        self.step_logits.append(logits[0, -1].detach().float().clone())
+        import torch
+
+        self.step_logits.append(to_cpu(logits[0, -1], torch.float32))
         if self.step == 0:
             self.notify("first_token")
             self.on_stage("logits")
         self.on_stage(f"step.{self.step}")
 
     def attention_tap(self, call: AttentionCall, proceed):
-        """Attention tap: run the kernel with weights for recorded layers and keep the image columns."""
+        """Attention tap: the layer computes with its own kernel; weights are computed only for the kept
+        query rows (prefill) or the new token (steps), and only their image columns are kept."""
+        import torch
+
+        from qdebug.model.attention import weights_for_rows
+
         if not self.wants_attention(call.layer) or not self.image_positions:
             return proceed(call.query, call.key, call.value)
-        out, weights = proceed(call.query, call.key, call.value, True)
-        if weights is None:  # a replaced (faulty) kernel may not produce weights
+        out, weights = proceed(call.query, call.key, call.value)
+        q_len = call.query.shape[2]
+        rows = self.query_positions if q_len > 1 else [q_len - 1]
+        if not rows:
             return out, weights
-        w = weights[0][:, :, self.image_positions]  # H × q × image keys
-        if w.shape[1] > 1:
-            w = w[:, self.query_positions]
-        self.attn.setdefault(call.layer, []).append(w.detach().float().clone())
+        if weights is None:  # SDPA/flash give no weights: the eager formula over the kept rows only
+            selected = weights_for_rows(call.module, call.query, call.key, call.value, call.mask, rows, **call.kwargs)
+        else:  # the eager kernel already computed every row
+            selected = weights[:, :, rows]
+        keys = torch.as_tensor(self.image_positions, device=selected.device)
+        w = selected[0].index_select(-1, keys)  # H × q × image keys
+        self.attn.setdefault(call.layer, []).append(to_cpu(w, torch.float32))
         return out, weights
 
 

@@ -13,13 +13,24 @@ from .request import Request
 from .schema import Trace
 
 
+QUERY_MODES = ("gen", "all")
+
+
 @dataclass
 class CaptureOptions:
-    """What to keep: top-k size, which layers' attention (None = all), full hidden states."""
+    """What a trace keeps (the default policy is bounded: see README "Capture policy").
+
+    topk: alternatives per step. attn_layers: decoder layers that record attention weights (None = all,
+    empty = none); the others never compute weights. queries: prompt rows whose attention is kept: "gen"
+    (the last prompt position, which chose the first token), "all", or a list of prompt positions; each
+    generated token's row is always kept. keep_hidden: every prompt row of every layer's output (default:
+    per-layer statistics plus the last prompt row).
+    """
 
     topk: int = 5
     attn_layers: set[int] | None = None
-    keep_hidden: bool = True
+    keep_hidden: bool = False
+    queries: str | list[int] = "gen"
 
 
 @dataclass
@@ -65,31 +76,40 @@ def placeholder_spans(ids: list[int], image_token: int) -> list[tuple[int, int]]
 INPUT_PATHS = ("ids", "embeds", "embeds-no-mrope")
 
 
-def run_generate(loaded, inputs: dict, max_new_tokens: int, input_path: str = "ids"):
-    """Greedy `generate` on the model's device; returns the generated ids (prompt excluded).
+def run_generate(loaded, inputs: dict, max_new_tokens: int, input_path: str = "ids", scores: list | None = None):
+    """Greedy `generate` on the model's device, with the checkpoint's own logits processors; returns the
+    generated ids (prompt excluded).
 
     input_path "ids" feeds token ids + pixels (the usual path). "embeds" feeds precomputed `inputs_embeds`
     (the prompt-embeds path) with the MRoPE ids from the model's own `get_rope_index`; "embeds-no-mrope"
     forgets those ids, so the model falls back to 1-D text positions (a known way to break this path).
+    The embeds paths also pass the prompt's token ids, which the model does not embed again: logits
+    processors (repetition penalty) then see the same prompt on both paths. `scores`, if given, receives
+    each step's processed scores (what generate chose from) as CPU float32 vectors.
     """
     import torch
 
     device_inputs = {k: (v.to(loaded.device) if hasattr(v, "to") else v) for k, v in inputs.items()}
+    want = {"output_scores": True, "return_dict_in_generate": True} if scores is not None else {}
+    prompt_len = inputs["input_ids"].shape[1]
     with torch.inference_mode():
         if input_path == "ids":
-            out = loaded.model.generate(**device_inputs, max_new_tokens=max_new_tokens, do_sample=False)
-            return out[0, inputs["input_ids"].shape[1] :].tolist()
-        embeds = loaded.adapter.merged_embeddings(loaded.model, device_inputs)
-        kwargs = {"inputs_embeds": embeds, "attention_mask": device_inputs["attention_mask"]}
-        if input_path == "embeds" and device_inputs.get("image_grid_thw") is not None:
-            mrope, _ = loaded.adapter.rope_index(
-                loaded.model, device_inputs["input_ids"], device_inputs["mm_token_type_ids"],
-                device_inputs["image_grid_thw"], device_inputs["attention_mask"],
-            )
-            text = torch.arange(mrope.shape[-1], device=mrope.device).view(1, 1, -1)
-            kwargs["position_ids"] = torch.cat([text, mrope], dim=0)  # [text; t; h; w] as generate builds it
-        out = loaded.model.generate(**kwargs, max_new_tokens=max_new_tokens, do_sample=False)
-        return out[0].tolist()  # with inputs_embeds only, generate returns just the new tokens
+            out = loaded.model.generate(**device_inputs, max_new_tokens=max_new_tokens, do_sample=False, **want)
+        else:
+            embeds = loaded.adapter.merged_embeddings(loaded.model, device_inputs)
+            kwargs = {"input_ids": device_inputs["input_ids"], "inputs_embeds": embeds, "attention_mask": device_inputs["attention_mask"]}
+            if input_path == "embeds" and device_inputs.get("image_grid_thw") is not None:
+                mrope, _ = loaded.adapter.rope_index(
+                    loaded.model, device_inputs["input_ids"], device_inputs["mm_token_type_ids"],
+                    device_inputs["image_grid_thw"], device_inputs["attention_mask"],
+                )
+                text = torch.arange(mrope.shape[-1], device=mrope.device).view(1, 1, -1)
+                kwargs["position_ids"] = torch.cat([text, mrope], dim=0)  # [text; t; h; w] as generate builds it
+            out = loaded.model.generate(**kwargs, max_new_tokens=max_new_tokens, do_sample=False, **want)
+    sequences = out.sequences if scores is not None else out
+    if scores is not None:
+        scores.extend(s[0].detach().to("cpu", torch.float32, copy=True) for s in out.scores)
+    return sequences[0, prompt_len:].tolist()
 
 
 def trace_request(
@@ -115,8 +135,7 @@ def trace_request(
     prepared = prepared or prepare(loaded, request)
     ids = prepared.inputs["input_ids"][0].tolist()
     image_positions = [p for s, e in prepared.spans for p in range(s, e)]
-    image_set = set(image_positions)
-    queries = [p for p in range(len(ids)) if p not in image_set]
+    queries = query_rows(options.queries, len(ids))
     recorder = Recorder(
         attn_layers=options.attn_layers,
         image_positions=image_positions,
@@ -127,9 +146,25 @@ def trace_request(
         notify=notify,
     )
     recorder.on_stage("preprocess")
+    scores: list = []
     with recording(loaded.model, loaded.adapter, recorder, *taps):
-        generated = run_generate(loaded, prepared.inputs, request.max_new_tokens, input_path)
+        generated = run_generate(loaded, prepared.inputs, request.max_new_tokens, input_path, scores=scores)
+    recorder.processed_scores = scores
     with torch.inference_mode():
         trace = assemble_trace(loaded, request, prepared, recorder, generated, queries, options)
     trace.meta["input_path"] = input_path
     return trace
+
+
+def query_rows(queries: str | list[int], prompt_len: int) -> list[int]:
+    """Prompt positions whose attention rows are kept: "gen" → the last one, "all" → every one, or a list."""
+    if queries == "gen":
+        return [prompt_len - 1]
+    if queries == "all":
+        return list(range(prompt_len))
+    rows = sorted({p + prompt_len if p < 0 else p for p in queries})
+    if any(not 0 <= p < prompt_len for p in rows):
+        from qdebug.errors import InputError
+
+        raise InputError(f"--queries {','.join(map(str, queries))}: expected prompt positions in 0..{prompt_len - 1}")
+    return rows

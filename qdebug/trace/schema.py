@@ -57,7 +57,11 @@ class TopK:
 
 @dataclass
 class Step:
-    """Generation step K: the chosen token, its probability, the top-k and the entropy (nats)."""
+    """Generation step K: the chosen token, and the distribution generate chose it from.
+
+    `topk`, `prob` and `entropy` describe the processed scores (after the checkpoint's logits processors,
+    e.g. a repetition penalty); `raw_topk` and `raw_prob` the raw `lm_head` logits.
+    """
 
     index: int
     token_id: int
@@ -65,6 +69,8 @@ class Step:
     prob: float
     entropy: float
     topk: TopK
+    raw_topk: TopK | None = None
+    raw_prob: float | None = None
 
 
 @dataclass
@@ -169,7 +175,8 @@ class Trace:
                     s["name"]: Stage(s["name"], s["summary"], [Check(**c) for c in s["checks"]])
                     for s in data["stages"]
                 },
-                steps=[Step(**{**s, "topk": TopK(**s["topk"])}) for s in data["steps"]],
+                steps=[Step(**{**s, "topk": TopK(**s["topk"]), "raw_topk": TopK(**s["raw_topk"]) if s.get("raw_topk") else None})
+                       for s in data["steps"]],
                 generated_ids=list(data["generated_ids"]),
                 generated_text=data["generated_text"],
                 attn_queries=list(data["attn_queries"]),
