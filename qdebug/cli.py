@@ -68,12 +68,20 @@ def attn(
     json_out: Annotated[Optional[str], typer.Option("--json", help="Write the result as JSON to PATH, or `-` for stdout.")] = None,
     save: Annotated[Optional[Path], typer.Option("--save", help="Save the full trace (.qdt) for `qdebug repl --trace` / `diff`.")] = None,
     tui: Annotated[bool, typer.Option("--tui", help="Open the result in the interactive debugger.")] = False,
+    layers: Annotated[str, typer.Option("--layers", help="Decoder layers that record attention: all | none | 0,5,-1 | 0-3 (the others never compute weights).")] = "all",
+    queries: Annotated[str, typer.Option("--queries", help="Prompt rows whose attention is kept: gen (last prompt position) | all | POS,... (generated tokens always).")] = "gen",
+    keep: Annotated[Optional[list[str]], typer.Option("--keep", help="Keep more in the trace: `hidden` = every prompt row of every layer (default: stats + last row).")] = None,
+    device_map: Annotated[Optional[str], typer.Option("--device-map", help="Spread the model over the visible GPUs with accelerate: auto | balanced | sequential.")] = None,
 ) -> None:
     """Run one request; show generated text, stage checks, top-k per token and attention over the image."""
     from qdebug.commands.attn import AttnArgs, attn_renderables, run_attn, write_outputs
     from qdebug.commands.common import consoles, progress
 
-    args = AttnArgs([image, *(more_images or [])], prompt, model, device, dtype, kernel, max_new_tokens, topk, layer, head, token, png, json_out, save)
+    for item in keep or []:
+        if item != "hidden":
+            _fail(f"--keep {item}: expected hidden", 2)
+    args = AttnArgs([image, *(more_images or [])], prompt, model, device, dtype, kernel, max_new_tokens, topk, layer, head, token, png, json_out, save,
+                    layers=layers, queries=queries, keep_hidden="hidden" in (keep or []), device_map=device_map)
     report, status = consoles(json_to_stdout=json_out == "-")
     with progress(status, f"loading {model} and tracing…"):
         trace, result, pil_images = run_attn(args)
@@ -158,12 +166,14 @@ def diff(
     rtol: Annotated[Optional[float], typer.Option("--rtol", help="Relative tolerance (default by dtype).")] = None,
     png: Annotated[Optional[Path], typer.Option("--png", help="Write the per-stage divergence plot to this PNG.")] = None,
     json_out: Annotated[Optional[str], typer.Option("--json", help="Write the comparison as JSON to PATH, or `-` for stdout.")] = None,
+    more_images: Annotated[Optional[list[str]], typer.Option("--image", help="Another image for the same request (repeatable).")] = None,
 ) -> None:
     """Find the first stage where two runs that should agree part (two input paths, dtypes, kernels, devices, or two saved traces)."""
     from qdebug.commands.common import consoles, emit_json, progress
     from qdebug.commands.diff import DiffArgs, diff_json, run_diff
 
-    args = DiffArgs(first, second, vary, order, inject, model, device, dtype, kernel, a_dtype, b_dtype, max_new_tokens, atol, rtol)
+    args = DiffArgs(first, second, vary, order, inject, model, device, dtype, kernel, a_dtype, b_dtype, max_new_tokens, atol, rtol,
+                    images=list(more_images or []))
     report, status = consoles(json_to_stdout=json_out == "-")
     with progress(status, "running both sides…"):
         results = run_diff(args)
@@ -208,6 +218,38 @@ def repl(
     else:
         tui = build_app(model_spec=ModelSpec(model, device, dtype, kernel), image_paths=list(images or []), prompt=prompt, max_new_tokens=max_new_tokens)
     tui.run()
+
+
+@app.command()
+@friendly
+def estimate(
+    model: ModelOpt = "demo",
+    image_tokens: Annotated[int, typer.Option("--image-tokens", min=0, help="Visual tokens of the request (1,024 = one 896×896 image on Qwen2-VL).")] = 1024,
+    dtype: DtypeOpt = "auto",
+    device: DeviceOpt = "auto",
+    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=1, help="Tokens to generate.")] = 16,
+    layers: Annotated[str, typer.Option("--layers", help="Layers that record attention, as for `attn`.")] = "all",
+    queries: Annotated[str, typer.Option("--queries", help="Kept prompt rows, as for `attn`: gen | all.")] = "gen",
+    keep: Annotated[Optional[list[str]], typer.Option("--keep", help="`hidden`: every prompt row of every layer.")] = None,
+    json_out: Annotated[Optional[str], typer.Option("--json", help="Write the estimate as JSON to PATH, or `-` for stdout.")] = None,
+) -> None:
+    """From config.json alone (meta device, no weights read): parameters, weight memory, trace size and what tracing adds."""
+    from qdebug.commands.common import emit_json, quiet_transformers
+    from qdebug.model.estimate import estimate as run_estimate
+    from qdebug.model.estimate import gib
+
+    if queries not in ("gen", "all"):
+        _fail(f"--queries {queries}: expected gen or all", 2)
+    quiet_transformers()
+    est = run_estimate(model, image_tokens=image_tokens, dtype=dtype, device=device, max_new_tokens=max_new_tokens, layers=layers,
+                       queries=queries, keep_hidden="hidden" in (keep or []))
+    emit_json(est.to_json(), json_out)
+    if json_out != "-":
+        typer.echo(f"{est.architecture} ({est.model_type}): {est.parameters:,} parameters")
+        typer.echo(f"weights: {gib(est.weights_bytes)} in {est.dtype}")
+        typer.echo(f"trace ({est.image_tokens} image tokens, {est.max_new_tokens} new tokens, attention in {est.layers_captured}/{est.layers} layers): "
+                   f"{gib(est.trace_bytes)} ({gib(est.trace_bytes // max(1, est.layers))} per layer)")
+        typer.echo(f"tracing adds on {est.device}: {gib(est.extra_bytes)}; total about {gib(est.total_bytes)}")
 
 
 @demo_app.command("train")

@@ -23,10 +23,11 @@ class StageDiff:
     token_kind: str | None = None  # "image" | "text"
     detail: str = ""
     top_tokens: list = field(default_factory=list)  # [{index, kind, max_abs}] the positions that moved most
+    channel: int | None = None  # the channel where the first parting row parts most (beyond tolerance)
 
     def to_json(self) -> dict:
         """As the `stages` entries of the diff JSON."""
-        keys = ("name", "max_abs", "rel", "cosine", "verdict", "token_index", "token_kind", "detail", "top_tokens")
+        keys = ("name", "max_abs", "rel", "cosine", "verdict", "token_index", "token_kind", "detail", "top_tokens", "channel")
         return {k: getattr(self, k) for k in keys}
 
 
@@ -65,6 +66,7 @@ class DiffResult:
     a_text: str
     b_text: str
     findings: list[Finding]
+    images: list = field(default_factory=list)  # per image: span, both runs' visual offsets and attention peaks
 
     def to_json(self) -> dict:
         """The `--json` document."""
@@ -74,10 +76,11 @@ class DiffResult:
             "b": {"label": self.b_label, "text": self.b_text},
             "tolerance": {"atol": self.tolerance.atol, "rtol": self.tolerance.rtol},
             "stages": [s.to_json() for s in self.stages],
-            "first_divergence": {"stage": fd.name, "token_index": fd.token_index, "token_kind": fd.token_kind} if fd else None,
+            "first_divergence": {"stage": fd.name, "token_index": fd.token_index, "token_kind": fd.token_kind, "channel": fd.channel} if fd else None,
             "steps": [s.to_json() for s in self.steps],
             "first_step_apart": self.first_step_apart,
             "texts_agree": self.a_text == self.b_text,
+            "images": self.images,
             "findings": [f.to_json() for f in self.findings],
         }
 
@@ -114,16 +117,43 @@ def _compare(a, b, tol: Tolerance, name: str, kinds: list[str] | None = None, of
     max_abs = float(delta.max()) if delta.numel() else 0.0
     scale = float(x.abs().max()) if x.numel() else 0.0
     cos = float(torch.nn.functional.cosine_similarity(x.flatten(), y.flatten(), dim=0)) if x.numel() else 1.0
-    result = StageDiff(name, max_abs, max_abs / scale if scale else max_abs, cos, "ok" if tol.allows(max_abs, scale) else "diverged")
+    rows_a = x.reshape(-1, x.shape[-1]) if x.ndim else x.reshape(1, 1)
+    excess = tol.excess(rows_a, y.reshape(rows_a.shape))
+    parts = ~(excess <= 0)  # NaN parts too
+    bad_rows = parts.any(dim=-1)
+    result = StageDiff(name, max_abs, max_abs / scale if scale else max_abs, cos, "diverged" if bool(bad_rows.any()) else "ok")
     if x.ndim == 2 and x.shape[0] > 0 and max_abs > 0:
         per_row = delta.max(dim=-1).values
         top = per_row.topk(min(5, per_row.shape[0]))
         result.top_tokens = [
-            {"index": int(i) + offset, "kind": kinds[int(i)] if kinds else None, "max_abs": float(v)}
+            {"index": int(i) + offset, "kind": kinds[int(i) + offset] if kinds else None, "max_abs": float(v)}
             for v, i in zip(top.values, top.indices) if float(v) > 0
         ]
         result.token_index = result.top_tokens[0]["index"]
         result.token_kind = result.top_tokens[0]["kind"]
+    if result.verdict == "diverged":
+        row = int(bad_rows.nonzero()[0])
+        result.channel = int(excess[row].nan_to_num(nan=float("inf")).argmax())
+        if x.ndim == 2:
+            result.token_index = row + offset
+            result.token_kind = kinds[row + offset] if kinds else None
+    return result
+
+
+def _compare_layer(a, b, tol: Tolerance, layer: int, kinds: list[str]) -> StageDiff:
+    """A decoder layer's prefill output: every row when both traces kept them, else the last prompt row."""
+    full_a, full_b = a.tensors.get(f"layer.{layer}.hidden"), b.tensors.get(f"layer.{layer}.hidden")
+    if full_a is not None and full_b is not None:
+        return _compare(full_a, full_b, tol, f"layer.{layer}", kinds)
+    last_a, last_b = a.tensors.get(f"layer.{layer}.last"), b.tensors.get(f"layer.{layer}.last")
+    if last_a is None and full_a is not None:
+        last_a = full_a[-1:]
+    if last_b is None and full_b is not None:
+        last_b = full_b[-1:]
+    if last_a is None or last_b is None:
+        return StageDiff(f"layer.{layer}", float("nan"), float("nan"), float("nan"), "missing", detail="not captured in both runs")
+    result = _compare(last_a, last_b, tol, f"layer.{layer}", kinds, offset=len(kinds) - last_a.shape[0])
+    result.detail = "last prompt row only (a trace was saved without --keep hidden); other rows not compared"
     return result
 
 
@@ -176,7 +206,7 @@ def diff_traces(a, b, *, atol: float | None = None, rtol: float | None = None, a
     stages.append(sync)
 
     for layer in range(a.meta.get("num_layers", a.num_layers)):
-        stages.append(_compare(a.tensors.get(f"layer.{layer}.hidden"), b.tensors.get(f"layer.{layer}.hidden"), tol, f"layer.{layer}", kinds))
+        stages.append(_compare_layer(a, b, tol, layer, kinds))
     stages.append(_compare(a.tensors.get("step.0.logits"), b.tensors.get("step.0.logits"), tol, "logits"))
 
     steps: list[StepDiff] = []
@@ -199,10 +229,32 @@ def diff_traces(a, b, *, atol: float | None = None, rtol: float | None = None, a
     first = next((s for s in stages if s.verdict == "diverged"), None)
     if first is not None:
         where = f" at token {first.token_index} ({first.token_kind})" if first.token_index is not None else ""
+        where += f", channel {first.channel}" if first.channel is not None else ""
         findings.insert(0, Finding(kind="first_divergence", severity="warning", stage=first.name,
                                    message=f"runs part at {first.name}{where}: max |diff| {first.max_abs:.3g}, cosine {first.cosine:.6f} (tolerance atol {tol.atol:g}, rtol {tol.rtol:g})"))
     if first_apart is not None:
         s = steps[first_apart]
         findings.append(Finding(kind="generation_diverged", severity="error", stage=f"step.{first_apart}",
                                 message=f"generated texts part at step {first_apart}: A chose {s.a_token!r}, B chose {s.b_token!r}"))
-    return DiffResult(a_label, b_label, tol, stages, steps, first, first_apart, a.generated_text, b.generated_text, findings)
+    return DiffResult(a_label, b_label, tol, stages, steps, first, first_apart, a.generated_text, b.generated_text, findings,
+                      images=image_report(a, b))
+
+
+def image_report(a, b) -> list[dict]:
+    """Each image of the request: its span, where each run's sync put its rows, and each run's attention peak."""
+    from .attention import attention_grid, peak_of
+
+    def landed(trace, index):
+        rows = trace.stages["sync"].summary.get("images", []) if "sync" in trace.stages else []
+        return next((r.get("visual_offset") for r in rows if r.get("image") == index), None)
+
+    def peak(trace, index):
+        grid = attention_grid(trace, index) if index < len(trace.images) else None
+        return peak_of(grid, index).to_json() if grid is not None else None
+
+    return [
+        {"index": img.index, "path": img.path, "span": list(img.span) if img.span else None, "grid": [img.rows, img.cols],
+         "text_offset": img.span[0] if img.span else None, "a_visual_offset": landed(a, img.index), "b_visual_offset": landed(b, img.index),
+         "a_attention_peak": peak(a, img.index), "b_attention_peak": peak(b, img.index)}
+        for img in a.images
+    ]

@@ -26,6 +26,10 @@ class AttnArgs:
     png: Path | None = None
     json_out: str | None = None
     save: Path | None = None
+    layers: str = "all"
+    queries: str = "gen"
+    keep_hidden: bool = False
+    device_map: str | None = None
 
 
 def attn_result(trace, *, layer: int | None, head: int | None) -> dict:
@@ -46,13 +50,28 @@ def attn_result(trace, *, layer: int | None, head: int | None) -> dict:
                 "attention_peak": peak.to_json() if peak else None,
             }
         )
+    from qdebug.analysis.attention import attention_grid, peak_of
+
+    def image_peak(index):
+        grid = attention_grid(trace, index, layer=layer, head=head)
+        return peak_of(grid, index).to_json() if grid is not None else None
+
+    sync_rows = {r.get("image"): r for r in trace.stages["sync"].summary.get("images", [])} if "sync" in trace.stages else {}
+    for s, step in zip(steps, trace.steps):
+        s["raw_topk"] = step.raw_topk.rows() if step.raw_topk else s["topk"]
+        s["raw_prob"] = step.raw_prob if step.raw_prob is not None else step.prob
     return {
         "model": trace.meta["model"],
-        "attention": {"layer": layer, "head": head, "note": trace.meta.get("attn_capture")},
+        "attention": {"layer": layer, "head": head, "note": trace.meta.get("attn_capture"),
+                      "layers_captured": trace.meta.get("layers_captured", []), "queries": trace.meta.get("queries"),
+                      "kernel": trace.meta["model"].get("attn_kernel")},
+        "processors": trace.meta.get("processors", []),
         "prompt": trace.request["prompt"],
         "generated_text": trace.generated_text,
         "images": [
-            {"path": i.path, "size": list(i.size), "grid_thw": list(i.grid_thw), "span": list(i.span) if i.span else None, "grid": [i.rows, i.cols]}
+            {"path": i.path, "size": list(i.size), "grid_thw": list(i.grid_thw), "span": list(i.span) if i.span else None, "grid": [i.rows, i.cols],
+             "text_offset": i.span[0] if i.span else None, "visual_offset": sync_rows.get(i.index, {}).get("visual_offset"),
+             "attention_peak": image_peak(i.index)}
             for i in trace.images
         ],
         "stages": [{"name": s.name, "ok": s.ok} for s in trace.stages.values()],
@@ -77,15 +96,23 @@ def run_attn(args: AttnArgs):
     from qdebug.commands.common import quiet_transformers
     from qdebug.model.load import load_model
     from qdebug.trace.request import build_request, load_image
+    from qdebug.trace.policy import parse_layers, parse_queries, resolve_layers
     from qdebug.trace.runner import CaptureOptions, trace_request
 
     if args.layer is not None and args.layer < 0 or args.head is not None and args.head < 0:
         raise InputError("--layer/--head: expected a non-negative index")
+    layer_items, queries = parse_layers(args.layers), parse_queries(args.queries)
     pil_images = [load_image(p) for p in args.images]  # fail fast on bad images, before loading a model
     request = build_request(args.prompt, args.images, images=pil_images, max_new_tokens=args.max_new_tokens)
     quiet_transformers()
-    loaded = load_model(args.model, args.device, args.dtype, args.kernel)
-    trace = trace_request(loaded, request, CaptureOptions(topk=args.topk))
+    from qdebug.model.estimate import refuse_if_too_big
+
+    refuse_if_too_big(args.model, args.device, args.dtype, image_tokens=None, images=pil_images, max_new_tokens=args.max_new_tokens,
+                      layers=args.layers, device_map=args.device_map)
+    loaded = load_model(args.model, args.device, args.dtype, args.kernel, device_map=args.device_map)
+    attn_layers = resolve_layers(args.layers, layer_items, len(loaded.adapter.decoder_layers(loaded.model)))
+    options = CaptureOptions(topk=args.topk, attn_layers=attn_layers, keep_hidden=args.keep_hidden, queries=queries)
+    trace = trace_request(loaded, request, options)
     validate_selection(trace, args.layer, args.head, args.token)
     return trace, attn_result(trace, layer=args.layer, head=args.head), pil_images
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from qdebug.errors import InputError
@@ -41,6 +41,7 @@ class DiffArgs:
     max_new_tokens: int = 16
     atol: float | None = None
     rtol: float | None = None
+    images: list[str] = field(default_factory=list)  # more images of the same request, after `first`
 
 
 def is_trace_file(path: str) -> bool:
@@ -66,8 +67,14 @@ def run_specs(args: DiffArgs) -> tuple[RunSpec, RunSpec]:
         a.kernel, b.kernel = "eager", "sdpa"
         a.label, b.label = "A eager", "B sdpa"
     elif args.vary == "device":
+        from qdebug.model.load import resolve_device, resolve_dtype
+
         a.device, b.device = "cpu", "cuda"
-        a.label, b.label = "A cpu", "B cuda"
+        # One change only: `--dtype auto` would give float32 on CPU and bfloat16 on CUDA, so both sides
+        # take what CUDA resolves to (the user's own run); an explicit --dtype is kept on both.
+        shared = resolve_dtype(args.dtype, resolve_device("cuda"))
+        a.dtype = b.dtype = shared
+        a.label, b.label = f"A cpu {shared}", f"B cuda {shared}"
     if args.vary != "dtype" and (args.a_dtype or args.b_dtype):
         a.dtype, b.dtype = args.a_dtype or a.dtype, args.b_dtype or b.dtype
         a.label, b.label = f"{a.label} {a.dtype}", f"{b.label} {b.dtype}"
@@ -94,14 +101,15 @@ def _apply_inject(inject: str, b: RunSpec) -> None:
 def _requests(args: DiffArgs):
     from qdebug.trace.request import IMAGE_MARKER, build_request, load_image
 
-    image = load_image(args.first)
+    paths = [args.first, *args.images]
+    images = [load_image(p) for p in paths]
     if args.order not in ORDERS:
         raise InputError(f"--order {args.order}: expected one of {', '.join(ORDERS)}")
     orders = ["image-first", "text-first"] if args.order == "both" else [args.order]
     out = []
     for order in orders:
-        prompt = args.second if order == "image-first" or IMAGE_MARKER in args.second else args.second + IMAGE_MARKER
-        out.append((order, build_request(prompt, [args.first], images=[image], max_new_tokens=args.max_new_tokens)))
+        prompt = args.second if order == "image-first" or IMAGE_MARKER in args.second else args.second + IMAGE_MARKER * len(paths)
+        out.append((order, build_request(prompt, paths, images=images, max_new_tokens=args.max_new_tokens)))
     return out
 
 
@@ -118,8 +126,9 @@ def _trace(loaded, spec: RunSpec, request):
     watch = LayoutWatch(int(text.num_attention_heads), int(text.num_key_value_heads), loaded.adapter.head_dim(loaded.config),
                         int(prepared.inputs["input_ids"].shape[1]))
     taps = ([HeadFirst(spec.head_first)] if spec.head_first is not None else []) + [watch]
-    # No attention weights are captured, so each run keeps its own kernel everywhere.
-    trace = trace_request(loaded, request, CaptureOptions(attn_layers=set()), taps=tuple(taps), prepared=prepared, input_path=spec.input_path)
+    # Every row of every layer is kept (the diff names the first row that parts); attention weights are a
+    # side computation over the kept query rows, so each run keeps its own kernel everywhere.
+    trace = trace_request(loaded, request, CaptureOptions(keep_hidden=True), taps=tuple(taps), prepared=prepared, input_path=spec.input_path)
     return trace, watch.findings
 
 

@@ -15,6 +15,7 @@ DEMO = "demo"
 DEMO_DIR = Path(__file__).resolve().parent.parent / "demo" / "checkpoint"
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 KERNELS = ("eager", "sdpa")
+DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")
 
 
 @dataclass
@@ -28,7 +29,8 @@ class LoadedModel:
     spec: str
     device: str
     dtype: str
-    kernel: str  # the attention kernel the model computes with outside captured layers
+    kernel: str  # the attention kernel every layer computes its output with
+    device_map: dict | None = None  # module → device, when accelerate placed the model (`--device-map auto`)
 
     @property
     def config(self):
@@ -44,6 +46,7 @@ class LoadedModel:
             "device": self.device,
             "dtype": self.dtype,
             "attn_kernel": self.kernel,
+            **({"device_map": sorted({str(d) for d in self.device_map.values()})} if self.device_map else {}),
         }
 
 
@@ -135,10 +138,13 @@ def load_model(
     kernel: str = "eager",
     attn_implementation: str | None = None,
     trust_remote_code: bool = False,
+    device_map: str | None = None,
 ) -> LoadedModel:
     """Load model + processor offline, computing attention with qdebug's tappable wrapper of `kernel`.
 
     `attn_implementation` overrides the name given to transformers (e.g. plain "eager" for a reference run).
+    `device_map` ("auto", "balanced", ...) lets accelerate spread the layers over the visible devices; inputs
+    then go to the token embedding's device, and the recorder copies each capture to CPU wherever it ran.
     """
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if kernel not in KERNELS:
@@ -147,6 +153,8 @@ def load_model(
     adapter = adapter_for(read_config(path), where=f"--model {spec}")
     device = resolve_device(device)
     dtype = resolve_dtype(dtype, device)
+    if device_map is not None and device_map not in DEVICE_MAPS:
+        raise DeviceError(f"--device-map {device_map}: expected one of {', '.join(DEVICE_MAPS)}")
 
     import torch
     from transformers import AutoProcessor
@@ -161,11 +169,16 @@ def load_model(
             attn_implementation=attn_implementation,
             local_files_only=True,
             trust_remote_code=trust_remote_code,
+            **({"device_map": device_map} if device_map is not None else {}),
         )
         processor = AutoProcessor.from_pretrained(path, local_files_only=True, trust_remote_code=trust_remote_code)
     except Exception as exc:  # transformers, safetensors and tokenizers each raise their own types
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelLoadError(f"--model {spec}: could not load ({first})") from None
-    model.to(device)
+    placed = getattr(model, "hf_device_map", None) if device_map is not None else None
+    if placed is None:
+        model.to(device)
+    else:  # inputs go where the token embeddings live
+        device = str(adapter.embed_tokens(model).weight.device)
     model.eval()
-    return LoadedModel(model, processor, adapter, str(path), spec, device, dtype, kernel)
+    return LoadedModel(model, processor, adapter, str(path), spec, device, dtype, kernel, device_map=placed)

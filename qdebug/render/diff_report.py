@@ -44,6 +44,19 @@ def steps_table(result, limit: int = 12) -> Table:
     return table
 
 
+def images_table(result) -> Table:
+    """One row per image: placeholder span, where each run's rows landed, each run's attention peak."""
+    table = Table(title="images")
+    for col in ("image", "span", "A visual offset", "B visual offset", "A attention peak", "B attention peak"):
+        table.add_column(col)
+    cell = lambda p: f"row {p['row']}, col {p['col']} of {p['rows']}×{p['cols']}" if p else "–"
+    for img in result.images:
+        ok = img["a_visual_offset"] == img["text_offset"] == img["b_visual_offset"]
+        table.add_row(str(img["index"]), f"{img['span'][0]}..{img['span'][1]}" if img["span"] else "–", str(img["a_visual_offset"]),
+                      str(img["b_visual_offset"]), cell(img["a_attention_peak"]), cell(img["b_attention_peak"]), style="" if ok else "red")
+    return table
+
+
 def diff_renderables(order: str, result) -> list:
     """What the terminal report shows for one comparison."""
     texts = Text()
@@ -56,4 +69,7 @@ def diff_renderables(order: str, result) -> list:
     if fd is not None and fd.top_tokens:
         head.append("   most-moved tokens: " + ", ".join(f"{t['index']} ({t['kind']}) {t['max_abs']:.3g}" for t in fd.top_tokens), style="")
     title = f"diff ({order})" if order not in ("traces",) else "diff of two traces"
-    return [Panel(Group(head, texts), title=title, expand=False), stages_table(result), steps_table(result), findings_panel(result.findings)]
+    out = [Panel(Group(head, texts), title=title, expand=False), stages_table(result)]
+    if result.images:
+        out.append(images_table(result))
+    return out + [steps_table(result), findings_panel(result.findings)]
