@@ -55,9 +55,13 @@ def attention_grid(trace, image: int = 0, *, queries: list[int] | None = None, l
     stack = []
     for l in layers:
         a = trace.tensors[f"layer.{l}.attn"]  # H × q × image keys
+        if a.shape[1] != len(trace.attn_queries):  # not one row per kept query: nothing to show for this layer
+            continue
         a = a[:, rows, offset : offset + img.tokens].float()
         a = a.mean(0) if head is None else a[head]
         stack.append(a.mean(0))
+    if not stack:
+        return None
     grid = torch.stack(stack).mean(0)
     t = img.grid_thw[0]
     return grid.reshape(t, img.rows, img.cols).mean(0)

@@ -175,7 +175,7 @@ def load_model(
     except Exception as exc:  # transformers, safetensors and tokenizers each raise their own types
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelLoadError(f"--model {spec}: could not load ({first})") from None
-    placed = getattr(model, "hf_device_map", None) if device_map is not None else None
+    placed = (getattr(model, "hf_device_map", None) or {"": str(model.device)}) if device_map is not None else None
     if placed is None:
         model.to(device)
     else:  # inputs go where the token embeddings live

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from qdebug.trace.hooks import recording
+from qdebug.trace.hooks import recording, to_cpu
 from qdebug.trace.runner import placeholder_spans, prepare
 
 
@@ -28,7 +28,7 @@ class BatchCapture:
     def decoder_input(self, args, kwargs):
         self.calls += 1
         if self.calls == 1 and kwargs.get("inputs_embeds") is not None:
-            self.embeds = kwargs["inputs_embeds"].detach().clone()
+            self.embeds = to_cpu(kwargs["inputs_embeds"])  # the one device boundary: rows and references both on CPU
             for rid, spans in zip(self.ids, self.spans):
                 if spans:
                     self.events.add("stitch", rid, offset=spans[0][0], tokens=sum(e - s for s, e in spans))
@@ -42,7 +42,9 @@ class BatchCapture:
 
     def logits_output(self, logits) -> None:
         if self.first_logits is None:
-            self.first_logits = logits[:, -1].detach().float().clone()
+            import torch
+
+            self.first_logits = to_cpu(logits[:, -1], torch.float32)
             for rid in self.ids:
                 self.events.add("first_token", rid)
 

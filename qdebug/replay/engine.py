@@ -83,7 +83,7 @@ def replay(
     run = ReplayRun(settings, references=dict(references or {}))
     progress = on_progress or (lambda phase, rid, clean: None)
     items = [(r.request_id, r.request) for r in batch.requests if r.request is not None]
-    options = CaptureOptions(attn_layers=None)
+    options = CaptureOptions(attn_layers=None, hidden_rows=False)  # replay keeps no hidden states (2N traces)
     try:
         for rid, request in items:
             if cancel.is_set():

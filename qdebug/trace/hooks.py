@@ -39,7 +39,8 @@ class Recorder:
     `query_positions`: prefill query positions whose attention rows are computed and kept (each decode
     step's single query row is always kept).
     `keep_hidden`: keep every prefill row of every layer's output; otherwise per-layer statistics plus the
-    `hidden_rows` (default: the last prompt position, whose output chose the first token).
+    `hidden_rows` (default: the last prompt position, whose output chose the first token; [] keeps no rows,
+    not even each step's new-token row).
     """
 
     def __init__(
@@ -73,6 +74,7 @@ class Recorder:
         self.hidden_stats: dict[int, dict] = {}  # layer → statistics of the whole prefill output
         self.step_hidden: dict[int, list] = {}  # layer → new-token outputs of each decode step
         self.attn: dict[int, list] = {}  # layer → attention rows (H × q × image keys), prefill then steps
+        self.attn_skipped: set[int] = set()  # layers whose q/k did not have the expected layout
         self.final_hidden = None  # decoder output after the final norm at prefill (seq × dim)
         self.step_logits: list = []  # last-position logits of each lm_head call (V)
 
@@ -141,11 +143,11 @@ class Recorder:
             self.hidden_stats[layer] = tensor_stats(hidden[0])  # on the layer's device: plain floats come back
             if self.keep_hidden:
                 self.hidden[layer] = to_cpu(hidden[0])
-            else:
+            elif self.hidden_rows != []:
                 rows = self.hidden_rows if self.hidden_rows is not None else [hidden.shape[1] - 1]
                 self.hidden_kept[layer] = to_cpu(hidden[0, rows])
             self.on_stage(f"layer.{layer}")
-        else:
+        elif self.keep_hidden or self.hidden_rows != []:
             self.step_hidden.setdefault(layer, []).append(to_cpu(hidden[0, -1]))
 
     def decoder_output(self, output) -> None:
@@ -173,7 +175,12 @@ class Recorder:
         out, weights = proceed(call.query, call.key, call.value)
         q_len = call.query.shape[2]
         rows = self.query_positions if q_len > 1 else [q_len - 1]
-        if not rows:
+        heads = getattr(getattr(call.module, "config", None), "num_attention_heads", None)
+        if call.layer in self.attn_skipped or not rows or max(rows) >= q_len or (heads is not None and call.query.shape[1] != heads):
+            # q is not B × H × T × D here (a layout fault, which LayoutWatch reports): the layer keeps no rows at
+            # all, so every kept layer has one row per entry of the trace's `attn_queries`.
+            self.attn_skipped.add(call.layer)
+            self.attn.pop(call.layer, None)
             return out, weights
         if weights is None:  # SDPA/flash give no weights: the eager formula over the kept rows only
             selected = weights_for_rows(call.module, call.query, call.key, call.value, call.mask, rows, **call.kwargs)

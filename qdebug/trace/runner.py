@@ -24,13 +24,14 @@ class CaptureOptions:
     empty = none); the others never compute weights. queries: prompt rows whose attention is kept: "gen"
     (the last prompt position, which chose the first token), "all", or a list of prompt positions; each
     generated token's row is always kept. keep_hidden: every prompt row of every layer's output (default:
-    per-layer statistics plus the last prompt row).
+    per-layer statistics plus the last prompt row and each new token's row; hidden_rows=False: statistics only).
     """
 
     topk: int = 5
     attn_layers: set[int] | None = None
     keep_hidden: bool = False
     queries: str | list[int] = "gen"
+    hidden_rows: bool = True  # False: per-layer statistics only, no hidden-state rows at all (replay)
 
 
 @dataclass
@@ -142,6 +143,7 @@ def trace_request(
         query_positions=queries,
         on_stage=on_stage,
         keep_hidden=options.keep_hidden,
+        hidden_rows=None if options.hidden_rows else [],
         faults=faults,
         notify=notify,
     )
