@@ -7,7 +7,7 @@ import datetime as _dt
 from qdebug import __version__
 from qdebug.findings import Finding
 
-from .hooks import Recorder, not_recording
+from .hooks import Recorder, not_recording, to_cpu
 from .processors import active_processors
 from .schema import Check, ImageInfo, Stage, Step, TopK, Trace
 from .stats import best_block_match, fingerprint, tensor_stats, topk_of
@@ -237,13 +237,14 @@ def _logits_stage(loaded, rec: Recorder, ids, tok, k: int, tensors) -> Stage:
     device = head.weight.device
     for chunk in torch.split(rec.final_hidden, 256):
         with not_recording():  # a paused run's recorder is still active in this thread
-            logits = head(chunk.to(device)).to("cpu", torch.float32)
+            logits = head(chunk.to(device))
+        # On the head's device: only the top-k and the entropy cross to CPU, never rows × vocab.
         logp = torch.log_softmax(logits.float(), -1)
         p = logp.exp()
         vals, idx = p.topk(min(k, p.shape[-1]), dim=-1)
-        top_ids.append(idx)
-        top_p.append(vals)
-        ent.append(-(p * logp).nan_to_num().sum(-1))
+        top_ids.append(to_cpu(idx))
+        top_p.append(to_cpu(vals))
+        ent.append(to_cpu(-(p * logp).nan_to_num().sum(-1)))
     tensors["logits.topk_ids"] = torch.cat(top_ids).cpu()
     tensors["logits.topk_probs"] = torch.cat(top_p).cpu()
     tensors["logits.entropy"] = torch.cat(ent).cpu()
