@@ -207,8 +207,13 @@ def repl(
     """Open the interactive debugger: step a request through its stages, see offsets, attention and top-k."""
     from qdebug.trace.request import load_image
 
-    for path in images or []:
-        load_image(path)  # fail before the UI opens
+    opened = [load_image(path) for path in images or []]  # fail before the UI opens
+    if trace is None:
+        from qdebug.commands.common import quiet_transformers
+        from qdebug.model.estimate import refuse_if_too_big
+
+        quiet_transformers()
+        refuse_if_too_big(model, device, dtype, images=opened, image_tokens=None if opened else 1024, max_new_tokens=max_new_tokens)
     from qdebug.tui.app import ModelSpec, build_app
 
     if trace is not None:

@@ -87,6 +87,9 @@ def validate_selection(trace, layer: int | None, head: int | None, token: int | 
         raise InputError(f"--layer {layer}: expected 0..{n_layers - 1}")
     if head is not None and not 0 <= head < n_heads:
         raise InputError(f"--head {head}: expected 0..{n_heads - 1}")
+    captured = trace.meta.get("layers_captured")
+    if layer is not None and captured is not None and layer not in captured:
+        raise InputError(f"--layer {layer}: attention was recorded for layers {captured} only; expected one of them (see --layers)")
     if token is not None and not 0 <= token < max(1, len(trace.steps)):
         raise InputError(f"--token {token}: expected 0..{len(trace.steps) - 1} (generated steps)")
 
@@ -146,6 +149,7 @@ def attn_renderables(trace, result: dict, pil_images, args: AttnArgs) -> list:
     out = [
         Panel(Text(text, style="bold"), title="generated", subtitle=about, width=max(len(text), len(about)) + 6),
         Text(trace.meta.get("attn_capture", ""), style="dim"),
+        Text(_processors_line(trace), style="dim"),
         stage_table(trace),
         topk_table(trace),
     ]
@@ -159,3 +163,13 @@ def attn_renderables(trace, result: dict, pil_images, args: AttnArgs) -> list:
             out.append(heatmap_panel(trace, img, grid, f"image {img.index} ← {what} ({sel})", pil_images[img.index]))
     out.append(findings_panel(trace.findings))
     return out
+
+
+def _processors_line(trace) -> str:
+    """What generate chose from: the checkpoint's logits processors, and the steps where raw and processed top-1 part."""
+    names = trace.meta.get("processors") or []
+    if not names:
+        return "generate chose from the raw logits (no logits processors in the generation config)"
+    parted = [s.index for s in trace.steps if s.raw_topk is not None and s.raw_topk.token_ids[0] != s.token_id]
+    where = f"; the raw top-1 differs from the choice at steps {parted}" if parted else "; the raw top-1 agrees at every step"
+    return f"generate chose from processed scores ({', '.join(names)}); top-k shown are processed{where}"
