@@ -23,6 +23,7 @@ def assemble_trace(loaded, request, prepared, rec: Recorder, generated, queries,
     """
     import torch
 
+    rec.flush()  # nothing below reads a device tensor
     if generated is None:
         generated = [int(logits.argmax()) for logits in rec.step_logits]
 

@@ -77,6 +77,28 @@ class Recorder:
         self.attn_skipped: set[int] = set()  # layers whose q/k did not have the expected layout
         self.final_hidden = None  # decoder output after the final norm at prefill (seq × dim)
         self.step_logits: list = []  # last-position logits of each lm_head call (V)
+        self._pending = False  # copies still on the model's device (see `_hold`)
+
+    def _hold(self, t, dtype=None):
+        """A detached copy of `t`: on CPU at once, or kept on its device until `flush` (no host sync per layer
+        while generate runs; the copy happens when generation ends, or before anything reads the recorder)."""
+        if t.device.type == "cpu":
+            return to_cpu(t, dtype)
+        self._pending = True
+        return t.detach().to(dtype=dtype, copy=True)
+
+    def flush(self) -> None:
+        """Bring every held copy to CPU: after this the recorder holds no device tensor."""
+        from .stats import stats_from
+
+        self.hidden_stats = {k: v if isinstance(v, dict) else stats_from(*v) for k, v in self.hidden_stats.items()}
+        if not self._pending:
+            return
+        self.hidden = {k: to_cpu(v) for k, v in self.hidden.items()}
+        self.hidden_kept = {k: to_cpu(v) for k, v in self.hidden_kept.items()}
+        self.step_hidden = {k: [to_cpu(t) for t in v] for k, v in self.step_hidden.items()}
+        self.attn = {k: [to_cpu(t) for t in v] for k, v in self.attn.items()}
+        self._pending = False
 
     @property
     def step(self) -> int:
@@ -136,19 +158,20 @@ class Recorder:
         return None
 
     def layer_output(self, layer: int, output) -> None:
-        from .stats import tensor_stats
+        from .stats import stats_tensor
 
         hidden = output[0] if isinstance(output, tuple) else output
         if self.step == 0:
-            self.hidden_stats[layer] = tensor_stats(hidden[0])  # on the layer's device: plain floats come back
+            # Statistics over every row, computed on the layer's device; read back at `flush`.
+            self.hidden_stats[layer] = (stats_tensor(hidden[0]), tuple(hidden[0].shape))
             if self.keep_hidden:
-                self.hidden[layer] = to_cpu(hidden[0])
+                self.hidden[layer] = self._hold(hidden[0])
             elif self.hidden_rows != []:
                 rows = self.hidden_rows if self.hidden_rows is not None else [hidden.shape[1] - 1]
-                self.hidden_kept[layer] = to_cpu(hidden[0, rows])
+                self.hidden_kept[layer] = self._hold(hidden[0, rows])
             self.on_stage(f"layer.{layer}")
         elif self.keep_hidden or self.hidden_rows != []:
-            self.step_hidden.setdefault(layer, []).append(to_cpu(hidden[0, -1]))
+            self.step_hidden.setdefault(layer, []).append(self._hold(hidden[0, -1]))
 
     def decoder_output(self, output) -> None:
         if self.step == 0:
@@ -188,7 +211,7 @@ class Recorder:
             selected = weights[:, :, rows]
         keys = torch.as_tensor(self.image_positions, device=selected.device)
         w = selected[0].index_select(-1, keys)  # H × q × image keys
-        self.attn.setdefault(call.layer, []).append(to_cpu(w, torch.float32))
+        self.attn.setdefault(call.layer, []).append(self._hold(w, torch.float32))
         return out, weights
 
 
@@ -263,5 +286,8 @@ def recording(model, adapter, recorder: Recorder, *taps) -> Iterator[Recorder]:
     try:
         with instrumented(model, adapter), tapping(*taps, recorder.attention_tap):
             yield recorder
+        flush = getattr(recorder, "flush", None)
+        if flush is not None:
+            flush()
     finally:
         _local.recorder = previous

@@ -24,6 +24,32 @@ def tensor_stats(t) -> dict:
     }
 
 
+_STAT_KEYS = ("mean", "std", "max_abs", "norm_mean", "norm_max", "nan", "inf")
+
+
+def stats_tensor(t):
+    """The values of `tensor_stats` as one float32 vector on `t`'s own device (no host sync until it is read)."""
+    import torch
+
+    x = t.detach().float()
+    finite = torch.isfinite(x)
+    n = finite.sum()
+    xf = torch.where(finite, x, torch.zeros((), device=x.device))
+    mean = xf.sum() / n
+    var = (torch.where(finite, x - mean, torch.zeros((), device=x.device)) ** 2).sum() / (n - 1).clamp(min=1)
+    rows = x.reshape(-1, x.shape[-1]) if x.ndim else x.reshape(1, 1)
+    norms = rows.norm(dim=-1)
+    return torch.stack([mean, var.sqrt(), xf.abs().max(), norms.mean(), norms.max(),
+                        torch.isnan(x).sum().float(), torch.isinf(x).sum().float()])
+
+
+def stats_from(values, shape) -> dict:
+    """`tensor_stats`'s dict from a `stats_tensor` vector (on any device) and the tensor's shape."""
+    got = dict(zip(_STAT_KEYS, values.detach().to("cpu", copy=True).tolist()))
+    got["nan"], got["inf"] = int(got["nan"]), int(got["inf"])
+    return {"shape": list(shape), **got}
+
+
 def fingerprint(t) -> str:
     """A short content hash of a tensor (dtype and shape included), equal iff the bytes are equal."""
     import torch
