@@ -45,6 +45,10 @@ def friendly(fn):
             _fail("interrupted", 130)
         except MemoryError:
             _fail("out of memory (try a smaller --max-new-tokens, --dtype bfloat16 or a GPU)", 6)
+        except RuntimeError as exc:
+            if type(exc).__name__ != "OutOfMemoryError":  # torch.OutOfMemoryError; torch stays unimported here
+                raise
+            _fail("out of GPU memory (see `qdebug estimate`; try --layers none, fewer image tokens or --device-map auto)", 6)
 
     return wrapper
 

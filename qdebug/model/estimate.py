@@ -118,7 +118,7 @@ def estimate(spec: str, *, image_tokens: int = 1024, dtype: str = "auto", device
     )
     # On the model's device tracing adds generate's processed scores, the side attention rows of one layer, the
     # prompt-logits chunks (256 rows) and the per-layer statistics, all transient; on CPU the trace lives there too.
-    transient = max(256 * vocab * 4 * 3, t * hidden * 4 * 3, heads * q_prompt * t * 4 * 4)
+    transient = max(64 * vocab * (e + 12), t * hidden * 4 * 3, heads * q_prompt * t * 4 * 4)
     extra = new * vocab * 4 + transient + ((trace + t * hidden * e) if device == "cpu" else 0)
     runtime = 2 * n_layers * (t + new) * kv_heads * head_dim * e + 3 * t * inter * e + t * vocab * 0 + 4 * 2**20
     return Estimate(adapter.name, str(raw.get("model_type")), params, dtype, device, params * e, image_tokens, new,

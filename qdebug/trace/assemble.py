@@ -236,7 +236,7 @@ def _logits_stage(loaded, rec: Recorder, ids, tok, k: int, tensors) -> Stage:
     head = loaded.adapter.lm_head(loaded.model)
     top_ids, top_p, ent = [], [], []
     device = head.weight.device
-    for chunk in torch.split(rec.final_hidden, 256):
+    for chunk in torch.split(rec.final_hidden, 64):  # 64 rows × vocab × float32 at a time: ~0.1 GiB at Qwen's vocab
         with not_recording():  # a paused run's recorder is still active in this thread
             logits = head(chunk.to(device))
         # On the head's device: only the top-k and the entropy cross to CPU, never rows × vocab.
