@@ -189,8 +189,12 @@ def diff(
     if json_out != "-" or report.is_terminal:
         from qdebug.render.diff_report import diff_renderables
 
-        for order_label, result, _, _ in results:
+        from qdebug.render.diff_report import heatmap_panels
+
+        for order_label, result, trace_a, trace_b in results:
             for renderable in diff_renderables(order_label, result):
+                report.print(renderable)
+            for renderable in heatmap_panels(trace_a, trace_b, (result.a_label, result.b_label)):
                 report.print(renderable)
     if any(r.first_divergence is not None or r.a_text != r.b_text for _, r, _, _ in results):
         raise typer.Exit(1)

@@ -57,6 +57,21 @@ def images_table(result) -> Table:
     return table
 
 
+def heatmap_panels(trace_a, trace_b, labels: tuple[str, str]) -> list:
+    """Each image's attention heatmap (mean of generated tokens, layers and heads) in run A and run B."""
+    from qdebug.analysis.attention import attention_grid
+
+    from .attn_report import heatmap_panel
+
+    out = []
+    for img in trace_a.images:
+        for label, trace in zip(labels, (trace_a, trace_b)):
+            grid = attention_grid(trace, img.index) if img.index < len(trace.images) else None
+            if grid is not None:
+                out.append(heatmap_panel(trace, trace.images[img.index], grid, f"{label}: image {img.index} ← all generated tokens"))
+    return out
+
+
 def diff_renderables(order: str, result) -> list:
     """What the terminal report shows for one comparison."""
     texts = Text()

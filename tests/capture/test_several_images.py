@@ -52,3 +52,12 @@ def test_same_image_twice_is_no_desync():
     first, second = data["images"]
     assert first["visual_offset"] == first["span"][0] and second["visual_offset"] == second["span"][0]
     assert first["span"][0] != second["span"][0]
+
+
+def test_diff_terminal_shows_each_images_heatmap_in_both_runs():
+    result = runner.invoke(app, ["diff", A, "Compare <image> and <image>.", "--image", B, "--vary", "paths", "--device", "cpu",
+                                 "--max-new-tokens", "3"])
+    assert result.exit_code == 0, result.output
+    for image in (0, 1):
+        assert result.output.count(f"image {image} ← all generated tokens") == 2
+    assert "A visual offset" in result.output
