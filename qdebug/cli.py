@@ -218,7 +218,7 @@ def repl(
     opened = [load_image(path) for path in images or []]  # fail before the UI opens
     if trace is None:
         from qdebug.commands.common import quiet_transformers
-        from qdebug.model.estimate import refuse_if_too_big
+        from qdebug.trace.estimate import refuse_if_too_big
 
         quiet_transformers()
         refuse_if_too_big(model, device, dtype, images=opened, image_tokens=None if opened else 1024, max_new_tokens=max_new_tokens)
@@ -248,8 +248,8 @@ def estimate(
 ) -> None:
     """From config.json alone (meta device, no weights read): parameters, weight memory, trace size and what tracing adds."""
     from qdebug.commands.common import emit_json, quiet_transformers
-    from qdebug.model.estimate import estimate as run_estimate
-    from qdebug.model.estimate import gib
+    from qdebug.trace.estimate import estimate as run_estimate
+    from qdebug.trace.estimate import gib
 
     if queries not in ("gen", "all"):
         _fail(f"--queries {queries}: expected gen or all", 2)

@@ -108,7 +108,7 @@ def run_attn(args: AttnArgs):
     pil_images = [load_image(p) for p in args.images]  # fail fast on bad images, before loading a model
     request = build_request(args.prompt, args.images, images=pil_images, max_new_tokens=args.max_new_tokens)
     quiet_transformers()
-    from qdebug.model.estimate import refuse_if_too_big
+    from qdebug.trace.estimate import refuse_if_too_big
 
     refuse_if_too_big(args.model, args.device, args.dtype, image_tokens=None, images=pil_images, max_new_tokens=args.max_new_tokens,
                       layers=args.layers, device_map=args.device_map)

@@ -87,8 +87,8 @@ def estimate(spec: str, *, image_tokens: int = 1024, dtype: str = "auto", device
     """Estimate for `--model spec` (a checkpoint directory, `demo` or a cached hub id); reads config.json only."""
     from qdebug.trace.policy import parse_layers, resolve_layers
 
-    from .adapters import adapter_for
-    from .load import read_config, resolve_model_dir
+    from qdebug.model.adapters import adapter_for
+    from qdebug.model.load import read_config, resolve_model_dir
 
     path = resolve_model_dir(spec)
     raw = read_config(path)
@@ -127,7 +127,7 @@ def estimate(spec: str, *, image_tokens: int = 1024, dtype: str = "auto", device
 
 def image_tokens_of(spec: str, sizes: list[tuple[int, int]]) -> int:
     """About how many LLM tokens these (width, height) images take, from the checkpoint's processor limits."""
-    from .load import read_config, resolve_model_dir
+    from qdebug.model.load import read_config, resolve_model_dir
 
     path = resolve_model_dir(spec)
     vision = read_config(path).get("vision_config") or {}
@@ -173,7 +173,7 @@ def available_bytes(device: str) -> int | None:
 def refuse_if_too_big(spec: str, device: str, dtype: str, *, images=(), image_tokens: int | None = None, max_new_tokens: int = 16,
                       layers: str = "all", queries: str = "gen", keep_hidden: bool = False, device_map: str | None = None) -> Estimate | None:
     """Raise DeviceError (with the estimate) before loading when the request cannot fit the device's free memory."""
-    from .load import resolve_device
+    from qdebug.model.load import resolve_device
 
     if device_map is not None:  # accelerate spreads the weights (and may offload); it makes its own plan
         return None
