@@ -226,6 +226,15 @@ def diff_traces(a, b, *, atol: float | None = None, rtol: float | None = None, a
         if not agree and first_apart is None:
             first_apart = k
 
+    partial = [s.name for s in stages if s.name.startswith("layer.") and s.detail.startswith("last prompt row only")]
+    if partial:
+        findings.append(Finding(kind="partial_comparison", severity="info", stage=partial[0],
+                                message=f"{len(partial)} layer(s) compared at the last prompt row only: a trace was saved without "
+                                        "--keep hidden, so the other prompt rows could not be compared"))
+    missing = [s.name for s in stages if s.verdict == "missing" and not s.name.startswith("step.")]
+    if missing:
+        findings.append(Finding(kind="partial_comparison", severity="info", stage=missing[0],
+                                message=f"not captured in both runs, so not compared: {', '.join(missing)}"))
     first = next((s for s in stages if s.verdict == "diverged"), None)
     if first is not None:
         where = f" at token {first.token_index} ({first.token_kind})" if first.token_index is not None else ""

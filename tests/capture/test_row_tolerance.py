@@ -66,3 +66,15 @@ def test_nan_parts():
     b = a.clone()
     b[1, 2] = float("nan")
     assert not (tol.excess(a, b) <= 0).all()
+
+
+def test_diff_of_default_traces_says_what_it_could_not_compare(demo):
+    """Traces saved with the default policy keep the last prompt row per layer: the diff compares that and says so."""
+    s = scene(9, width=112, height=112)
+    request = build_request("Describe the image.", [], images=[s.image], max_new_tokens=2)
+    a, b = trace_request(demo, request), trace_request(demo, request)
+    result = diff_traces(a, b)
+    assert result.first_divergence is None
+    layer = next(st for st in result.stages if st.name == "layer.0")
+    assert layer.verdict == "ok" and layer.detail.startswith("last prompt row only")
+    assert any(f.kind == "partial_comparison" and "--keep hidden" in f.message for f in result.findings)

@@ -4,7 +4,7 @@ import subprocess
 import sys
 
 BELOW_RENDER = [
-    "qdebug.model.load", "qdebug.model.attention", "qdebug.trace.runner", "qdebug.trace.stepper", "qdebug.trace.schema",
+    "qdebug.model.load", "qdebug.model.attention", "qdebug.trace.runner", "qdebug.trace.estimate", "qdebug.trace.policy", "qdebug.trace.stepper", "qdebug.trace.schema",
     "qdebug.replay.engine", "qdebug.replay.formats.detect", "qdebug.replay.report",
     "qdebug.analysis.diff", "qdebug.analysis.replay", "qdebug.analysis.attention", "qdebug.analysis.detectors.layout",
 ]
