@@ -24,7 +24,7 @@ app.add_typer(demo_app, name="demo")
 ModelOpt = Annotated[str, typer.Option("--model", "-m", help="`demo`, a local HF checkpoint directory, or a hub id in the local HF cache.")]
 DeviceOpt = Annotated[str, typer.Option("--device", help="auto | cpu | cuda | cuda:N (auto = CUDA when present).")]
 DtypeOpt = Annotated[str, typer.Option("--dtype", help="auto | float32 | bfloat16 | float16 (auto = bf16 on GPU, fp32 on CPU).")]
-KernelOpt = Annotated[str, typer.Option("--attn", help="Attention kernel outside captured layers: eager | sdpa.")]
+KernelOpt = Annotated[str, typer.Option("--attn", help="Attention kernel every layer computes with: sdpa (default for attn, diff, repl: the model's own) | eager.")]
 
 
 def _fail(message: str, code: int) -> None:
@@ -62,7 +62,7 @@ def attn(
     model: ModelOpt = "demo",
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = "auto",
-    kernel: KernelOpt = "eager",
+    kernel: KernelOpt = "sdpa",
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=1, help="Tokens to generate (greedy).")] = 16,
     topk: Annotated[int, typer.Option("--topk", min=1, help="How many alternatives per token.")] = 5,
     layer: Annotated[Optional[int], typer.Option("--layer", help="Decoder layer for the heatmap (default: mean of layers).")] = None,
@@ -162,7 +162,7 @@ def diff(
     model: ModelOpt = "demo",
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = "auto",
-    kernel: KernelOpt = "eager",
+    kernel: KernelOpt = "sdpa",
     a_dtype: Annotated[Optional[str], typer.Option("--a-dtype", help="dtype of run A (with --vary dtype: default float32).")] = None,
     b_dtype: Annotated[Optional[str], typer.Option("--b-dtype", help="dtype of run B (with --vary dtype: default bfloat16).")] = None,
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=1, help="Tokens to generate (greedy).")] = 16,
@@ -206,7 +206,7 @@ def repl(
     model: ModelOpt = "demo",
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = "auto",
-    kernel: KernelOpt = "eager",
+    kernel: KernelOpt = "sdpa",
     images: Annotated[Optional[list[Path]], typer.Option("--image", help="Pre-fill the request with this image (repeatable).")] = None,
     prompt: Annotated[Optional[str], typer.Option("--prompt", help="Pre-fill the request's prompt.")] = None,
     trace: Annotated[Optional[Path], typer.Option("--trace", help="Open a saved trace (.qdt) without loading any model.")] = None,
