@@ -85,7 +85,8 @@ def attn(
         if item != "hidden":
             _fail(f"--keep {item}: expected hidden", 2)
     args = AttnArgs([image, *(more_images or [])], prompt, model, device, dtype, kernel, max_new_tokens, topk, layer, head, token, png, json_out, save,
-                    layers=layers, queries=queries, keep_hidden="hidden" in (keep or []), device_map=device_map)
+                    layers=layers, queries=queries, keep_hidden="hidden" in (keep or []), device_map=device_map,
+                    prompt_logits=tui or save is not None)
     report, status = consoles(json_to_stdout=json_out == "-")
     with progress(status, f"loading {model} and tracing…"):
         trace, result, pil_images = run_attn(args)

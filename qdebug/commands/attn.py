@@ -30,6 +30,7 @@ class AttnArgs:
     queries: str = "gen"
     keep_hidden: bool = False
     device_map: str | None = None
+    prompt_logits: bool = True  # top-k at every prompt position (for --save and --tui)
 
 
 def attn_result(trace, *, layer: int | None, head: int | None) -> dict:
@@ -114,7 +115,8 @@ def run_attn(args: AttnArgs):
                       layers=args.layers, device_map=args.device_map)
     loaded = load_model(args.model, args.device, args.dtype, args.kernel, device_map=args.device_map)
     attn_layers = resolve_layers(args.layers, layer_items, len(loaded.adapter.decoder_layers(loaded.model)))
-    options = CaptureOptions(topk=args.topk, attn_layers=attn_layers, keep_hidden=args.keep_hidden, queries=queries)
+    options = CaptureOptions(topk=args.topk, attn_layers=attn_layers, keep_hidden=args.keep_hidden, queries=queries,
+                             prompt_logits=args.prompt_logits)
     trace = trace_request(loaded, request, options)
     validate_selection(trace, args.layer, args.head, args.token)
     return trace, attn_result(trace, layer=args.layer, head=args.head), pil_images

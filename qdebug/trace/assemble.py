@@ -92,7 +92,12 @@ def assemble_trace(loaded, request, prepared, rec: Recorder, generated, queries,
             summary["attn_shape"] = list(attn.shape)
         stages[f"layer.{layer}"] = Stage(f"layer.{layer}", summary, checks)
 
-    stages["logits"] = _logits_stage(loaded, rec, ids, tok, options.topk, tensors)
+    if getattr(options, "prompt_logits", True) or not rec.step_logits:
+        stages["logits"] = _logits_stage(loaded, rec, ids, tok, options.topk, tensors)
+    else:  # the last prompt position's logits are step 0's: no lm_head pass over the whole prompt
+        last = topk_of(rec.step_logits[0], options.topk)[0]
+        stages["logits"] = Stage("logits", {"positions": len(ids), "k": options.topk, "last_topk": [_tok_text(tok, i) for i in last],
+                                            "prompt_topk": "last position only"})
 
     steps = []
     processed = getattr(rec, "processed_scores", None) or []

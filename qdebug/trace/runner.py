@@ -32,6 +32,9 @@ class CaptureOptions:
     keep_hidden: bool = False
     queries: str | list[int] = "gen"
     hidden_rows: bool = True  # False: per-layer statistics only, no hidden-state rows at all (replay)
+    # Top-k and entropy at every prompt position (what the TUI's top-k panel shows): an lm_head pass over the
+    # whole prompt, ~15% of a 2B prefill on CPU. False: only the last position's (`attn` without --save/--tui).
+    prompt_logits: bool = True
 
 
 @dataclass

@@ -187,3 +187,20 @@ def test_device_map_auto_traces_like_a_plain_load(sdpa_demo):
     assert a.generated_ids == b.generated_ids
     assert all(t.device.type == "cpu" for t in a.tensors.values())
     assert torch.equal(a.tensors["layer.3.attn"], b.tensors["layer.3.attn"])
+
+
+def test_prompt_topk_only_when_saved(scene_png, tmp_path):
+    """`attn` alone skips the lm_head pass over the whole prompt; `--save` (for the TUI's top-k panel) keeps it."""
+    from qdebug.trace.schema import load_trace
+
+    path, _ = scene_png
+    saved = tmp_path / "t.qdt"
+    result = runner.invoke(app, ["attn", str(path), "Describe the image.", "--device", "cpu", "--max-new-tokens", "2", "--save", str(saved)])
+    assert result.exit_code == 0, result.output
+    trace = load_trace(saved)
+    assert trace.tensors["logits.topk_ids"].shape[0] == len(trace.input_ids)
+    from qdebug.commands.attn import AttnArgs, run_attn
+
+    lean, _, _ = run_attn(AttnArgs([path], "Describe the image.", device="cpu", max_new_tokens=2, prompt_logits=False))
+    assert "logits.topk_ids" not in lean.tensors
+    assert lean.stages["logits"].summary["last_topk"] == trace.stages["logits"].summary["last_topk"]
