@@ -51,3 +51,7 @@ class IncompatibleTracesError(QDebugError):
     """Two traces do not describe the same request and model, so they cannot be compared."""
 
     exit_code = 5
+
+
+class OutputError(InputError):
+    """An output path (--json, --png, --save, ...) cannot be written: a folder, a read-only place, a full disk."""
