@@ -72,6 +72,16 @@ def validate_selection(trace, layer: int | None, head: int | None, token: int | 
         raise InputError(f"--token {token}: expected 0..{len(trace.steps) - 1} (generated steps)")
 
 
+def check_before_load(args: AttnArgs) -> None:
+    """Check --layer/--head/--token against the config and --max-new-tokens, before any weights load."""
+    from qdebug.model.limits import check_index, decoder_limits
+
+    limits = decoder_limits(args.model)
+    check_index("--layer", args.layer, limits.num_layers, f"the model has {limits.num_layers} decoder layers")
+    check_index("--head", args.head, limits.num_heads, f"the model has {limits.num_heads} attention heads")
+    check_index("--token", args.token, args.max_new_tokens, f"generation steps with --max-new-tokens {args.max_new_tokens}")
+
+
 def run_attn(args: AttnArgs):
     """Load, trace, write outputs; returns (trace, result dict, pil images)."""
     from qdebug.commands.common import quiet_transformers
@@ -79,8 +89,7 @@ def run_attn(args: AttnArgs):
     from qdebug.trace.request import build_request, load_image
     from qdebug.trace.runner import CaptureOptions, trace_request
 
-    if args.layer is not None and args.layer < 0 or args.head is not None and args.head < 0:
-        raise InputError("--layer/--head: expected a non-negative index")
+    check_before_load(args)
     pil_images = [load_image(p) for p in args.images]  # fail fast on bad images, before loading a model
     request = build_request(args.prompt, args.images, images=pil_images, max_new_tokens=args.max_new_tokens)
     quiet_transformers()

@@ -133,6 +133,12 @@ def run_diff(args: DiffArgs, models: dict | None = None):
         a, b = load_trace(args.first), load_trace(args.second)
         return [("traces", diff_traces(a, b, atol=args.atol, rtol=args.rtol, a_label=args.first, b_label=args.second), a, b)]
     spec_a, spec_b = run_specs(args)
+    if spec_b.head_first is not None:  # checked against config.json before any weights load
+        from qdebug.model.limits import decoder_limits
+
+        n = decoder_limits(args.model).num_layers
+        if n is not None and spec_b.head_first >= n:
+            raise InputError(f"--inject head-first:{spec_b.head_first}: expected a layer in 0..{n - 1} (the model has {n} decoder layers)")
     requests = _requests(args)
     quiet_transformers()
     from qdebug.model.load import load_model
