@@ -197,8 +197,6 @@ def save_trace(trace: Trace, path: str | Path) -> Path:
 def load_trace(path: str | Path) -> Trace:
     """Read a `.qdt` file; TraceFormatError (one line, naming the file and the first bad field) on anything
     unexpected. Members are size-checked before reading and streamed (zip bombs are refused). Never unpickles."""
-    from safetensors.torch import load_file
-
     from qdebug.safezip import SafeZip
 
     from .trace_schema import validate_trace_json
@@ -217,6 +215,8 @@ def load_trace(path: str | Path) -> Trace:
             raise TraceFormatError(f"{path}: trace format version {data.get('version')}; this qdebug reads {FORMAT_VERSION}")
         validate_trace_json(data, str(path))
         blob = zf.extract(_TENSORS_NAME, Path(work) / _TENSORS_NAME)
+        from safetensors.torch import load_file  # torch only once the file has passed every check
+
         try:
             tensors = load_file(blob) if blob.stat().st_size else {}
         except Exception as exc:  # safetensors raises its own error type for corrupt headers
