@@ -84,7 +84,7 @@ def check_before_load(args: AttnArgs) -> None:
 
 def run_attn(args: AttnArgs):
     """Load, trace, write outputs; returns (trace, result dict, pil images)."""
-    from qdebug.commands.common import quiet_transformers
+    from qdebug.commands.common import loading, quiet_transformers
     from qdebug.model.load import load_model
     from qdebug.trace.request import build_request, load_image
     from qdebug.trace.runner import CaptureOptions, trace_request
@@ -92,8 +92,9 @@ def run_attn(args: AttnArgs):
     check_before_load(args)
     pil_images = [load_image(p) for p in args.images]  # fail fast on bad images, before loading a model
     request = build_request(args.prompt, args.images, images=pil_images, max_new_tokens=args.max_new_tokens)
-    quiet_transformers()
-    loaded = load_model(args.model, args.device, args.dtype, args.kernel)
+    with loading(args.model):
+        quiet_transformers()
+        loaded = load_model(args.model, args.device, args.dtype, args.kernel)
     trace = trace_request(loaded, request, CaptureOptions(topk=args.topk))
     validate_selection(trace, args.layer, args.head, args.token)
     return trace, attn_result(trace, layer=args.layer, head=args.head), pil_images

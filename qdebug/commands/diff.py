@@ -126,7 +126,7 @@ def _trace(loaded, spec: RunSpec, request):
 def run_diff(args: DiffArgs, models: dict | None = None):
     """Returns a list of (order label, DiffResult, trace A, trace B). `models` caches loaded models across calls."""
     from qdebug.analysis.diff import diff_traces
-    from qdebug.commands.common import quiet_transformers
+    from qdebug.commands.common import loading, quiet_transformers
     from qdebug.trace.schema import load_trace
 
     if is_trace_file(args.first) or is_trace_file(args.second):
@@ -148,7 +148,8 @@ def run_diff(args: DiffArgs, models: dict | None = None):
     def model_for(spec: RunSpec):
         key = (args.model, spec.device, spec.dtype, spec.kernel)
         if key not in cache:
-            cache[key] = load_model(args.model, spec.device, spec.dtype, spec.kernel)
+            with loading(args.model):
+                cache[key] = load_model(args.model, spec.device, spec.dtype, spec.kernel)
         return cache[key]
 
     results = []

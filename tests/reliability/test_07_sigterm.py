@@ -52,7 +52,8 @@ def test_sigterm_mid_replay_writes_the_report_and_exits_143(tmp_path, monkeypatc
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc to see the model loading")
-def test_sigterm_while_loading_leaves_outputs_untouched(tmp_path):
+@pytest.mark.parametrize("sig, code, says", [(signal.SIGTERM, 143, "terminated (SIGTERM)"), (signal.SIGINT, 130, "interrupted")])
+def test_signal_while_loading_leaves_outputs_untouched(tmp_path, sig, code, says):
     capture = _capture(tmp_path, 2)
     out = tmp_path / "report.json"
     out.write_text("earlier report")
@@ -66,12 +67,13 @@ def test_sigterm_while_loading_leaves_outputs_untouched(tmp_path):
             if "libtorch" in maps.read_text():
                 break
             time.sleep(0.05)
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(sig)
         _, err = proc.communicate(timeout=120)
     finally:
         proc.kill()
-    assert proc.returncode == 143, err
+    assert proc.returncode == code, err
     assert "Traceback" not in err
-    assert err.strip().splitlines()[-1].startswith("qdebug: error: terminated")
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(f"qdebug: error: {says}") and "no output was written" in last, err
     assert out.read_text() == "earlier report"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["burst.jsonl", "capture", "report.json"]
