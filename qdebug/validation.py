@@ -27,11 +27,27 @@ def _got(value) -> str:
     return {dict: "an object", list: "a list", str: "a string", int: "an integer", float: "a number"}.get(type(value), type(value).__name__)
 
 
+def _document_order(data, path) -> tuple:
+    """Where a path sits in the document as written (keys by their position, list items by index)."""
+    out, node = [], data
+    for part in path:
+        if isinstance(node, dict):
+            keys = list(node)
+            out.append(keys.index(part) if part in node else len(keys))
+            node = node.get(part)
+        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+            out.append(part)
+            node = node[part]
+        else:
+            break
+    return tuple(out)
+
+
 def first_problem(schema: dict, data) -> str | None:
     """None when `data` fits `schema`, else one line: the first bad field (in document order) and what was expected."""
     from jsonschema import Draft202012Validator
 
-    errors = sorted(Draft202012Validator(schema).iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
+    errors = sorted(Draft202012Validator(schema).iter_errors(data), key=lambda e: _document_order(data, e.absolute_path))
     if not errors:
         return None
     err = errors[0]

@@ -81,3 +81,13 @@ def test_report_trace_member_is_validated_too(tmp_path):
             zf.writestr(info.filename, data)
     with pytest.raises(TraceFormatError, match=r"bad\.qdr:traces/replayed/0\.qdt: malformed trace: meta\.num_heads: missing"):
         load_report(bad)
+
+
+def test_the_first_bad_field_in_document_order_is_named(tmp_path):
+    def two_faults(d):
+        d["findings"] = "none"  # late in the document
+        d["meta"]["num_heads"] = "four"  # early in the document
+
+    bad = rewrite(DATA / "red_circle.qdt", tmp_path / "bad.qdt", "trace.json", two_faults)
+    with pytest.raises(TraceFormatError, match=r"malformed trace: meta\.num_heads: expected an integer, got a string$"):
+        load_trace(bad)
