@@ -76,7 +76,6 @@ def attn(
     """Run one request; show generated text, stage checks, top-k per token and attention over the image."""
     from qdebug.commands.attn import AttnArgs, attn_renderables, run_attn, write_outputs
     from qdebug.commands.common import consoles, progress
-
     from qdebug.outputs import OutputPlan
 
     args = AttnArgs([image, *(more_images or [])], prompt, model, device, dtype, kernel, max_new_tokens, topk, layer, head, token, png, json_out, save)
@@ -123,7 +122,6 @@ def replay(
     """Replay a captured burst (or read a runtime log) and show who got whose visual tokens, at which offsets, when."""
     from qdebug.commands.common import consoles, emit_json
     from qdebug.commands.replay import ReplayArgs, run_replay, write_replay_outputs
-
     from qdebug.outputs import OutputPlan
 
     plan = OutputPlan({"--emit-log": emit_log, "--timeline-png": timeline_png, "--save": save, "--json": json_out}).check()
@@ -175,7 +173,6 @@ def diff(
     """Find the first stage where two runs that should agree part (two input paths, dtypes, kernels, devices, or two saved traces)."""
     from qdebug.commands.common import consoles, emit_json, progress
     from qdebug.commands.diff import DiffArgs, diff_json, run_diff
-
     from qdebug.outputs import OutputPlan
 
     args = DiffArgs(first, second, vary, order, inject, model, device, dtype, kernel, a_dtype, b_dtype, max_new_tokens, atol, rtol)

@@ -53,8 +53,8 @@ def load_image(path: str | Path):
         raise
     except UnidentifiedImageError:
         raise ImageError(f"not an image: {p} (expected a PNG, JPEG or other format Pillow reads)") from None
-    except (OSError, SyntaxError, ValueError) as exc:
-        raise ImageError(f"corrupt image: {p} ({exc})") from None
+    except Exception as exc:  # Pillow's decoders raise many kinds on hostile files (OSError, EOFError, struct.error...)
+        raise ImageError(f"corrupt image: {p} ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})") from None
 
 
 def build_request(

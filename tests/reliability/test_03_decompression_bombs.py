@@ -59,3 +59,12 @@ def test_capture_bomb_is_one_error_request_and_the_rest_replay(tmp_path, bomb, r
     assert verdicts["fine"][0] == "ok"
     assert verdicts["path-bomb"][0] == verdicts["data-bomb"][0] == "error"
     assert "200,000,000 pixels" in verdicts["path-bomb"][1]
+
+
+@pytest.mark.parametrize("cut", [40, 100, 400])
+def test_truncated_image_files_are_one_line(tmp_path, red_png, cut):
+    path = tmp_path / "cut.png"
+    path.write_bytes(red_png.read_bytes()[:cut])
+    with pytest.raises(ImageError) as info:
+        load_image(path)
+    assert "\n" not in info.value.message and "cut.png" in info.value.message

@@ -189,3 +189,25 @@ def test_the_fixtures_themselves_load():
     assert load_trace(DATA / "red_circle.qdt").generated_text
     assert load_report(DATA / "burst.qdr").requests
 
+
+
+PNG = (Path(__file__).resolve().parents[2] / "sample_data" / "red_circle_top_left.png").read_bytes()
+
+
+@FUZZ
+@given(st.data())
+def test_mutated_image_files_load_or_fail_in_one_line(tmp_path, data):
+    from qdebug.errors import ImageError
+    from qdebug.trace.request import load_image
+
+    raw = bytearray(PNG)
+    for _ in range(data.draw(st.integers(1, 8))):
+        raw[data.draw(st.integers(0, len(raw) - 1))] = data.draw(st.integers(0, 255))
+    path = tmp_path / "m.png"
+    path.write_bytes(bytes(raw[: data.draw(st.integers(1, len(raw)))]))
+    try:
+        image = load_image(path)
+    except ImageError as exc:
+        assert "\n" not in exc.message
+    else:
+        assert image.mode == "RGB"
