@@ -16,7 +16,7 @@ REPORT_SCHEMA = _obj(
     {
         "format": {"const": "qdebug-replay"},
         "source": {"type": "string"},
-        "kind": {"enum": ["capture", "runtime-log"]},
+        "kind": {"type": "string"},  # capture | runtime-log (| more sources later: readers compare, never index)
         "requests": _list(_obj(
             {"id": {"type": "string"}},
             {"image": _OPT_STR, "reference": _OPT_STR, "replayed": _OPT_STR, "observed": _OPT_STR,
