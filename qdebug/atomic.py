@@ -1,4 +1,8 @@
-"""Atomic file output: write a temporary sibling, then rename it into place, so nothing half-written is left."""
+"""Atomic file output: write a temporary sibling, then rename it into place, so nothing half-written is left.
+
+Inside an active `qdebug.outputs.OutputPlan` the rename of a planned target is deferred to the plan's commit,
+so every output of one run lands together (or none does).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,13 @@ import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
+
+from qdebug.errors import OutputError
+
+# The OutputPlan collecting this run's outputs (None: rename each file as soon as it is written).
+ACTIVE_PLAN: ContextVar = ContextVar("qdebug_output_plan", default=None)
 
 
 def _umask() -> int:
@@ -16,23 +26,44 @@ def _umask() -> int:
     return mask
 
 
+def write_failed(target: Path, exc: OSError) -> OutputError:
+    """One-line error for a write that failed (disk full, permission, a folder in the way...)."""
+    why = exc.strerror or type(exc).__name__
+    return OutputError(f"cannot write {target}: {why} (expected a writable file path)")
+
+
 @contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path next to `path`; on success it replaces `path` (with normal file permissions),
     on any error it is removed and `path` is left as it was. A target that exists and is not a regular file
-    (a device or pipe) is written in place."""
+    (a device or pipe) is written in place. OSError while writing becomes OutputError (one line)."""
     target = Path(path)
+    if target.is_dir():
+        raise OutputError(f"cannot write {target}: it is a directory (expected a file path)")
     if target.exists() and not stat.S_ISREG(target.stat().st_mode):
         # /dev/null, a FIFO, /dev/stdout: write into it; renaming over it would replace the device node.
-        yield target
+        try:
+            yield target
+        except OSError as exc:
+            raise write_failed(target, exc) from None
         return
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        os.close(fd)
+    except OSError as exc:
+        raise write_failed(target, exc) from None
+    plan = ACTIVE_PLAN.get()
     try:
         yield Path(tmp)
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; an output file should look like any other
-        os.replace(tmp, target)
+        if plan is not None and plan.owns(target):
+            plan.defer(Path(tmp), target)  # renamed with the run's other outputs at the plan's commit
+        else:
+            os.replace(tmp, target)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise write_failed(target, exc) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

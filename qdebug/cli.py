@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from qdebug.errors import QDebugError
+from qdebug.signals import Terminated, terminate_as_interrupt
 
 app = typer.Typer(
     name="qdebug",
@@ -33,16 +34,19 @@ def _fail(message: str, code: int) -> None:
 
 
 def friendly(fn):
-    """Map QDebugError to a one-line error and its exit code; Ctrl-C to exit 130. Never a traceback."""
+    """Map QDebugError to a one-line error and its exit code; Ctrl-C to exit 130, SIGTERM to 143. Never a traceback."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
-            return fn(*args, **kwargs)
+            with terminate_as_interrupt():
+                return fn(*args, **kwargs)
         except QDebugError as exc:
             _fail(exc.message, exc.exit_code)
+        except Terminated:
+            _fail("terminated (SIGTERM); no output was written", 143)
         except KeyboardInterrupt:
-            _fail("interrupted", 130)
+            _fail("interrupted; no output was written (existing files are untouched)", 130)
         except MemoryError:
             _fail("out of memory (try a smaller --max-new-tokens, --dtype bfloat16 or a GPU)", 6)
         except RuntimeError as exc:
@@ -80,6 +84,7 @@ def attn(
     """Run one request; show generated text, stage checks, top-k per token and attention over the image."""
     from qdebug.commands.attn import AttnArgs, attn_renderables, run_attn, write_outputs
     from qdebug.commands.common import consoles, progress
+    from qdebug.outputs import OutputPlan
 
     for item in keep or []:
         if item != "hidden":
@@ -87,10 +92,12 @@ def attn(
     args = AttnArgs([image, *(more_images or [])], prompt, model, device, dtype, kernel, max_new_tokens, topk, layer, head, token, png, json_out, save,
                     layers=layers, queries=queries, keep_hidden="hidden" in (keep or []), device_map=device_map,
                     prompt_logits=tui or save is not None)
+    plan = OutputPlan({"--png": png, "--json": json_out, "--save": save}).check()  # before any model work
     report, status = consoles(json_to_stdout=json_out == "-")
     with progress(status, f"loading {model} and tracing…"):
         trace, result, pil_images = run_attn(args)
-    write_outputs(args, trace, result, pil_images)
+    with plan:
+        write_outputs(args, trace, result, pil_images)
     if tui:
         from qdebug.tui.app import build_app
 
@@ -128,11 +135,15 @@ def replay(
     """Replay a captured burst (or read a runtime log) and show who got whose visual tokens, at which offsets, when."""
     from qdebug.commands.common import consoles, emit_json
     from qdebug.commands.replay import ReplayArgs, run_replay, write_replay_outputs
+    from qdebug.outputs import OutputPlan
 
+    plan = OutputPlan({"--emit-log": emit_log, "--timeline-png": timeline_png, "--save": save, "--json": json_out}).check()
     report_console, status = consoles(json_to_stdout=json_out == "-")
-    report = run_replay(ReplayArgs(file, fmt, mode, concurrency, inject, seed, allow_paths, model, device, dtype, kernel), status)
-    write_replay_outputs(report, emit_log, timeline_png, save)
-    emit_json(report.to_json(), json_out)
+    with terminate_as_interrupt() as terminated:
+        report = run_replay(ReplayArgs(file, fmt, mode, concurrency, inject, seed, allow_paths, model, device, dtype, kernel), status)
+    with plan:
+        write_replay_outputs(report, emit_log, timeline_png, save)
+        emit_json(report.to_json(), json_out)
     if tui:
         from qdebug.tui.app import build_app
 
@@ -146,8 +157,8 @@ def replay(
         if report.kind == "runtime-log":
             status.print(f"{report.unknown_lines} unrecognised line(s) kept and counted")
     if report.interrupted:
-        status.print("interrupted: the report covers the requests that finished")
-        raise typer.Exit(130)
+        status.print(f"{'terminated' if terminated.is_set() else 'interrupted'}: the report covers the requests that finished")
+        raise typer.Exit(143 if terminated.is_set() else 130)
     if report.kind == "capture" and any(r.verdict == "error" for r in report.requests):
         raise typer.Exit(1)  # some captured requests could not be replayed
 
@@ -176,17 +187,20 @@ def diff(
     """Find the first stage where two runs that should agree part (two input paths, dtypes, kernels, devices, or two saved traces)."""
     from qdebug.commands.common import consoles, emit_json, progress
     from qdebug.commands.diff import DiffArgs, diff_json, run_diff
+    from qdebug.outputs import OutputPlan
 
     args = DiffArgs(first, second, vary, order, inject, model, device, dtype, kernel, a_dtype, b_dtype, max_new_tokens, atol, rtol,
                     images=list(more_images or []))
+    plan = OutputPlan({"--png": png, "--json": json_out}).check()
     report, status = consoles(json_to_stdout=json_out == "-")
     with progress(status, "running both sides…"):
         results = run_diff(args)
-    if png is not None:
-        from qdebug.render.plots import diff_png
+    with plan:
+        if png is not None:
+            from qdebug.render.plots import diff_png
 
-        diff_png(results[0][1], png)
-    emit_json(diff_json(results), json_out)
+            diff_png(results[0][1], png)
+        emit_json(diff_json(results), json_out)
     if json_out != "-" or report.is_terminal:
         from qdebug.render.diff_report import diff_renderables
 

@@ -51,3 +51,15 @@ class IncompatibleTracesError(QDebugError):
     """Two traces do not describe the same request and model, so they cannot be compared."""
 
     exit_code = 5
+
+
+class OutputError(InputError):
+    """An output path (--json, --png, --save, ...) cannot be written: a folder, a read-only place, a full disk."""
+
+
+class Interrupted(QDebugError):
+    """Ctrl-C (exit 130) or SIGTERM (exit 143) arrived at a point where nothing had been written yet."""
+
+    def __init__(self, message: str, exit_code: int = 130):
+        super().__init__(message)
+        self.exit_code = exit_code

@@ -103,6 +103,13 @@ def check_comparable(a, b) -> None:
             f"the traces are of different requests ({a.request.get('prompt')!r} with {len(a.input_ids)} tokens vs "
             f"{b.request.get('prompt')!r} with {len(b.input_ids)} tokens); expected the same request twice"
         )
+    ha, hb = a.request.get("image_sha256"), b.request.get("image_sha256")
+    if ha is not None and hb is not None and ha != hb:  # same ids and grids, other pixels: still another request
+        which = next((i for i, (x, y) in enumerate(zip(ha, hb)) if x != y), min(len(ha), len(hb)))
+        raise IncompatibleTracesError(
+            f"the traces are of different requests (image {which} has other pixels: sha256 {str(ha[which] if which < len(ha) else None)[:12]} "
+            f"vs {str(hb[which] if which < len(hb) else None)[:12]}); expected the same request twice"
+        )
 
 
 def _compare(a, b, tol: Tolerance, name: str, kinds: list[str] | None = None, offset: int = 0) -> StageDiff:

@@ -95,14 +95,25 @@ def validate_selection(trace, layer: int | None, head: int | None, token: int | 
         raise InputError(f"--token {token}: expected 0..{len(trace.steps) - 1} (generated steps)")
 
 
+def check_before_load(args: AttnArgs) -> None:
+    """Check --layer/--head/--token against the config and --max-new-tokens, before any weights load."""
+    from qdebug.model.limits import check_index, decoder_limits
+
+    limits = decoder_limits(args.model)
+    check_index("--layer", args.layer, limits.num_layers, f"the model has {limits.num_layers} decoder layers")
+    check_index("--head", args.head, limits.num_heads, f"the model has {limits.num_heads} attention heads")
+    check_index("--token", args.token, args.max_new_tokens, f"generation steps with --max-new-tokens {args.max_new_tokens}")
+
+
 def run_attn(args: AttnArgs):
     """Load, trace, write outputs; returns (trace, result dict, pil images)."""
-    from qdebug.commands.common import quiet_transformers
+    from qdebug.commands.common import loading, quiet_transformers
     from qdebug.model.load import load_model
     from qdebug.trace.request import build_request, load_image
     from qdebug.trace.policy import parse_layers, parse_queries, resolve_layers
     from qdebug.trace.runner import CaptureOptions, trace_request
 
+    check_before_load(args)
     if args.layer is not None and args.layer < 0 or args.head is not None and args.head < 0:
         raise InputError("--layer/--head: expected a non-negative index")
     layer_items, queries = parse_layers(args.layers), parse_queries(args.queries)
@@ -113,7 +124,8 @@ def run_attn(args: AttnArgs):
 
     refuse_if_too_big(args.model, args.device, args.dtype, image_tokens=None, images=pil_images, max_new_tokens=args.max_new_tokens,
                       layers=args.layers, device_map=args.device_map)
-    loaded = load_model(args.model, args.device, args.dtype, args.kernel, device_map=args.device_map)
+    with loading(args.model):
+        loaded = load_model(args.model, args.device, args.dtype, args.kernel, device_map=args.device_map)
     attn_layers = resolve_layers(args.layers, layer_items, len(loaded.adapter.decoder_layers(loaded.model)))
     options = CaptureOptions(topk=args.topk, attn_layers=attn_layers, keep_hidden=args.keep_hidden, queries=queries,
                              prompt_logits=args.prompt_logits)

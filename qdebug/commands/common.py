@@ -52,3 +52,17 @@ def emit_json(data: dict, target: str | None) -> None:
     from qdebug.render.files import write_text_atomically
 
     write_text_atomically(Path(target), text + "\n")
+
+
+@contextmanager
+def loading(spec: str):
+    """Around model loading: Ctrl-C or SIGTERM here says so, and that no output was written."""
+    from qdebug.errors import Interrupted
+    from qdebug.signals import Terminated
+
+    try:
+        yield
+    except Terminated:
+        raise Interrupted(f"terminated (SIGTERM) while loading the model {spec}; no output was written", 143) from None
+    except KeyboardInterrupt:
+        raise Interrupted(f"interrupted while loading the model {spec}; no output was written (existing files are untouched)") from None

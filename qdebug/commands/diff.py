@@ -135,13 +135,19 @@ def _trace(loaded, spec: RunSpec, request):
 def run_diff(args: DiffArgs, models: dict | None = None):
     """Returns a list of (order label, DiffResult, trace A, trace B). `models` caches loaded models across calls."""
     from qdebug.analysis.diff import diff_traces
-    from qdebug.commands.common import quiet_transformers
+    from qdebug.commands.common import loading, quiet_transformers
     from qdebug.trace.schema import load_trace
 
     if is_trace_file(args.first) or is_trace_file(args.second):
         a, b = load_trace(args.first), load_trace(args.second)
         return [("traces", diff_traces(a, b, atol=args.atol, rtol=args.rtol, a_label=args.first, b_label=args.second), a, b)]
     spec_a, spec_b = run_specs(args)
+    if spec_b.head_first is not None:  # checked against config.json before any weights load
+        from qdebug.model.limits import decoder_limits
+
+        n = decoder_limits(args.model).num_layers
+        if n is not None and spec_b.head_first >= n:
+            raise InputError(f"--inject head-first:{spec_b.head_first}: expected a layer in 0..{n - 1} (the model has {n} decoder layers)")
     requests = _requests(args)
     quiet_transformers()
     from qdebug.model.load import load_model
@@ -151,7 +157,8 @@ def run_diff(args: DiffArgs, models: dict | None = None):
     def model_for(spec: RunSpec):
         key = (args.model, spec.device, spec.dtype, spec.kernel)
         if key not in cache:
-            cache[key] = load_model(args.model, spec.device, spec.dtype, spec.kernel)
+            with loading(args.model):
+                cache[key] = load_model(args.model, spec.device, spec.dtype, spec.kernel)
         return cache[key]
 
     results = []

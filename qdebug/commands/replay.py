@@ -34,11 +34,12 @@ def run_replay(args: ReplayArgs, console=None):
         return report_from_log(batch)
     settings = ReplaySettings(args.mode, args.concurrency, args.inject, args.seed)
     check_settings(settings)
-    from qdebug.commands.common import quiet_transformers
+    from qdebug.commands.common import loading, quiet_transformers
     from qdebug.model.load import load_model
 
-    quiet_transformers()
-    loaded = load_model(args.model, args.device, args.dtype, args.kernel)
+    with loading(args.model):
+        quiet_transformers()
+        loaded = load_model(args.model, args.device, args.dtype, args.kernel)
     total = sum(1 for r in batch.requests if r.request is not None)
     if console is not None and console.is_terminal:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn

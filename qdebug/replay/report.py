@@ -117,25 +117,39 @@ def save_report(report: ReplayReport, path: str | Path) -> Path:
 
 
 def load_report(path: str | Path) -> ReplayReport:
-    """Read a `.qdr` file (TraceFormatError, one line, on anything unexpected)."""
+    """Read a `.qdr` file (TraceFormatError, one line naming the first bad field, on anything unexpected).
+    Members are size-checked before reading and streamed to disk (zip bombs are refused)."""
+    from qdebug.safezip import SafeZip
     from qdebug.trace.schema import load_trace
+
+    from .report_schema import validate_report_json
 
     path = Path(path)
     if not path.is_file():
         raise TraceFormatError(f"replay report not found: {path} (expected a .qdr file written by `qdebug replay --save`)")
-    try:
-        with zipfile.ZipFile(path) as zf, tempfile.TemporaryDirectory() as work:
+    with SafeZip(path, "qdebug replay report") as zf, tempfile.TemporaryDirectory() as work:
+        try:
             data = json.loads(zf.read("report.json"))
-            if not isinstance(data, dict) or data.get("format") != REPORT_FORMAT:
-                raise TraceFormatError(f"{path}: not a qdebug replay report")
-            report = ReplayReport.from_json(data)
-            for name in zf.namelist():
-                if name.startswith("traces/") and name.endswith(".qdt"):
-                    _, role, member = name.split("/")
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+            raise TraceFormatError(f"{path}: report.json is not JSON ({type(exc).__name__}); expected a .qdr file") from None
+        if not isinstance(data, dict) or data.get("format") != REPORT_FORMAT:
+            raise TraceFormatError(f"{path}: not a qdebug replay report")
+        validate_report_json(data, str(path))
+        report = ReplayReport.from_json(data)
+        for name in zf.names():
+            if name.startswith("traces/") and name.endswith(".qdt"):
+                parts = name.split("/")
+                if len(parts) != 3 or parts[1] not in ("replayed", "reference") or not parts[2][:-4].isdigit():
+                    raise TraceFormatError(f"{path}: unexpected member {name[:120]} (expected traces/replayed|reference/N.qdt)")
+                _, role, member = parts
+                try:
                     rid = zf.read(name[:-4] + ".id").decode()
-                    target = Path(work) / f"{role}-{member}"
-                    target.write_bytes(zf.read(name))
-                    (report.traces if role == "replayed" else report.references)[rid] = load_trace(target)
-    except (zipfile.BadZipFile, KeyError, OSError, json.JSONDecodeError, UnicodeDecodeError, ValueError) as exc:
-        raise TraceFormatError(f"{path}: not a qdebug replay report ({type(exc).__name__})") from None
+                except UnicodeDecodeError:
+                    raise TraceFormatError(f"{path}: member {name[:-4]}.id is not UTF-8 text") from None
+                target = zf.extract(name, Path(work) / f"{role}-{member}")
+                try:
+                    trace = load_trace(target)
+                except TraceFormatError as exc:  # name the member inside the report, not the temporary file
+                    raise TraceFormatError(exc.message.replace(str(target), f"{path}:{name}")) from None
+                (report.traces if role == "replayed" else report.references)[rid] = trace
     return report

@@ -8,6 +8,7 @@ from qdebug import __version__
 from qdebug.findings import Finding
 
 from .hooks import Recorder, not_recording, to_cpu
+from .input_checks import context_limit, image_digest, input_findings
 from .processors import active_processors
 from .schema import Check, ImageInfo, Stage, Step, TopK, Trace
 from .stats import best_block_match, fingerprint, tensor_stats, topk_of
@@ -121,6 +122,7 @@ def assemble_trace(loaded, request, prepared, rec: Recorder, generated, queries,
             if not check.ok:
                 findings.append(Finding(kind=check.kind, severity="error", message=f"{stage.name}: {check.name} failed ({check.detail})", stage=stage.name))
 
+    findings.extend(input_findings(request, len(ids), context_limit(loaded.adapter.text_config(loaded.config))))
     prompt_len = len(ids)
     attn_queries = list(queries) + [prompt_len + k for k in range(max(0, len(generated) - 1))]
     meta = {
@@ -151,6 +153,7 @@ def assemble_trace(loaded, request, prepared, rec: Recorder, generated, queries,
             "prompt": request.prompt_text,
             "images": list(request.image_paths),
             "max_new_tokens": request.max_new_tokens,
+            "image_sha256": [image_digest(im) for im in request.images],  # diff's same-request check
         },
         prompt_text=prepared.text,
         input_ids=ids,

@@ -35,10 +35,12 @@ class Request:
 
 
 def load_image(path: str | Path):
-    """Open and fully decode an image as RGB; raises ImageError with the path on any failure."""
-    from PIL import Image, UnidentifiedImageError
+    """Open and fully decode an image as RGB (bomb-checked, high bit depths scaled); ImageError with the path on any failure."""
+    from PIL import UnidentifiedImageError
 
     from qdebug.errors import ImageError
+
+    from .image_input import decode
 
     p = Path(path)
     if not p.exists():
@@ -46,13 +48,13 @@ def load_image(path: str | Path):
     if p.is_dir():
         raise ImageError(f"image path is a directory: {p} (expected an image file)")
     try:
-        with Image.open(p) as im:
-            im.load()
-            return im.convert("RGB")
+        return decode(p, str(p))
+    except ImageError:
+        raise
     except UnidentifiedImageError:
         raise ImageError(f"not an image: {p} (expected a PNG, JPEG or other format Pillow reads)") from None
-    except (OSError, SyntaxError, ValueError) as exc:
-        raise ImageError(f"corrupt image: {p} ({exc})") from None
+    except Exception as exc:  # Pillow's decoders raise many kinds on hostile files (OSError, EOFError, struct.error...)
+        raise ImageError(f"corrupt image: {p} ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})") from None
 
 
 def build_request(

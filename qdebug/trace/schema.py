@@ -202,26 +202,32 @@ def save_trace(trace: Trace, path: str | Path) -> Path:
 
 
 def load_trace(path: str | Path) -> Trace:
-    """Read a `.qdt` file; TraceFormatError (one line, naming the file) on anything unexpected. Never unpickles."""
-    from safetensors.torch import load
+    """Read a `.qdt` file; TraceFormatError (one line, naming the file and the first bad field) on anything
+    unexpected. Members are size-checked before reading and streamed (zip bombs are refused). Never unpickles."""
+    from qdebug.safezip import SafeZip
+
+    from .trace_schema import validate_trace_json
 
     path = Path(path)
     if not path.is_file():
         raise TraceFormatError(f"trace not found: {path} (expected a .qdt file written by `--save`)")
-    try:
-        with zipfile.ZipFile(path) as zf:
+    with SafeZip(path, "qdebug trace") as zf, tempfile.TemporaryDirectory() as work:
+        try:
             data = json.loads(zf.read(_JSON_NAME))
-            blob = zf.read(_TENSORS_NAME)
-    except (zipfile.BadZipFile, KeyError, OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise TraceFormatError(f"{path}: not a qdebug trace ({type(exc).__name__}); expected a .qdt file") from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise TraceFormatError(f"{path}: not a qdebug trace (missing format marker)")
-    if data.get("version") != FORMAT_VERSION:
-        raise TraceFormatError(f"{path}: trace format version {data.get('version')}; this qdebug reads {FORMAT_VERSION}")
-    try:
-        tensors = load(blob) if blob else {}
-    except Exception as exc:  # safetensors raises its own error type for corrupt headers
-        raise TraceFormatError(f"{path}: tensor section is corrupt ({exc})") from None
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+            raise TraceFormatError(f"{path}: {_JSON_NAME} is not JSON ({type(exc).__name__}); expected a .qdt file") from None
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise TraceFormatError(f"{path}: not a qdebug trace (missing format marker)")
+        if data.get("version") != FORMAT_VERSION:
+            raise TraceFormatError(f"{path}: trace format version {data.get('version')}; this qdebug reads {FORMAT_VERSION}")
+        validate_trace_json(data, str(path))
+        blob = zf.extract(_TENSORS_NAME, Path(work) / _TENSORS_NAME)
+        from safetensors.torch import load_file  # torch only once the file has passed every check
+
+        try:
+            tensors = load_file(blob) if blob.stat().st_size else {}
+        except Exception as exc:  # safetensors raises its own error type for corrupt headers
+            raise TraceFormatError(f"{path}: tensor section is corrupt ({' '.join(str(exc).split())[:200]})") from None
     trace = Trace.from_json(data, tensors)
     return trace
 

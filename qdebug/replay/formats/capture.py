@@ -14,6 +14,7 @@ from urllib.parse import unquote
 
 from qdebug.errors import ImageError, ReplayFormatError
 from qdebug.replay.batch import Batch, BatchRequest
+from qdebug.trace.image_input import decode
 from qdebug.trace.request import Request, load_image
 
 DEFAULT_MAX_NEW_TOKENS = 16
@@ -44,12 +45,12 @@ def _decode_data_url(url: str) -> tuple[object, str]:
         raise _LineError(f"bad base64 in data: URL ({exc})") from None
     if not data:
         raise _LineError("empty data: URL (no image bytes)")
-    from PIL import Image, UnidentifiedImageError
+    from PIL import UnidentifiedImageError
 
     try:
-        with Image.open(io.BytesIO(data)) as im:
-            im.load()
-            image = im.convert("RGB")
+        image = decode(io.BytesIO(data), f"data: URL ({len(data)} bytes)")
+    except ImageError as exc:
+        raise _LineError(exc.message) from None
     except UnidentifiedImageError:
         raise _LineError(f"data: URL ({len(data)} bytes) is not an image Pillow reads") from None
     except Exception as exc:  # Pillow raises many kinds (OSError, SyntaxError, DecompressionBombError...)

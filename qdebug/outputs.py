@@ -1,0 +1,104 @@
+"""OutputPlan: check every output path of a run before any work, then commit all outputs together (or none)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from qdebug.atomic import ACTIVE_PLAN, write_failed
+from qdebug.errors import OutputError
+
+
+def check_output_path(option: str, path: str | os.PathLike) -> Path:
+    """OutputError unless `path` can be written: not a folder, its folder exists or can be made, writable."""
+    p = Path(path)
+    where = f"{option} {p}"
+    try:
+        if p.is_dir():
+            raise OutputError(f"{where}: is a directory (expected a file path)")
+        if p.exists() and not stat.S_ISREG(p.stat().st_mode):  # a device or pipe is written in place
+            if not os.access(p, os.W_OK):
+                raise OutputError(f"{where}: not writable (expected a writable file path)")
+            return p
+        folder = p.absolute().parent
+        while not folder.exists() and not folder.is_symlink():
+            folder = folder.parent
+        if not folder.is_dir():
+            raise OutputError(f"{where}: {folder} is a file, not a folder (expected a path in an existing or creatable folder)")
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise OutputError(f"{where}: folder {folder} is not writable (expected a writable folder)")
+    except OSError as exc:  # a name too long, a loop of links...
+        raise OutputError(f"{where}: unusable ({exc.strerror or type(exc).__name__}); expected a writable file path") from None
+    return p
+
+
+class OutputPlan:
+    """The files one command run will write, by option name (`--json`, `--png`, ...).
+
+    `check()` validates them all before the model loads. Used as a context manager, every planned file
+    written through `qdebug.atomic` stays a temporary in its target folder until the block ends without an
+    error; then all are renamed into place together. On any error (or Ctrl-C) the temporaries are removed and
+    earlier files at those paths are left untouched.
+    """
+
+    def __init__(self, outputs: dict[str, str | os.PathLike | None]):
+        self.outputs = {opt: Path(p) for opt, p in outputs.items() if p is not None and str(p) != "-"}
+        self._pending: list[tuple[Path, Path]] = []
+        self._token = None
+
+    def check(self) -> "OutputPlan":
+        """Check every output path now (OutputError naming the option and path); two options may not share a file."""
+        seen: dict[Path, str] = {}
+        for option, path in self.outputs.items():
+            check_output_path(option, path)
+            key = path.absolute()
+            if key in seen and stat_regular_or_missing(path):
+                raise OutputError(f"{option} {path}: also given to {seen[key]} (expected a different file for each output)")
+            seen[key] = option
+        return self
+
+    def owns(self, target: Path) -> bool:
+        """Whether `target` is one of the planned outputs (internal temporaries are not)."""
+        key = target.absolute()
+        return any(p.absolute() == key for p in self.outputs.values())
+
+    def defer(self, tmp: Path, target: Path) -> None:
+        """Keep a finished temporary until commit."""
+        self._pending.append((tmp, target))
+
+    def __enter__(self) -> "OutputPlan":
+        self._token = ACTIVE_PLAN.set(self)
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        ACTIVE_PLAN.reset(self._token)
+        if exc_type is not None:
+            self.discard()
+            return
+        self.commit()
+
+    def commit(self) -> None:
+        """Rename every finished temporary into place (all were checked and written before the first rename)."""
+        pending, self._pending = self._pending, []
+        for i, (tmp, target) in enumerate(pending):
+            try:
+                os.replace(tmp, target)
+            except OSError as exc:
+                for rest, _ in pending[i:]:
+                    rest.unlink(missing_ok=True)
+                raise write_failed(target, exc) from None
+
+    def discard(self) -> None:
+        """Remove every temporary; the targets keep what they held before the run."""
+        for tmp, _ in self._pending:
+            tmp.unlink(missing_ok=True)
+        self._pending = []
+
+
+def stat_regular_or_missing(path: Path) -> bool:
+    """True for a regular file or a path that does not exist yet (two outputs there would clobber each other)."""
+    try:
+        return not path.exists() or stat.S_ISREG(path.stat().st_mode)
+    except OSError:
+        return True
