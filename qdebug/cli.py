@@ -68,12 +68,14 @@ def attn(
     json_out: Annotated[Optional[str], typer.Option("--json", help="Write the result as JSON to PATH, or `-` for stdout.")] = None,
     save: Annotated[Optional[Path], typer.Option("--save", help="Save the full trace (.qdt) for `qdebug repl --trace` / `diff`.")] = None,
     tui: Annotated[bool, typer.Option("--tui", help="Open the result in the interactive debugger.")] = False,
+    audio: Annotated[Optional[list[Path]], typer.Option("--audio", help="An audio clip (WAV/FLAC) for audio models (repeatable).")] = None,
 ) -> None:
-    """Run one request; show generated text, stage checks, top-k per token and attention over the image."""
+    """Run one request; show generated text, stage checks, top-k per token and attention over the image (or clip)."""
     from qdebug.commands.attn import AttnArgs, attn_renderables, run_attn, write_outputs
     from qdebug.commands.common import consoles, progress
 
-    args = AttnArgs([image, *(more_images or [])], prompt, model, device, dtype, kernel, max_new_tokens, topk, layer, head, token, png, json_out, save)
+    args = AttnArgs([image, *(more_images or [])], prompt, model, device, dtype, kernel, max_new_tokens, topk, layer, head, token, png, json_out, save,
+                    audio=list(audio or []))
     report, status = consoles(json_to_stdout=json_out == "-")
     with progress(status, f"loading {model} and tracing…"):
         trace, result, pil_images = run_attn(args)

@@ -24,6 +24,10 @@ def stage_table(trace) -> Table:
 
 def _stage_what(trace, stage) -> str:
     s = stage.summary
+    if trace.meta.get("audio") and stage.name in ("preprocess", "encode", "sync"):
+        from .audio_strip import audio_stage_what
+
+        return audio_stage_what(stage) or ""
     if stage.name == "preprocess":
         return f"{s['num_tokens']} tokens, pixel_values {s.get('pixel_values_shape')}, grid_thw {s.get('image_grid_thw')}, spans {s.get('spans')}"
     if stage.name == "encode":
