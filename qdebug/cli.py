@@ -147,7 +147,7 @@ def diff(
     first: Annotated[str, typer.Argument(help="IMAGE (then PROMPT), or a saved trace A.qdt.")],
     second: Annotated[str, typer.Argument(help="PROMPT, or a saved trace B.qdt.")],
     vary: Annotated[str, typer.Option("--vary", help="What B changes: none | paths (token ids vs inputs_embeds) | dtype | attn (eager vs sdpa) | device (cpu vs cuda).")] = "none",
-    order: Annotated[str, typer.Option("--order", help="image-first | text-first | both: where the image goes in the message.")] = "image-first",
+    order: Annotated[str, typer.Option("--order", help="image-first | audio-first | text-first | both: where the image (or clip) goes in the message.")] = "image-first",
     inject: Annotated[Optional[str], typer.Option("--inject", help="Break B on purpose: mrope-text-only | head-first:LAYER.")] = None,
     model: ModelOpt = "demo",
     device: DeviceOpt = "auto",

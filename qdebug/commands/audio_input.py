@@ -35,3 +35,16 @@ def check_modality(loaded, request) -> None:
     if takes != has:
         what = "audio clip(s)" if has == "audio" else "image(s)"
         raise InputError(f"--model {loaded.spec} ({loaded.adapter.name}) takes {takes} input but {what} were given")
+
+
+def audio_order_requests(clip_path: str, prompt: str, order: str, max_new_tokens: int) -> list[tuple[str, object]]:
+    """(order label, request) for `diff CLIP PROMPT --order audio-first|text-first|both` (image-first = audio-first)."""
+    from qdebug.trace.audio import AUDIO_MARKER, build_audio_request, load_audio
+
+    clip = load_audio(clip_path)
+    orders = ["audio-first", "text-first"] if order == "both" else ["audio-first" if order == "image-first" else order]
+    out = []
+    for name in orders:
+        text = prompt if name == "audio-first" or AUDIO_MARKER in prompt else prompt + AUDIO_MARKER
+        out.append((name, build_audio_request(text, [clip], max_new_tokens=max_new_tokens)))
+    return out

@@ -8,7 +8,7 @@ from pathlib import Path
 from qdebug.errors import InputError
 
 VARY = ("none", "paths", "dtype", "attn", "device")
-ORDERS = ("image-first", "text-first", "both")
+ORDERS = ("image-first", "text-first", "both", "audio-first")
 
 
 @dataclass
@@ -92,11 +92,16 @@ def _apply_inject(inject: str, b: RunSpec) -> None:
 
 
 def _requests(args: DiffArgs):
+    from qdebug.trace.audio import is_audio_file
     from qdebug.trace.request import IMAGE_MARKER, build_request, load_image
 
-    image = load_image(args.first)
     if args.order not in ORDERS:
         raise InputError(f"--order {args.order}: expected one of {', '.join(ORDERS)}")
+    if is_audio_file(args.first):  # a clip, found by content: the 004 check (audio-first | text-first | both)
+        from qdebug.commands.audio_input import audio_order_requests
+
+        return audio_order_requests(args.first, args.second, args.order, args.max_new_tokens)
+    image = load_image(args.first)
     orders = ["image-first", "text-first"] if args.order == "both" else [args.order]
     out = []
     for order in orders:
@@ -143,6 +148,9 @@ def run_diff(args: DiffArgs, models: dict | None = None):
         key = (args.model, spec.device, spec.dtype, spec.kernel)
         if key not in cache:
             cache[key] = load_model(args.model, spec.device, spec.dtype, spec.kernel)
+            from qdebug.commands.audio_input import check_modality
+
+            check_modality(cache[key], requests[0][1])
         return cache[key]
 
     results = []
