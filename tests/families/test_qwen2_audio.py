@@ -133,3 +133,26 @@ def test_saved_audio_trace_round_trips(qwen2_audio, clip_wav, tmp_path):
     back = load_trace(save_trace(trace, tmp_path / "t.qdt"))
     assert back.meta["audio"] == trace.meta["audio"] and back.generated_ids == trace.generated_ids
     assert torch.equal(back.tensors["audio.0.envelope"], trace.tensors["audio.0.envelope"])
+
+
+def test_tui_request_screen_draws_attention_over_time(qwen2_audio, clip_wav):
+    import asyncio
+
+    from qdebug.tui.app import build_app
+    from qdebug.tui.widgets.attention_view import AttentionView
+    from qdebug.tui.widgets.stage_detail import StageDetail
+    from tests.tui.conftest import SIZE, text_of, wait_for
+
+    trace = trace_request(qwen2_audio, build_audio_request("What is it?", [load_audio(clip_wav)], max_new_tokens=2))
+
+    async def run():
+        app = build_app(trace=trace)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            assert "one placeholder span per clip" in text_of(app.screen.query_one(StageDetail))
+            await pilot.press("down", "down", "down")
+            await wait_for(pilot, lambda: "attention over time" in text_of(app.screen.query_one(AttentionView)))
+            drawn = text_of(app.screen.query_one(AttentionView))
+            assert "clip 0 (25 rows, 1.00 s)" in drawn and "peak at" in drawn and "waveform" in drawn
+
+    asyncio.run(run())
