@@ -122,10 +122,14 @@ def _trace(loaded, spec: RunSpec, request):
     text = loaded.adapter.text_config(loaded.config)
     watch = LayoutWatch(int(text.num_attention_heads), int(text.num_key_value_heads), loaded.adapter.head_dim(loaded.config),
                         int(prepared.inputs["input_ids"].shape[1]))
-    taps = ([HeadFirst(spec.head_first)] if spec.head_first is not None else []) + [watch]
+    from qdebug.commands.linear_diff import linear_taps
+
+    lin_taps, lin_watch, on_linear = linear_taps(loaded, spec.head_first, int(prepared.inputs["input_ids"].shape[1]))
+    taps = ([HeadFirst(spec.head_first)] if spec.head_first is not None and not on_linear else []) + [watch]
     # No attention weights are captured, so each run keeps its own kernel everywhere.
-    trace = trace_request(loaded, request, CaptureOptions(attn_layers=set()), taps=tuple(taps), prepared=prepared, input_path=spec.input_path)
-    return trace, watch.findings
+    with lin_taps():
+        trace = trace_request(loaded, request, CaptureOptions(attn_layers=set()), taps=tuple(taps), prepared=prepared, input_path=spec.input_path)
+    return trace, watch.findings + (lin_watch.findings if lin_watch else [])
 
 
 def run_diff(args: DiffArgs, models: dict | None = None):
