@@ -131,13 +131,13 @@ def trace_request(
         notify=notify,
     )
     recorder.on_stage("preprocess")
-    from .linear_record import linear_recording
+    from .family_record import family_recording
 
-    with recording(loaded.model, loaded.adapter, recorder, *taps), linear_recording(loaded) as linear:
+    with recording(loaded.model, loaded.adapter, recorder, *taps), family_recording(loaded) as extras:
         generated = run_generate(loaded, prepared.inputs, request.max_new_tokens, input_path)
     with torch.inference_mode():
         trace = assemble_trace(loaded, request, prepared, recorder, generated, queries, options)
-    if linear is not None:  # hybrid decoders (Qwen3.5): what the linear-attention layers did
-        linear.attach(trace, loaded, prepared)
+    for extra in extras:  # linear-attention layers (Qwen3.5), deepstack (Qwen3-VL)
+        extra.attach(trace, loaded, prepared)
     trace.meta["input_path"] = input_path
     return trace
