@@ -52,7 +52,7 @@ def friendly(fn):
 @app.command()
 @friendly
 def attn(
-    image: Annotated[Path, typer.Argument(help="Image file (PNG, JPEG, ...).")],
+    image: Annotated[Path, typer.Argument(help="Image file (PNG, JPEG, ...), or an audio clip (WAV, FLAC) for audio models.")],
     prompt: Annotated[str, typer.Argument(help="Prompt text; put `<image>` where each image goes, or none to put images first.")],
     more_images: Annotated[Optional[list[Path]], typer.Option("--image", help="Another image for the same request (repeatable).")] = None,
     model: ModelOpt = "demo",

@@ -100,6 +100,9 @@ def run_attn(args: AttnArgs):
     loaded = load_model(args.model, args.device, args.dtype, args.kernel)
     check_modality(loaded, request)
     trace = trace_request(loaded, request, CaptureOptions(topk=args.topk))
+    from qdebug.analysis.detectors.deepstack import deepstack_findings
+
+    trace.findings.extend(deepstack_findings(trace))  # Qwen3-VL: deepstack rows, layers, levels
     validate_selection(trace, args.layer, args.head, args.token)
     return trace, attn_result(trace, layer=args.layer, head=args.head), pil_images
 

@@ -129,7 +129,9 @@ def _trace(loaded, spec: RunSpec, request):
     # No attention weights are captured, so each run keeps its own kernel everywhere.
     with lin_taps():
         trace = trace_request(loaded, request, CaptureOptions(attn_layers=set()), taps=tuple(taps), prepared=prepared, input_path=spec.input_path)
-    deepstack = [f for f in trace.findings if f.kind == "deepstack"]  # e.g. an inputs_embeds path dropping them
+    from qdebug.analysis.detectors.deepstack import deepstack_findings
+
+    deepstack = deepstack_findings(trace)  # e.g. an inputs_embeds path dropping the features
     return trace, watch.findings + (lin_watch.findings if lin_watch else []) + deepstack
 
 

@@ -70,9 +70,7 @@ class DeepstackRecorder:
         return (self.levels[best] if best is not None and best < len(self.levels) else None), (score if best is not None else None)
 
     def attach(self, trace, loaded, prepared) -> None:
-        """Per-layer deepstack evidence on each layer stage and in `meta["deepstack"]`; the detector's findings."""
-        from qdebug.analysis.detectors.deepstack import deepstack_findings
-
+        """Per-layer deepstack evidence on each layer stage and in `meta["deepstack"]` (judged by analysis.detectors.deepstack)."""
         per_layer = []
         for layer in sorted(self.layers):
             rec = self.layers[layer]
@@ -82,7 +80,6 @@ class DeepstackRecorder:
             per_layer.append({"layer": layer, **rec})
         trace.meta["deepstack"] = {"levels": self.levels, "features_handed": len(self.features) if self.features is not None else 0,
                                    "layers": per_layer}
-        trace.findings.extend(deepstack_findings(trace))
 
 
 @contextmanager

@@ -3,6 +3,7 @@
 from contextlib import contextmanager
 from pathlib import Path
 
+from qdebug.analysis.detectors.deepstack import deepstack_findings
 from qdebug.commands.diff import DiffArgs, run_diff
 from qdebug.trace.request import build_request
 from qdebug.trace.runner import trace_request
@@ -38,7 +39,7 @@ def test_records_levels_rows_and_norms_on_the_image_span(family_model):
         assert r["relative_norm"] > 0
         assert trace.stages[f"layer.{layer}"].summary["deepstack"]["level"] == level
     assert not layers[2]["added"]
-    assert not [f for f in trace.findings if f.kind == "deepstack"]
+    assert deepstack_findings(trace) == []
 
 
 def test_rows_outside_the_span_and_wrong_levels_are_flagged(family_model):
@@ -51,7 +52,7 @@ def test_rows_outside_the_span_and_wrong_levels_are_flagged(family_model):
 
     with _decoder_kwargs(loaded, shift):
         trace = trace_request(loaded, _request())
-    outside = [f for f in trace.findings if f.kind == "deepstack" and "outside the image placeholder spans" in f.message]
+    outside = [f for f in deepstack_findings(trace) if "outside the image placeholder spans" in f.message]
     assert {f.layer for f in outside} == {0, 1} and "3 position(s)" in outside[0].message
 
     def swap(kw):
@@ -61,7 +62,7 @@ def test_rows_outside_the_span_and_wrong_levels_are_flagged(family_model):
 
     with _decoder_kwargs(loaded, swap):
         trace = trace_request(loaded, _request())
-    wrong = [f.message for f in trace.findings if f.kind == "deepstack"]
+    wrong = [f.message for f in deepstack_findings(trace)]
     assert "layer.0 got vision level 1, expected level 0" in wrong and "layer.1 got vision level 0, expected level 1" in wrong
 
 
