@@ -156,3 +156,26 @@ def test_tui_request_screen_draws_attention_over_time(qwen2_audio, clip_wav):
             assert "clip 0 (25 rows, 1.00 s)" in drawn and "peak at" in drawn and "waveform" in drawn
 
     asyncio.run(run())
+
+
+def test_missing_audio_option_and_mixed_media_are_one_line_errors(qwen2_audio_dir, clip_wav, tmp_path):
+    res = runner.invoke(app, ["attn", str(clip_wav), "hi", "--audio", str(tmp_path / "nope.wav"), "--model", str(qwen2_audio_dir)])
+    assert res.exit_code == 2 and "audio not found" in res.output and "nope.wav" in res.output
+    res = runner.invoke(app, ["attn", "sample_data/red_circle_top_left.png", "hi", "--audio", str(clip_wav), "--model", str(qwen2_audio_dir)])
+    assert res.exit_code == 2 and "expected one kind per request" in res.output
+    assert len(res.output.strip().splitlines()) == 1
+
+
+def test_replay_runs_a_capture_of_audio_requests(qwen2_audio_dir, clip_wav, tmp_path):
+    data = base64.b64encode(clip_wav.read_bytes()).decode()
+    message = {"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": data, "format": "wav"}},
+                                           {"type": "text", "text": "What is it?"}]}
+    path = tmp_path / "burst.jsonl"
+    path.write_text("".join(json.dumps({"id": rid, "messages": [message], "max_tokens": 2}) + "\n" for rid in ("a", "b")))
+    out = tmp_path / "r.json"
+    res = runner.invoke(app, ["replay", str(path), "--model", str(qwen2_audio_dir), "--device", "cpu", "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    requests = json.loads(out.read_text())["requests"]
+    assert [r["id"] for r in requests] == ["a", "b"]
+    # Each replayed run of the clip answers what its isolated reference answered, and its rows landed on its span.
+    assert all(r["verdict"] == "ok" and r["replayed"] == r["reference"] and r["visual_offset"] == 15 for r in requests)
