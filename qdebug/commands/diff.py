@@ -101,6 +101,8 @@ def _requests(args: DiffArgs):
         from qdebug.commands.audio_input import audio_order_requests
 
         return audio_order_requests(args.first, args.second, args.order, args.max_new_tokens)
+    if args.order == "audio-first":
+        raise InputError(f"--order audio-first: {args.first} is not an audio clip; expected image-first, text-first or both for an image")
     image = load_image(args.first)
     orders = ["image-first", "text-first"] if args.order == "both" else [args.order]
     out = []

@@ -179,3 +179,8 @@ def test_replay_runs_a_capture_of_audio_requests(qwen2_audio_dir, clip_wav, tmp_
     assert [r["id"] for r in requests] == ["a", "b"]
     # Each replayed run of the clip answers what its isolated reference answered, and its rows landed on its span.
     assert all(r["verdict"] == "ok" and r["replayed"] == r["reference"] and r["visual_offset"] == 15 for r in requests)
+
+
+def test_audio_first_order_on_an_image_is_refused():
+    res = runner.invoke(app, ["diff", "sample_data/red_circle_top_left.png", "hi", "--vary", "paths", "--order", "audio-first"])
+    assert res.exit_code == 2 and "--order audio-first" in res.output and "not an audio clip" in res.output
