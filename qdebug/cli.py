@@ -60,7 +60,7 @@ def friendly(fn):
 @app.command()
 @friendly
 def attn(
-    image: Annotated[Path, typer.Argument(help="Image file (PNG, JPEG, ...).")],
+    image: Annotated[Path, typer.Argument(help="Image file (PNG, JPEG, ...), or an audio clip (WAV, FLAC) for audio models.")],
     prompt: Annotated[str, typer.Argument(help="Prompt text; put `<image>` where each image goes, or none to put images first.")],
     more_images: Annotated[Optional[list[Path]], typer.Option("--image", help="Another image for the same request (repeatable).")] = None,
     model: ModelOpt = "demo",
@@ -80,8 +80,9 @@ def attn(
     queries: Annotated[str, typer.Option("--queries", help="Prompt rows whose attention is kept: gen (last prompt position) | all | POS,... (generated tokens always).")] = "gen",
     keep: Annotated[Optional[list[str]], typer.Option("--keep", help="Keep more in the trace: `hidden` = every prompt row of every layer (default: stats + last row).")] = None,
     device_map: Annotated[Optional[str], typer.Option("--device-map", help="Spread the model over the visible GPUs with accelerate: auto | balanced | sequential.")] = None,
+    audio: Annotated[Optional[list[Path]], typer.Option("--audio", help="An audio clip (WAV/FLAC) for audio models (repeatable).")] = None,
 ) -> None:
-    """Run one request; show generated text, stage checks, top-k per token and attention over the image."""
+    """Run one request; show generated text, stage checks, top-k per token and attention over the image (or clip)."""
     from qdebug.commands.attn import AttnArgs, attn_renderables, run_attn, write_outputs
     from qdebug.commands.common import consoles, progress
     from qdebug.outputs import OutputPlan
@@ -91,7 +92,7 @@ def attn(
             _fail(f"--keep {item}: expected hidden", 2)
     args = AttnArgs([image, *(more_images or [])], prompt, model, device, dtype, kernel, max_new_tokens, topk, layer, head, token, png, json_out, save,
                     layers=layers, queries=queries, keep_hidden="hidden" in (keep or []), device_map=device_map,
-                    prompt_logits=tui or save is not None)
+                    prompt_logits=tui or save is not None, audio=list(audio or []))
     plan = OutputPlan({"--png": png, "--json": json_out, "--save": save}).check()  # before any model work
     report, status = consoles(json_to_stdout=json_out == "-")
     with progress(status, f"loading {model} and tracing…"):
@@ -169,7 +170,7 @@ def diff(
     first: Annotated[str, typer.Argument(help="IMAGE (then PROMPT), or a saved trace A.qdt.")],
     second: Annotated[str, typer.Argument(help="PROMPT, or a saved trace B.qdt.")],
     vary: Annotated[str, typer.Option("--vary", help="What B changes: none | paths (token ids vs inputs_embeds) | dtype | attn (eager vs sdpa) | device (cpu vs cuda).")] = "none",
-    order: Annotated[str, typer.Option("--order", help="image-first | text-first | both: where the image goes in the message.")] = "image-first",
+    order: Annotated[str, typer.Option("--order", help="image-first | audio-first | text-first | both: where the image (or clip) goes in the message.")] = "image-first",
     inject: Annotated[Optional[str], typer.Option("--inject", help="Break B on purpose: mrope-text-only | head-first:LAYER.")] = None,
     model: ModelOpt = "demo",
     device: DeviceOpt = "auto",

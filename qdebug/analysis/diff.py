@@ -166,7 +166,8 @@ def _compare_layer(a, b, tol: Tolerance, layer: int, kinds: list[str]) -> StageD
 
 def _token_kinds(trace) -> list[str]:
     image = set(trace.image_positions())
-    return ["image" if p in image else "text" for p in range(len(trace.input_ids))]
+    audio = {p for c in trace.meta.get("audio") or [] if c.get("span") for p in range(*c["span"])}
+    return ["image" if p in image else "audio" if p in audio else "text" for p in range(len(trace.input_ids))]
 
 
 def _kl(pa, pb) -> float:
@@ -189,7 +190,9 @@ def diff_traces(a, b, *, atol: float | None = None, rtol: float | None = None, a
     stages.append(StageDiff("preprocess", 0.0, 0.0, 1.0, "ok", detail="same input ids and image grids"))
     enc_a = [a.tensors.get(f"encode.{i.index}") for i in a.images]
     enc_b = [b.tensors.get(f"encode.{i.index}") for i in b.images]
-    if a.images and all(t is not None for t in enc_a + enc_b):
+    if not a.images and a.meta.get("audio"):  # audio families: one encode tensor per clip
+        enc_a, enc_b = ([t.tensors.get(f"encode.{c['index']}") for c in a.meta["audio"]] for t in (a, b))
+    if (a.images or a.meta.get("audio")) and all(t is not None for t in enc_a + enc_b):
         stages.append(_compare(torch.cat(enc_a), torch.cat(enc_b), tol, "encode"))
     else:
         stages.append(StageDiff("encode", 0.0, 0.0, 1.0, "ok", detail="no images"))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from qdebug.errors import InputError
@@ -31,6 +31,7 @@ class AttnArgs:
     keep_hidden: bool = False
     device_map: str | None = None
     prompt_logits: bool = True  # top-k at every prompt position (for --save and --tui)
+    audio: list[Path] = field(default_factory=list)  # clips given with --audio (a positional clip is found by content)
 
 
 def attn_result(trace, *, layer: int | None, head: int | None) -> dict:
@@ -51,6 +52,11 @@ def attn_result(trace, *, layer: int | None, head: int | None) -> dict:
                 "attention_peak": peak.to_json() if peak else None,
             }
         )
+        if trace.meta.get("audio"):
+            from qdebug.analysis.audio_attention import audio_step_peak
+
+            audio_peak = audio_step_peak(trace, step.index, layer=layer, head=head)
+            steps[-1]["audio_peak"] = audio_peak.to_json() if audio_peak else None
     from qdebug.analysis.attention import attention_grid, peak_of
 
     def image_peak(index):
@@ -75,6 +81,7 @@ def attn_result(trace, *, layer: int | None, head: int | None) -> dict:
              "attention_peak": image_peak(i.index)}
             for i in trace.images
         ],
+        **({"audio": trace.meta["audio"]} if trace.meta.get("audio") else {}),
         "stages": [{"name": s.name, "ok": s.ok} for s in trace.stages.values()],
         "steps": steps,
         "findings": [{k: v for k, v in f.to_json().items() if k in ("kind", "severity", "stage", "message")} for f in trace.findings],
@@ -116,9 +123,15 @@ def run_attn(args: AttnArgs):
     check_before_load(args)
     if args.layer is not None and args.layer < 0 or args.head is not None and args.head < 0:
         raise InputError("--layer/--head: expected a non-negative index")
+    from qdebug.commands.audio_input import audio_request, check_modality, split_media
+
     layer_items, queries = parse_layers(args.layers), parse_queries(args.queries)
-    pil_images = [load_image(p) for p in args.images]  # fail fast on bad images, before loading a model
-    request = build_request(args.prompt, args.images, images=pil_images, max_new_tokens=args.max_new_tokens)
+    images, clips = split_media(args.images, args.audio)
+    if clips:
+        request, pil_images = audio_request(args.prompt, images, clips, args.max_new_tokens), []
+    else:
+        pil_images = [load_image(p) for p in images]  # fail fast on bad images, before loading a model
+        request = build_request(args.prompt, images, images=pil_images, max_new_tokens=args.max_new_tokens)
     quiet_transformers()
     from qdebug.trace.estimate import refuse_if_too_big
 
@@ -126,10 +139,14 @@ def run_attn(args: AttnArgs):
                       layers=args.layers, device_map=args.device_map)
     with loading(args.model):
         loaded = load_model(args.model, args.device, args.dtype, args.kernel, device_map=args.device_map)
+    check_modality(loaded, request)
     attn_layers = resolve_layers(args.layers, layer_items, len(loaded.adapter.decoder_layers(loaded.model)))
     options = CaptureOptions(topk=args.topk, attn_layers=attn_layers, keep_hidden=args.keep_hidden, queries=queries,
                              prompt_logits=args.prompt_logits)
     trace = trace_request(loaded, request, options)
+    from qdebug.analysis.detectors.deepstack import deepstack_findings
+
+    trace.findings.extend(deepstack_findings(trace))  # Qwen3-VL: deepstack rows, layers, levels
     validate_selection(trace, args.layer, args.head, args.token)
     return trace, attn_result(trace, layer=args.layer, head=args.head), pil_images
 
@@ -139,7 +156,12 @@ def write_outputs(args: AttnArgs, trace, result: dict, pil_images) -> None:
     from qdebug.commands.common import emit_json
     from qdebug.trace.schema import save_trace
 
-    if args.png is not None:
+    if args.png is not None and trace.meta.get("audio"):
+        from qdebug.render.audio_strip import audio_png
+
+        steps = [args.token] if args.token is not None else list(range(len(trace.steps)))
+        audio_png(trace, args.png, steps=steps or [0], layer=args.layer, head=args.head)
+    elif args.png is not None:
         from qdebug.render.plots import attention_png
 
         steps = [args.token] if args.token is not None else list(range(len(trace.steps)))
@@ -175,6 +197,14 @@ def attn_renderables(trace, result: dict, pil_images, args: AttnArgs) -> list:
         grid = attention_grid(trace, img.index, queries=queries, layer=args.layer, head=args.head)
         if grid is not None:
             out.append(heatmap_panel(trace, img, grid, f"image {img.index} ← {what} ({sel})", pil_images[img.index]))
+    if trace.meta.get("audio"):
+        from qdebug.analysis.audio_attention import attention_strip
+        from qdebug.render.audio_strip import strip_panel
+
+        for clip in trace.meta["audio"]:
+            strip = attention_strip(trace, clip["index"], queries=queries, layer=args.layer, head=args.head)
+            if strip is not None and strip.numel():
+                out.append(strip_panel(trace, clip, strip, f"clip {clip['index']} ← {what} ({sel})"))
     out.append(findings_panel(trace.findings))
     return out
 

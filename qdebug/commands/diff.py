@@ -8,7 +8,7 @@ from pathlib import Path
 from qdebug.errors import InputError
 
 VARY = ("none", "paths", "dtype", "attn", "device")
-ORDERS = ("image-first", "text-first", "both")
+ORDERS = ("image-first", "text-first", "both", "audio-first")
 
 
 @dataclass
@@ -99,12 +99,19 @@ def _apply_inject(inject: str, b: RunSpec) -> None:
 
 
 def _requests(args: DiffArgs):
+    from qdebug.trace.audio import is_audio_file
     from qdebug.trace.request import IMAGE_MARKER, build_request, load_image
 
-    paths = [args.first, *args.images]
-    images = [load_image(p) for p in paths]
     if args.order not in ORDERS:
         raise InputError(f"--order {args.order}: expected one of {', '.join(ORDERS)}")
+    if is_audio_file(args.first):  # a clip, found by content: the 004 check (audio-first | text-first | both)
+        from qdebug.commands.audio_input import audio_order_requests
+
+        return audio_order_requests(args.first, args.second, args.order, args.max_new_tokens)
+    if args.order == "audio-first":
+        raise InputError(f"--order audio-first: {args.first} is not an audio clip; expected image-first, text-first or both for an image")
+    paths = [args.first, *args.images]
+    images = [load_image(p) for p in paths]
     orders = ["image-first", "text-first"] if args.order == "both" else [args.order]
     out = []
     for order in orders:
@@ -125,11 +132,18 @@ def _trace(loaded, spec: RunSpec, request):
     text = loaded.adapter.text_config(loaded.config)
     watch = LayoutWatch(int(text.num_attention_heads), int(text.num_key_value_heads), loaded.adapter.head_dim(loaded.config),
                         int(prepared.inputs["input_ids"].shape[1]))
-    taps = ([HeadFirst(spec.head_first)] if spec.head_first is not None else []) + [watch]
+    from qdebug.commands.linear_diff import linear_taps
+
+    lin_taps, lin_watch, on_linear = linear_taps(loaded, spec.head_first, int(prepared.inputs["input_ids"].shape[1]))
+    taps = ([HeadFirst(spec.head_first)] if spec.head_first is not None and not on_linear else []) + [watch]
     # Every row of every layer is kept (the diff names the first row that parts); attention weights are a
     # side computation over the kept query rows, so each run keeps its own kernel everywhere.
-    trace = trace_request(loaded, request, CaptureOptions(keep_hidden=True), taps=tuple(taps), prepared=prepared, input_path=spec.input_path)
-    return trace, watch.findings
+    with lin_taps():
+        trace = trace_request(loaded, request, CaptureOptions(keep_hidden=True), taps=tuple(taps), prepared=prepared, input_path=spec.input_path)
+    from qdebug.analysis.detectors.deepstack import deepstack_findings
+
+    deepstack = deepstack_findings(trace)  # e.g. an inputs_embeds path dropping the features
+    return trace, watch.findings + (lin_watch.findings if lin_watch else []) + deepstack
 
 
 def run_diff(args: DiffArgs, models: dict | None = None):
@@ -159,6 +173,9 @@ def run_diff(args: DiffArgs, models: dict | None = None):
         if key not in cache:
             with loading(args.model):
                 cache[key] = load_model(args.model, spec.device, spec.dtype, spec.kernel)
+            from qdebug.commands.audio_input import check_modality
+
+            check_modality(cache[key], requests[0][1])
         return cache[key]
 
     results = []

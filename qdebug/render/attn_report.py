@@ -24,6 +24,10 @@ def stage_table(trace) -> Table:
 
 def _stage_what(trace, stage) -> str:
     s = stage.summary
+    if trace.meta.get("audio") and stage.name in ("preprocess", "encode", "sync"):
+        from .audio_strip import audio_stage_what
+
+        return audio_stage_what(stage) or ""
     if stage.name == "preprocess":
         return f"{s['num_tokens']} tokens, pixel_values {s.get('pixel_values_shape')}, grid_thw {s.get('image_grid_thw')}, spans {s.get('spans')}"
     if stage.name == "encode":
@@ -34,7 +38,13 @@ def _stage_what(trace, stage) -> str:
             parts.append(f"rope_deltas {s['rope_deltas']}")
         return "; ".join(parts)
     if stage.name.startswith("layer."):
-        return f"hidden {s.get('shape')} mean {s.get('mean', 0):.3g} std {s.get('std', 0):.3g} max|x| {s.get('max_abs', 0):.3g}" + (" +attn" if "attn_shape" in s else "")
+        what = f"hidden {s.get('shape')} mean {s.get('mean', 0):.3g} std {s.get('std', 0):.3g} max|x| {s.get('max_abs', 0):.3g}" + (" +attn" if "attn_shape" in s else "")
+        if s.get("kind") == "linear_attention":
+            what += " · linear attention (no attention matrix)"
+        deep = s.get("deepstack")
+        if deep and deep.get("added"):
+            what += f" · +deepstack level {deep['level']} to {deep['rows']} rows (×{deep['relative_norm']:.2f} of |h|)"
+        return what
     if stage.name == "logits":
         return f"{s.get('positions')} positions, next: {', '.join(map(repr, s.get('last_topk', [])))}"
     if stage.name.startswith("step."):

@@ -34,7 +34,8 @@ def assemble_trace(loaded, request, prepared, rec: Recorder, generated, queries,
     merge = loaded.adapter.merge_size(loaded.config)
     grids = inputs.get("image_grid_thw")
     images = []
-    for i, (start, end) in enumerate(prepared.spans):
+    audio = loaded.adapter.modality == "audio"
+    for i, (start, end) in enumerate([] if audio else prepared.spans):
         t, h, w = (int(x) for x in grids[i]) if grids is not None else (1, 0, 0)
         size = request.images[i].size if i < len(request.images) else (0, 0)
         path = request.image_paths[i] if i < len(request.image_paths) else f"<image {i}>"
@@ -71,6 +72,11 @@ def assemble_trace(loaded, request, prepared, rec: Recorder, generated, queries,
     stages["encode"] = Stage("encode", {"images": enc_summary}, enc_checks)
 
     stages["sync"] = _sync_stage(loaded, images, encode_rows, rec, inputs, tensors)
+    if audio:  # audio families replace the three input stages (same names, clip-shaped contents)
+        from .audio_stages import audio_stages
+
+        audio_three, audio_meta = audio_stages(loaded, request, prepared, rec, tensors)
+        stages.update(audio_three)
 
     n_layers = len(loaded.adapter.decoder_layers(loaded.model))
     for layer in sorted(set(rec.hidden) | set(rec.hidden_stats)) or range(n_layers):
@@ -142,6 +148,8 @@ def assemble_trace(loaded, request, prepared, rec: Recorder, generated, queries,
         "hidden_size": int(loaded.adapter.text_config(loaded.config).hidden_size),
         "vocab_size": int(loaded.adapter.text_config(loaded.config).vocab_size),
     }
+    if audio:
+        meta["audio"] = audio_meta
     if reached is not None:
         keep = set(reached)
         stages = {name: stage for name, stage in stages.items() if name in keep}
@@ -154,6 +162,7 @@ def assemble_trace(loaded, request, prepared, rec: Recorder, generated, queries,
             "images": list(request.image_paths),
             "max_new_tokens": request.max_new_tokens,
             "image_sha256": [image_digest(im) for im in request.images],  # diff's same-request check
+            **({"audio": list(request.audio_paths)} if audio else {}),
         },
         prompt_text=prepared.text,
         input_ids=ids,

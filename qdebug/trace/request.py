@@ -22,15 +22,19 @@ class Request:
     image_paths: list[str] = field(default_factory=list)
     max_new_tokens: int = 16
     request_id: str = "0"
+    # Audio clips (qdebug.trace.audio.Clip), referenced by ("audio", index) parts; for audio families.
+    audios: list = field(default_factory=list)
+    audio_paths: list[str] = field(default_factory=list)
 
     @property
     def prompt_text(self) -> str:
         """The text of the message with `<image>` where each image goes."""
-        return "".join(IMAGE_MARKER if kind == "image" else str(value) for kind, value in self.parts)
+        markers = {"image": IMAGE_MARKER, "audio": "<audio>"}
+        return "".join(markers.get(kind, str(value)) for kind, value in self.parts)
 
     def messages(self) -> list[dict]:
         """The chat messages in the Hugging Face multimodal format."""
-        content = [{"type": "image"} if kind == "image" else {"type": "text", "text": value} for kind, value in self.parts]
+        content = [{"type": kind} if kind in ("image", "audio") else {"type": "text", "text": value} for kind, value in self.parts]
         return [{"role": "user", "content": content}]
 
 

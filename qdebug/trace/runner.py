@@ -51,16 +51,20 @@ def prepare(loaded, request: Request) -> Prepared:
     processor = loaded.processor
     text = processor.apply_chat_template(request.messages(), add_generation_prompt=True, tokenize=False)
     kwargs = {"images": request.images} if request.images else {}
+    if request.audios:  # audio families: each clip resampled to the feature extractor's rate
+        rate = int(processor.feature_extractor.sampling_rate)
+        kwargs.update(audio=[clip.at_rate(rate) for clip in request.audios], sampling_rate=rate)
     try:
         inputs = processor(text=[text], return_tensors="pt", **kwargs)
     except ValueError as exc:  # the processor's own placeholder/image count check
         raise PlaceholderError(f"prompt and images disagree: {str(exc).splitlines()[0]}") from None
     image_token = loaded.adapter.image_token_id(loaded.config)
     spans = placeholder_spans(inputs["input_ids"][0].tolist(), image_token)
-    if len(spans) != len(request.images):
+    media, count = ("clip", len(request.audios)) if request.audios else ("image", len(request.images))
+    if len(spans) != count:
         raise PlaceholderError(
-            f"the templated prompt has {len(spans)} image placeholder span(s) for {len(request.images)} image(s); "
-            "expected one span per image"
+            f"the templated prompt has {len(spans)} {media} placeholder span(s) for {count} {media}(s); "
+            f"expected one span per {media}"
         )
     return Prepared(text=text, inputs=dict(inputs), spans=spans)
 
@@ -151,12 +155,16 @@ def trace_request(
         notify=notify,
     )
     recorder.on_stage("preprocess")
+    from .family_record import family_recording
+
     scores: list = []
-    with recording(loaded.model, loaded.adapter, recorder, *taps):
+    with recording(loaded.model, loaded.adapter, recorder, *taps), family_recording(loaded) as extras:
         generated = run_generate(loaded, prepared.inputs, request.max_new_tokens, input_path, scores=scores)
     recorder.processed_scores = scores
     with torch.inference_mode():
         trace = assemble_trace(loaded, request, prepared, recorder, generated, queries, options)
+    for extra in extras:  # linear-attention layers (Qwen3.5), deepstack (Qwen3-VL)
+        extra.attach(trace, loaded, prepared)
     trace.meta["input_path"] = input_path
     return trace
 

@@ -95,8 +95,8 @@ def _load_image_url(url: object, base: Path, allow_paths: bool) -> tuple[object,
     return _load_path(ref, base, allow_paths), ref
 
 
-def _user_parts(messages: object, base: Path, allow_paths: bool) -> tuple[list, list, list]:
-    """Parts, images and labels of all user messages, in order."""
+def _user_parts(messages: object, base: Path, allow_paths: bool, audios: list | None = None) -> tuple[list, list, list]:
+    """Parts, images and labels of all user messages, in order; `input_audio` clips are appended to `audios`."""
     if not isinstance(messages, list) or not messages:
         raise _LineError('no messages (expected a non-empty "messages" list)')
     parts: list[tuple[str, object]] = []
@@ -132,8 +132,17 @@ def _user_parts(messages: object, base: Path, allow_paths: bool) -> tuple[list, 
                 parts.append(("image", len(images)))
                 images.append(image)
                 labels.append(label)
+            elif kind == "input_audio" and audios is not None:
+                from qdebug.trace.audio import AudioError, decode_input_audio
+
+                try:
+                    clip = decode_input_audio(part.get("input_audio"), f"message {i}")
+                except AudioError as exc:
+                    raise _LineError(exc.message) from None
+                parts.append(("audio", len(audios)))
+                audios.append(clip)
             else:
-                raise _LineError(f"unsupported content part type {kind!r} (expected text or image_url)")
+                raise _LineError(f"unsupported content part type {kind!r} (expected text, image_url or input_audio)")
     if users == 0:
         raise _LineError("no user message")
     if not parts:
@@ -183,10 +192,12 @@ def _parse_line(text: str, line: int, base: Path, allow_paths: bool) -> BatchReq
     try:
         rid = _request_id(obj.get("id"), line)
         ts, observed, model, max_new = _optional_fields(obj)
-        parts, images, labels = _user_parts(obj.get("messages"), base, allow_paths)
+        audios: list = []
+        parts, images, labels = _user_parts(obj.get("messages"), base, allow_paths, audios)
     except _LineError as exc:
         return BatchRequest(request_id=rid, line=line, error=exc.reason)
-    request = Request(parts=parts, images=images, image_paths=labels, max_new_tokens=max_new, request_id=rid)
+    request = Request(parts=parts, images=images, image_paths=labels, max_new_tokens=max_new, request_id=rid,
+                      audios=audios, audio_paths=[f"input_audio#{line}.{k}" for k in range(len(audios))])
     if labels:
         first = f"data#{line}" if labels[0].startswith("data:") else Path(labels[0]).name
         label = first if len(labels) == 1 else f"{first} +{len(labels) - 1}"

@@ -59,6 +59,14 @@ def attention_renderable(view: View, width: int, height: int):
     if doc is None:
         return Text("attention: no request yet", style="dim")
     trace = doc.trace
+    from .linear_note import linear_layer, linear_note
+
+    if linear_layer(trace, view.sel.layer):
+        return linear_note(trace, view.sel.layer)
+    if not trace.images and trace.meta.get("audio"):
+        from .audio_attention import audio_attention_renderable
+
+        return audio_attention_renderable(view, width)
     if not trace.images:
         return Text("attention: this request has no image", style="dim")
     index = min(view.sel.image, len(trace.images) - 1)

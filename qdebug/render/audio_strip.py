@@ -1,0 +1,106 @@
+"""Attention over time for audio clips: a terminal strip under the clip's waveform, and a PNG of the same."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .files import write_atomically
+
+BLOCKS = " ▁▂▃▄▅▆▇█"
+RAMP = "inferno"
+
+
+def _resample(values, width: int) -> list[float]:
+    """`values` stretched or squeezed to `width` columns (max within each column: peaks stay visible)."""
+    n = len(values)
+    out = []
+    for c in range(width):
+        a, b = c * n // width, max(c * n // width + 1, (c + 1) * n // width)
+        out.append(max(float(v) for v in values[a:b]))
+    return out
+
+
+def strip_panel(trace, clip: dict, strip, title: str, width: int = 72):
+    """A Rich panel: the clip's waveform envelope, its attention strip (block heights), the peak's time."""
+    from rich.panel import Panel
+    from rich.text import Text
+
+    from qdebug.analysis.audio_attention import strip_peak
+
+    env = trace.tensors.get(f"audio.{clip['index']}.envelope")
+    text = Text()
+    if env is not None and len(env):
+        wave = _resample(env.tolist(), width)
+        top = max(wave) or 1.0
+        text.append("".join(BLOCKS[round(v / top * (len(BLOCKS) - 1))] for v in wave) + "  waveform\n", style="cyan")
+    att = _resample(strip.tolist(), width)
+    lo, hi = min(att), max(att)  # min..max so a nearly flat strip still shows where it rises
+    text.append("".join(BLOCKS[round((v - lo) / ((hi - lo) or 1.0) * (len(BLOCKS) - 1))] for v in att) + "  attention\n", style="bold yellow")
+    peak = strip_peak(trace, strip, clip["index"])
+    col = min(width - 1, peak.row * width // max(1, peak.rows))
+    text.append(" " * col + "^ peak", style="bold")
+    seconds = clip["seconds"]
+    text.append(f"\n0 s{' ' * max(1, width - 10)}{seconds:.2f} s\n", style="dim")
+    text.append(f"peak at {peak.seconds:.2f} s (row {peak.row} of {peak.rows}, {clip['seconds_per_row'] * 1000:.0f} ms per row)")
+    return Panel(text, title=title, expand=False)
+
+
+def audio_png(trace, path: str | Path, *, steps: list[int], layer: int | None = None, head: int | None = None) -> Path:
+    """One panel per generation step: the clip's waveform envelope with its attention strip beneath, peak marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from qdebug.analysis.attention import step_query
+    from qdebug.analysis.audio_attention import attention_strip, clips, strip_peak
+
+    info = clips(trace)
+    steps = steps or [0]
+    n = max(1, len(info)) * len(steps)
+    fig, axes = plt.subplots(n, 1, figsize=(8, 1.9 * n + 0.6), squeeze=False)
+    which = f"layer {layer}" if layer is not None else "mean of layers"
+    which += f", head {head}" if head is not None else ", mean of heads"
+    fig.suptitle(f"attention of each generated token over the clip ({which})\n\"{trace.generated_text}\"", fontsize=10)
+    for i, clip in enumerate(info):
+        env = trace.tensors.get(f"audio.{clip['index']}.envelope")
+        for j, k in enumerate(steps):
+            ax = axes[i * len(steps) + j][0]
+            seconds = clip["seconds"]
+            if env is not None:
+                t = np.linspace(0, seconds, len(env))
+                e = env.numpy() / (float(env.max()) or 1.0)
+                ax.fill_between(t, -e, e, color="steelblue", lw=0)
+            strip = attention_strip(trace, clip["index"], queries=[step_query(trace, k)], layer=layer, head=head)
+            if strip is not None and strip.numel():
+                span = clip["seconds_per_row"] * strip.shape[0]
+                ax.imshow(strip.numpy()[None], cmap=RAMP, aspect="auto", extent=(0, span, -1.6, -1.1), interpolation="nearest")
+                p = strip_peak(trace, strip, clip["index"])
+                ax.axvline(p.seconds + clip["seconds_per_row"] / 2, color="cyan", lw=1.5)
+                ax.text(p.seconds, 1.05, f"peak {p.seconds:.2f} s", fontsize=8, color="black")
+            ax.set_xlim(0, max(seconds, 1e-3))
+            ax.set_ylim(-1.7, 1.3)
+            ax.set_yticks([])
+            ax.set_xlabel("seconds", fontsize=8)
+            token = trace.steps[k].token if k < len(trace.steps) else "?"
+            ax.set_title(f"step {k}: {token!r} · clip {clip['index']}", fontsize=9)
+    fig.tight_layout()
+    try:
+        return write_atomically(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
+    finally:
+        plt.close(fig)
+
+
+def audio_stage_what(stage) -> str | None:
+    """One-line summary of an audio request's preprocess/encode/sync stage (None for other stages)."""
+    s = stage.summary
+    if stage.name == "preprocess":
+        return f"{s['num_tokens']} tokens, input_features {s.get('input_features_shape')}, frames kept {s.get('frames_kept')}, spans {s.get('spans')}"
+    if stage.name == "encode":
+        return "; ".join(f"clip {c['audio']}: {c['rows']}×{c['dim']} of {c['rows_out']} rows |x| mean {c['norm_mean']:.3g} fp {c['fingerprint'][:8]}"
+                         for c in s.get("audio", []))
+    if stage.name == "sync":
+        return "; ".join(f"clip {c['audio']}: text@{c['text_offset']} audio@{c['audio_offset']} rows {c['rows']}/{c['placeholders']} ({c['frames']} frames)"
+                         for c in s.get("audio", []))
+    return None

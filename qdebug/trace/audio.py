@@ -1,0 +1,158 @@
+"""Audio inputs: detect a clip by content, decode it with soundfile, resample to the feature extractor's rate."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+from qdebug.errors import InputError
+
+# Literal marker a user may put in the prompt to place a clip; one per clip.
+AUDIO_MARKER = "<audio>"
+# Formats libsndfile decodes (mp3 since libsndfile 1.1); what `input_audio.format` may name.
+FORMATS = ("wav", "flac", "ogg", "mp3")
+
+
+class AudioError(InputError):
+    """An audio clip is missing, corrupt or in a format qdebug cannot decode."""
+
+
+@dataclass
+class Clip:
+    """A decoded mono clip at its source rate (resampled later, once the model's rate is known)."""
+
+    samples: object  # float32 numpy array, mono
+    rate: int
+    source: str
+
+    @property
+    def seconds(self) -> float:
+        """Duration in seconds."""
+        return len(self.samples) / self.rate if self.rate else 0.0
+
+    def at_rate(self, rate: int):
+        """The samples resampled to `rate` (polyphase filter; exact when the rates already agree)."""
+        import numpy as np
+
+        if rate == self.rate:
+            return np.asarray(self.samples, dtype=np.float32)
+        from math import gcd
+
+        from scipy.signal import resample_poly
+
+        g = gcd(int(rate), int(self.rate))
+        return resample_poly(self.samples, rate // g, self.rate // g).astype(np.float32)
+
+
+def sniff_audio(head: bytes) -> str | None:
+    """The audio container named by a file's first bytes (wav, flac, ogg, mp3), or None if not audio."""
+    if head[:4] == b"RIFF" and head[8:12] == b"WAVE":
+        return "wav"
+    if head[:4] == b"fLaC":
+        return "flac"
+    if head[:4] == b"OggS":
+        return "ogg"
+    if head[:3] == b"ID3" or (len(head) > 1 and head[0] == 0xFF and head[1] & 0xE0 == 0xE0):
+        return "mp3"
+    return None
+
+
+def is_audio_file(path: str | Path) -> bool:
+    """Whether `path` is an existing file whose content is an audio container (never judged by the name)."""
+    p = Path(path)
+    try:
+        with p.open("rb") as fh:
+            return sniff_audio(fh.read(16)) is not None
+    except OSError:
+        return False
+
+
+def decode_audio(data: bytes, source: str) -> Clip:
+    """Decode audio bytes (any format libsndfile reads) to a mono float32 clip; AudioError names `source`."""
+    import soundfile as sf
+
+    if sniff_audio(data[:16]) is None:
+        raise AudioError(f"not an audio clip: {source} (expected WAV, FLAC, OGG or MP3 content)")
+    try:
+        samples, rate = sf.read(io.BytesIO(data), dtype="float32", always_2d=True)
+    except (sf.LibsndfileError, RuntimeError, ValueError) as exc:
+        raise AudioError(f"corrupt audio: {source} ({str(exc).splitlines()[0]})") from None
+    if samples.shape[0] == 0:
+        raise AudioError(f"empty audio: {source} (expected at least one sample)")
+    return Clip(samples.mean(axis=1), int(rate), source)
+
+
+def load_audio(path: str | Path) -> Clip:
+    """Read and decode an audio file; AudioError with the path on any failure."""
+    p = Path(path)
+    if not p.exists():
+        raise AudioError(f"audio not found: {p} (expected an existing WAV/FLAC file)")
+    if p.is_dir():
+        raise AudioError(f"audio path is a directory: {p} (expected an audio file)")
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise AudioError(f"unreadable audio: {p} ({exc.strerror})") from None
+    return decode_audio(data, str(p))
+
+
+def decode_input_audio(part: object, where: str) -> Clip:
+    """An OpenAI `input_audio` content part value (`{"data": base64, "format": "wav"|"mp3"|...}`) as a Clip."""
+    if not isinstance(part, dict) or not isinstance(part.get("data"), str):
+        raise AudioError(f"{where}: input_audio needs a base64 `data` string (and a `format`: {', '.join(FORMATS)})")
+    fmt = part.get("format")
+    if fmt is not None and fmt not in FORMATS:
+        raise AudioError(f"{where}: input_audio format {fmt!r} (expected one of {', '.join(FORMATS)})")
+    try:
+        data = base64.b64decode(part["data"], validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise AudioError(f"{where}: bad base64 in input_audio ({exc})") from None
+    return decode_audio(data, f"{where} input_audio")
+
+
+def envelope(samples, points: int = 512):
+    """Peak |amplitude| of the clip in `points` equal slices (what a waveform strip draws), float32 tensor."""
+    import numpy as np
+    import torch
+
+    x = np.abs(np.asarray(samples, dtype=np.float32))
+    points = max(1, min(points, len(x)))
+    edges = np.linspace(0, len(x), points + 1).astype(int)
+    return torch.tensor([float(x[a:b].max()) if b > a else 0.0 for a, b in zip(edges[:-1], edges[1:])])
+
+
+def audio_parts(prompt: str, count: int) -> list[tuple[str, object]]:
+    """Message parts for `count` clips and a prompt: clips first, or where each `<audio>` marker stands."""
+    from qdebug.errors import PlaceholderError
+
+    markers = prompt.count(AUDIO_MARKER)
+    if markers == 0:
+        return [("audio", i) for i in range(count)] + ([("text", prompt)] if prompt else [])
+    if markers != count:
+        raise PlaceholderError(
+            f"prompt has {markers} {AUDIO_MARKER} placeholder(s) but {count} clip(s) were given "
+            f"(expected one placeholder per clip, or none to put the clips first)"
+        )
+    parts: list[tuple[str, object]] = []
+    for i, text in enumerate(prompt.split(AUDIO_MARKER)):
+        if text:
+            parts.append(("text", text))
+        if i < count:
+            parts.append(("audio", i))
+    return parts
+
+
+def build_audio_request(prompt: str, clips: list[Clip], *, max_new_tokens: int = 16, request_id: str = "0"):
+    """A Request carrying audio clips (first, or at each `<audio>` marker) and a prompt."""
+    from .request import Request
+
+    return Request(
+        parts=audio_parts(prompt, len(clips)),
+        max_new_tokens=max_new_tokens,
+        request_id=request_id,
+        audios=list(clips),
+        audio_paths=[c.source for c in clips],
+    )

@@ -1,0 +1,104 @@
+"""What a traced run's linear-attention layers did (Qwen3.5's gated delta rule): layouts, stats, state norms.
+
+A linear-attention layer has no attention matrix; what exists is the kernel's q/k/v (their layout and stats),
+the gate g and beta, and the recurrent state, whose norm per value head is kept after every kernel call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from qdebug.model.linear_attention import install, linear_tapping
+
+from .schema import Check
+from .stats import tensor_stats
+
+
+def _stats(t) -> dict:
+    t = t.detach().float()
+    return {"mean": float(t.mean()), "min": float(t.min()), "max": float(t.max()),
+            "nan": int(t.isnan().sum()), "inf": int(t.isinf().sum())}
+
+
+class LinearRecorder:
+    """A linear-attention tap (innermost: it sees what the kernel sees) that keeps each layer's evidence on CPU."""
+
+    def __init__(self):
+        self.layers: dict[int, dict] = {}
+        self.position_ids = None  # the raw position ids the decoder received at prefill (rows × seq)
+
+    def __call__(self, call, proceed):
+        out, state = proceed(call.query, call.key, call.value, call.g, call.beta)
+        rec = self.layers.setdefault(call.layer, {"calls": 0, "state_norm": []})
+        if rec["calls"] == 0:
+            rec["kernel"] = call.kernel
+            for name in ("query", "key", "value", "g", "beta"):
+                t = getattr(call, name)
+                rec[f"{name}_shape"] = list(t.shape)
+                rec[name] = _stats(t) if name in ("g", "beta") else {k: v for k, v in tensor_stats(t.detach().float().reshape(-1, t.shape[-1]).cpu()).items()
+                                                                     if k in ("mean", "std", "max_abs", "nan", "inf")}
+        rec["calls"] += 1
+        if state is not None:  # B × value heads × Dk × Dv: one norm per head
+            rec["state_norm"].append(state[0].detach().float().flatten(1).norm(dim=-1).cpu())
+        return out, state
+
+    def decoder_input(self, module, args, kwargs) -> None:
+        pos = kwargs.get("position_ids")
+        if self.position_ids is None and pos is not None:
+            self.position_ids = pos[:, 0].detach().cpu().clone() if pos.ndim == 3 else pos.detach().cpu().clone()
+
+    def attach(self, trace, loaded, prepared) -> None:
+        """Add each layer's kind and linear-attention evidence to its stage; the 4-row position check to `sync`."""
+        import torch
+
+        types = loaded.adapter.layer_types(loaded.config)
+        trace.meta["layer_types"] = types
+        for layer, kind in enumerate(types):
+            stage = trace.stages.get(f"layer.{layer}")
+            if stage is None:
+                continue
+            stage.summary["kind"] = kind
+            rec = self.layers.get(layer)
+            if kind != "linear_attention" or rec is None:
+                continue
+            heads = loaded.adapter.linear_dims(loaded.config)["value_heads"]
+            # A state of another shape (a kernel handed another layout) has no per-head norm: count it instead.
+            kept = [n for n in rec["state_norm"] if n.shape[0] == heads]
+            norms = torch.stack(kept) if kept else None
+            if norms is not None:
+                trace.tensors[f"layer.{layer}.state_norm"] = norms  # kernel calls × value heads
+            stage.summary["linear_attention"] = {
+                "kernel": rec["kernel"], "calls": rec["calls"],
+                **{f"{n}_shape": rec[f"{n}_shape"] for n in ("query", "key", "value", "g", "beta")},
+                "q": rec["query"], "k": rec["key"], "v": rec["value"], "g": rec["g"], "beta": rec["beta"],
+                "state_norm_last": [round(float(x), 6) for x in norms[-1]] if norms is not None else None,
+                "states_of_another_shape": len(rec["state_norm"]) - len(kept),
+            }
+            bad = sum(rec[n]["nan"] + rec[n]["inf"] for n in ("query", "key", "value", "g", "beta"))
+            stage.checks.append(Check("q/k/v/g/beta: no NaN/Inf", bad == 0, f"{bad} non-finite", "nan_inf"))
+        pos = self.position_ids
+        sync = trace.stages.get("sync")
+        if pos is not None and sync is not None and pos.ndim == 2 and pos.shape[0] == 4:
+            text = (prepared.inputs["attention_mask"][0].long().cumsum(-1) - 1).clamp(min=0)
+            same = bool(torch.equal(pos[0].long(), text))
+            sync.summary["position_rows"] = 4
+            sync.checks.append(Check("4-row position ids: text row == 1-D text positions", same,
+                                     "identical" if same else f"{int((pos[0].long() != text).sum())} positions differ", "position_ids"))
+
+
+@contextmanager
+def linear_recording(loaded) -> Iterator[LinearRecorder | None]:
+    """Record the linear-attention layers of a hybrid model for the duration (None for other families)."""
+    adapter = loaded.adapter
+    if not hasattr(adapter, "layer_types"):
+        yield None
+        return
+    install(adapter.linear_kernel_module())
+    rec = LinearRecorder()
+    handle = adapter.language_model(loaded.model).register_forward_pre_hook(rec.decoder_input, with_kwargs=True)
+    try:
+        with linear_tapping(rec):
+            yield rec
+    finally:
+        handle.remove()

@@ -1,0 +1,165 @@
+"""Tiny random checkpoints of every supported family, built from the demo tokenizer (CPU-cheap: CI has 2 cores)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+AUDIO_RATE = 16000
+AUDIO_CHUNK_S = 2  # the feature extractor pads every clip to this many seconds
+
+
+def _tokenizer(extra: tuple[str, ...] = ()):
+    from qdebug.demo.vocab import build_tokenizer
+
+    tok = build_tokenizer()
+    if extra:
+        tok.add_special_tokens({"additional_special_tokens": list(extra)})
+    return tok
+
+
+def _text(tok, **kw) -> dict:
+    ids = tok.convert_tokens_to_ids
+    base = dict(vocab_size=len(tok) + 4, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, bos_token_id=ids("<|endoftext|>"), eos_token_id=ids("<|im_end|>"),
+                pad_token_id=ids("<|endoftext|>"))
+    base.update(kw)
+    return base
+
+
+def build_qwen2_audio(path: Path) -> Path:
+    """A tiny random Qwen2-Audio checkpoint (Whisper-style tower of 2 layers, 2 s feature window)."""
+    import torch
+    from transformers import Qwen2AudioConfig, Qwen2AudioForConditionalGeneration, Qwen2AudioProcessor, WhisperFeatureExtractor
+
+    tok = _tokenizer(("<|AUDIO|>", "<|audio_bos|>", "<|audio_eos|>"))
+    frames = AUDIO_CHUNK_S * AUDIO_RATE // 160
+    config = Qwen2AudioConfig(
+        audio_config=dict(num_mel_bins=80, encoder_layers=2, encoder_attention_heads=2, encoder_ffn_dim=64, d_model=32,
+                          max_source_positions=frames // 2),
+        text_config=dict(model_type="qwen2", **_text(tok)),
+        audio_token_id=tok.convert_tokens_to_ids("<|AUDIO|>"),
+    )
+    torch.manual_seed(0)
+    Qwen2AudioForConditionalGeneration(config).save_pretrained(path)
+    fe = WhisperFeatureExtractor(feature_size=80, sampling_rate=AUDIO_RATE, chunk_length=AUDIO_CHUNK_S)
+    Qwen2AudioProcessor(feature_extractor=fe, tokenizer=tok).save_pretrained(path)
+    return path
+
+
+def tone(path: Path, seconds: float = 1.0, rate: int = 22050, freq: float = 440.0, fmt: str = "WAV") -> Path:
+    """A sine tone with a louder burst in its second half, written with soundfile."""
+    import numpy as np
+    import soundfile as sf
+
+    t = np.arange(int(seconds * rate)) / rate
+    wave = 0.2 * np.sin(2 * math.pi * freq * t)
+    wave[len(t) // 2 :] *= 3
+    sf.write(str(path), wave.astype("float32"), rate, format=fmt)
+    return path
+
+
+def _vision_ids(tok) -> dict:
+    ids = tok.convert_tokens_to_ids
+    return dict(image_token_id=ids("<|image_pad|>"), video_token_id=ids("<|video_pad|>"),
+                vision_start_token_id=ids("<|vision_start|>"), vision_end_token_id=ids("<|vision_end|>"))
+
+
+def build_qwen2_vl(path: Path) -> Path:
+    """A tiny random Qwen2-VL checkpoint (2 decoder layers)."""
+    import torch
+    from transformers import Qwen2VLConfig, Qwen2VLForConditionalGeneration, Qwen2VLImageProcessor, Qwen2VLProcessor, Qwen2VLVideoProcessor
+
+    from qdebug.demo.build import MAX_PIXELS, MIN_PIXELS
+
+    tok = _tokenizer()
+    config = Qwen2VLConfig(
+        text_config=_text(tok, rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]}),
+        vision_config=dict(depth=2, embed_dim=32, hidden_size=64, num_heads=2, mlp_ratio=2, patch_size=14, spatial_merge_size=2,
+                           temporal_patch_size=2),
+        **_vision_ids(tok),
+    )
+    torch.manual_seed(0)
+    Qwen2VLForConditionalGeneration(config).save_pretrained(path)
+    Qwen2VLProcessor(image_processor=Qwen2VLImageProcessor(min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS), tokenizer=tok,
+                     video_processor=Qwen2VLVideoProcessor(), chat_template=tok.chat_template).save_pretrained(path)
+    return path
+
+
+def build_qwen2_5_vl(path: Path) -> Path:
+    """A tiny random Qwen2.5-VL checkpoint (windowed vision attention, 2 decoder layers)."""
+    import torch
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration, Qwen2_5_VLProcessor, Qwen2VLImageProcessor, Qwen2VLVideoProcessor
+
+    from qdebug.demo.build import MAX_PIXELS, MIN_PIXELS
+
+    tok = _tokenizer()
+    config = Qwen2_5_VLConfig(
+        text_config=_text(tok, rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]}),
+        vision_config=dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64, patch_size=14,
+                           spatial_merge_size=2, temporal_patch_size=2, window_size=56, fullatt_block_indexes=[1]),
+        **_vision_ids(tok),
+    )
+    torch.manual_seed(0)
+    Qwen2_5_VLForConditionalGeneration(config).save_pretrained(path)
+    Qwen2_5_VLProcessor(image_processor=Qwen2VLImageProcessor(min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS), tokenizer=tok,
+                        video_processor=Qwen2VLVideoProcessor(), chat_template=tok.chat_template).save_pretrained(path)
+    return path
+
+
+def _qwen3_processor(tok, path: Path) -> None:
+    from transformers import Qwen2VLImageProcessor, Qwen3VLProcessor
+    from transformers.models.qwen3_vl.video_processing_qwen3_vl import Qwen3VLVideoProcessor
+
+    image_processor = Qwen2VLImageProcessor(patch_size=16, merge_size=2, min_pixels=64 * 64, max_pixels=256 * 256)
+    Qwen3VLProcessor(image_processor=image_processor, tokenizer=tok, video_processor=Qwen3VLVideoProcessor(),
+                     chat_template=tok.chat_template).save_pretrained(path)
+
+
+QWEN3_ROPE = {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3], "mrope_interleaved": True}
+QWEN3_VISION = dict(depth=3, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64, patch_size=16,
+                    spatial_merge_size=2, temporal_patch_size=2, num_position_embeddings=64)
+
+
+def build_qwen3_vl(path: Path) -> Path:
+    """A tiny random Qwen3-VL checkpoint: 3 decoder layers, deepstack features from vision blocks 0 and 1."""
+    import torch
+    from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
+
+    tok = _tokenizer()
+    config = Qwen3VLConfig(
+        text_config=_text(tok, num_hidden_layers=3, head_dim=16, rope_parameters=QWEN3_ROPE),
+        vision_config=dict(QWEN3_VISION, deepstack_visual_indexes=[0, 1]),
+        **_vision_ids(tok),
+    )
+    torch.manual_seed(0)
+    Qwen3VLForConditionalGeneration(config).save_pretrained(path)
+    _qwen3_processor(tok, path)
+    return path
+
+
+def build_qwen3_5(path: Path) -> Path:
+    """A tiny random Qwen3.5 checkpoint: layers [linear, full, linear, full] (gated delta rule + softmax attention)."""
+    import torch
+    from transformers import Qwen3_5Config, Qwen3_5ForConditionalGeneration
+
+    tok = _tokenizer()
+    # Equal key/value head counts for the linear layers: the PyTorch fallback kernel can then run a head-first call.
+    text = _text(tok, num_hidden_layers=4, head_dim=16, rope_parameters=dict(QWEN3_ROPE, partial_rotary_factor=1.0),
+                 layer_types=["linear_attention", "full_attention", "linear_attention", "full_attention"],
+                 linear_key_head_dim=16, linear_value_head_dim=16, linear_num_key_heads=4, linear_num_value_heads=4,
+                 linear_conv_kernel_dim=4)
+    config = Qwen3_5Config(text_config=text, vision_config=dict(QWEN3_VISION), **_vision_ids(tok))
+    torch.manual_seed(0)
+    Qwen3_5ForConditionalGeneration(config).save_pretrained(path)
+    _qwen3_processor(tok, path)
+    return path
+
+
+BUILDERS = {
+    "qwen2_vl": build_qwen2_vl,
+    "qwen2_5_vl": build_qwen2_5_vl,
+    "qwen3_vl": build_qwen3_vl,
+    "qwen3_5": build_qwen3_5,
+    "qwen2_audio": build_qwen2_audio,
+}
