@@ -51,3 +51,13 @@ class IncompatibleTracesError(QDebugError):
     """Two traces do not describe the same request and model, so they cannot be compared."""
 
     exit_code = 5
+
+
+class ExportFormatError(InputError):
+    """An ONNX export directory, its manifest/mapping file or a graph in it is not usable."""
+
+
+class ExportMismatchError(QDebugError):
+    """An ONNX export does not fit the model it is compared with."""
+
+    exit_code = 5
