@@ -65,10 +65,15 @@ def explain_onnx(result, run) -> list[Finding]:
         out.append(Finding(kind="position_ids", severity="warning", stage="sync",
                            message="the prefill graph has no position_ids input: it computes positions itself, so MRoPE (t, h, w) ids cannot reach it"))
     if run.deepstack_model and not run.deepstack_fed and "logits" in run.exposed:
-        out.append(Finding(kind="deepstack", severity="error", stage=first.name if first else "layer.0",
+        seen = ""
+        if first is not None and first.top_tokens:
+            image = sum(1 for t in first.top_tokens if t["kind"] == "image")
+            seen = (f"; the first divergent stage is {first.name} ({_where(first)}: {image} of the {len(first.top_tokens)} most-moved tokens are image "
+                    "tokens, where deepstack adds). The additions follow a layer's output, so layer.0's own output is unchanged and layer.1 is "
+                    "the first layer output computed from them")
+        out.append(Finding(kind="deepstack", severity="error", stage=first.name if first else "layer.1",
                            message=f"the model's vision tower makes {run.deepstack_model} deepstack feature sets, added to the image rows' hidden states "
-                                   f"after decoder layers 0..{run.deepstack_model - 1}, but the prefill graph takes none"
-                                   + (f"; layer.0 is the first stage they change ({_where(layer0)})" if layer0 and layer0.verdict == "diverged" else "")))
+                                   f"after decoder layers 0..{run.deepstack_model - 1}, but the prefill graph takes none" + seen))
     if first is not None and first.name.startswith("layer.") and not out:
         prev = _before(result, first.name)
         given = f"its input ({prev.name}) agrees within tolerance" if prev is not None and prev.verdict == "ok" else "its input is not compared"
