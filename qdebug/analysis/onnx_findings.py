@@ -85,7 +85,9 @@ def explain_onnx(result, run) -> list[Finding]:
         out.append(Finding(kind="export_vision", severity="error", stage="encode",
                            message=f"the vision graph's rows differ from the reference encoder's ({_where(first)}); every later stage inherits it"))
     elif first is not None and first.name == "logits" and not out:
-        out.append(Finding(kind="export_head", severity="error", stage="logits",
-                           message=f"every exposed layer agrees but the logits do not ({_where(first)}): the export's final norm or lm_head differs"))
+        layers = [s for s in result.stages if s.name.startswith("layer.") and s.verdict == "ok"]
+        message = (f"every exposed layer agrees (up to {layers[-1].name}) but the logits do not ({_where(first)}): the export differs after it"
+                   if layers else f"the logits differ ({_where(first)}) and the export exposes no layer outputs: map layer.N outputs to find the layer")
+        out.append(Finding(kind="export_head", severity="error", stage="logits", message=message))
     result.findings.extend(out)
     return out

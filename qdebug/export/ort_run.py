@@ -164,7 +164,8 @@ def run_export(opened: OpenExport, loaded, inputs: dict) -> OnnxRun:
     if rows_all is not None and int(image_mask.sum()) == rows_all.shape[0]:
         embeds[image_mask] = rows_all.to(embeds.dtype)  # the merge a pipeline does between the two graphs
     elif rows_all is None and inputs.get("pixel_values") is not None:
-        embeds = adapter.merged_embeddings(model, {k: (v.to(loaded.device) if hasattr(v, "to") else v) for k, v in inputs.items()})[0].float().cpu()
+        with torch.no_grad():  # no vision graph: the export receives the reference's merged embeddings
+            embeds = adapter.merged_embeddings(model, {k: (v.to(loaded.device) if hasattr(v, "to") else v) for k, v in inputs.items()})[0].float().cpu()
     tensors["sync.embeds"] = embeds
 
     position_input, position_shape, deepstack_fed, dtype = "none", None, False, "float32"
