@@ -40,11 +40,13 @@ class OnnxRun:
     provider: str
 
 
-def _session(path, providers):
+def _session(path, providers, threads: int | None = None):
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
+    if threads:
+        opts.intra_op_num_threads = threads
     try:
         return ort.InferenceSession(str(path), sess_options=opts, providers=providers)
     except Exception as exc:  # onnxruntime raises its own types for unreadable or invalid models
@@ -52,7 +54,7 @@ def _session(path, providers):
         raise ExportFormatError(f"{path}: not a loadable ONNX model ({first[:200]}); expected an ONNX graph") from None
 
 
-def open_export(manifest: Manifest, loaded, device: str) -> OpenExport:
+def open_export(manifest: Manifest, loaded, device: str, threads: int | None = None) -> OpenExport:
     """Load the graphs (CUDA provider when the model runs on CUDA and onnxruntime has it) and check the mapping and
     the model: ExportFormatError for a graph that is not what the manifest says, ExportMismatchError for another model."""
     import onnxruntime as ort
@@ -65,7 +67,7 @@ def open_export(manifest: Manifest, loaded, device: str) -> OpenExport:
         path = manifest.file(name)
         if not path.is_file():
             raise ExportFormatError(f"{manifest.path}: graphs.{name}.file {spec.file!r} not found next to it; expected an ONNX file")
-        sess = _session(path, providers)
+        sess = _session(path, providers, threads)
         ins = {i.name: (i.type, i.shape) for i in sess.get_inputs()}
         outs = {o.name: (o.type, o.shape) for o in sess.get_outputs()}
         for role, tensor in spec.inputs.items():
