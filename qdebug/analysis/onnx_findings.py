@@ -77,7 +77,7 @@ def explain_onnx(result, run) -> list[Finding]:
     if first is not None and first.name.startswith("layer.") and not out:
         prev = _before(result, first.name)
         given = f"its input ({prev.name}) agrees within tolerance" if prev is not None and prev.verdict == "ok" else "its input is not compared"
-        out.append(Finding(kind="export_layer", severity="error", stage=first.name,
+        out.append(Finding(kind="export_layer", severity="error", stage=first.name, layer=int(first.name.split(".")[1]),
                            message=f"{first.name} is the first stage the export computes differently: {given} and its output does not ({_where(first)}, "
                                    f"cosine {first.cosine:.4f}); the cause is inside decoder layer {first.name.split('.')[1]} of the export "
                                    "(its weights — e.g. one written transposed — or its attention/MLP/norm ops)"))
@@ -89,5 +89,28 @@ def explain_onnx(result, run) -> list[Finding]:
         message = (f"every exposed layer agrees (up to {layers[-1].name}) but the logits do not ({_where(first)}): the export differs after it"
                    if layers else f"the logits differ ({_where(first)}) and the export exposes no layer outputs: map layer.N outputs to find the layer")
         out.append(Finding(kind="export_head", severity="error", stage="logits", message=message))
+    result.findings.extend(out)
+    return out
+
+
+def explain_weights(result, layer: int, layouts: list[dict]) -> list[Finding]:
+    """Findings from where decoder layer `layer`'s weights sit in the export (qdebug.export.weights), appended to the result."""
+    out: list[Finding] = []
+    stage = f"layer.{layer}"
+    for w in layouts:
+        usual = max(w["others"], key=w["others"].get) if w["others"] else None
+        name = f"decoder layer {layer}'s {w['name']}"
+        if w["layout"] == "rearranged":
+            out.append(Finding(kind="export_weight", severity="error", stage=stage, layer=layer,
+                               message=f"{name}: the export holds the reference's values only in another order (the same numbers, neither as W nor as Wᵀ): a transposed or reshaped write"))
+        elif w["layout"] == "absent":
+            out.append(Finding(kind="export_weight", severity="error", stage=stage, layer=layer,
+                               message=f"{name}: its values appear nowhere in the export (neither as W, Wᵀ nor rearranged): another weight was written"))
+        elif usual in ("W", "Wᵀ") and w["layout"] != usual:
+            out.append(Finding(kind="export_weight", severity="error", stage=stage, layer=layer,
+                               message=f"{name} is stored as {w['layout']} while the same weight of the other {w['others'][usual]} layer(s) is stored as {usual}: it was written transposed"))
+    if layouts and not out:
+        out.append(Finding(kind="export_weight", severity="info", stage=stage, layer=layer,
+                           message=f"every weight matrix of decoder layer {layer} is in the export as in the other layers; the difference is in its ops"))
     result.findings.extend(out)
     return out

@@ -46,5 +46,12 @@ def run_onnx_diff(args, models: dict | None = None):
                              b_label=f"B ONNX {manifest.root} ({run.provider})")
         mark_unexposed(result, run.exposed)
         explain_onnx(result, run)
+        fd = result.first_divergence
+        if fd is not None and fd.name.startswith("layer.") and "prefill" in manifest.graphs:
+            from qdebug.analysis.onnx_findings import explain_weights
+            from qdebug.export.weights import layer_weight_layouts
+
+            layer = int(fd.name.split(".")[1])
+            explain_weights(result, layer, layer_weight_layouts(manifest.file("prefill"), loaded, layer))
         results.append((order, result, reference, exported))
     return results

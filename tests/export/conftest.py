@@ -39,6 +39,12 @@ def transposed_export(plain_demo, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def transposed_square_export(plain_demo, tmp_path_factory):
+    """Layer 1's first square attention weight (q_proj, 128 × 128) written transposed."""
+    return _export(plain_demo, tmp_path_factory.mktemp("onnx") / "transposed-square", ["transpose-weight:layer.1.attn"])
+
+
+@pytest.fixture(scope="session")
 def text_positions_export(plain_demo, tmp_path_factory):
     """Position ids exported as 1-D text positions."""
     return _export(plain_demo, tmp_path_factory.mktemp("onnx") / "text-positions", ["mrope-text-only"])

@@ -66,6 +66,18 @@ def test_transposed_mlp_weight_parts_at_its_layer(transposed_export):
     assert all(verdicts[n] == "diverged" for n in ("layer.2", "layer.3", "logits"))
     finding = next(f for f in data["findings"] if f["kind"] == "export_layer")
     assert finding["stage"] == "layer.2" and "its input (layer.1) agrees" in finding["message"]
+    # the demo's MLP has no square weight (128 ↔ 256): the export holds gate_proj's numbers in another order
+    weights = [f for f in data["findings"] if f["kind"] == "export_weight"]
+    assert [(f["layer"], f["severity"]) for f in weights] == [(2, "error")]
+    assert "mlp.gate_proj.weight" in weights[0]["message"] and "another order" in weights[0]["message"]
+
+
+def test_transposed_square_weight_parts_at_its_layer_and_is_named(transposed_square_export):
+    result, data = _diff(transposed_square_export)
+    assert result.exit_code == 1 and data["first_divergence"]["stage"] == "layer.1"
+    weights = [f for f in data["findings"] if f["kind"] == "export_weight"]
+    assert len(weights) == 1 and weights[0]["layer"] == 1
+    assert "self_attn.q_proj.weight is stored as W while the same weight of the other 3 layer(s) is stored as Wᵀ" in weights[0]["message"]
 
 
 def test_text_positions_part_at_sync_and_say_why(text_positions_export):
