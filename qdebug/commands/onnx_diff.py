@@ -19,6 +19,8 @@ def run_onnx_diff(args, models: dict | None = None):
 
     if args.vary != "none" or args.inject or args.a_dtype or args.b_dtype:
         raise InputError("--onnx compares the export with the PyTorch reference; expected no --vary, --inject, --a-dtype or --b-dtype with it")
+    if args.dtype not in ("auto", "float32"):
+        raise InputError(f"--dtype {args.dtype}: --onnx compares a float32 export with the float32 reference; expected auto or float32")
     if is_trace_file(args.first) or is_trace_file(args.second):
         raise InputError("--onnx runs a request: expected IMAGE PROMPT, not saved traces")
     manifest = find_manifest(args.onnx)  # refuse a bad export before loading any model
@@ -43,7 +45,7 @@ def run_onnx_diff(args, models: dict | None = None):
         run = run_export(opened, loaded, prepared.inputs)
         exported = onnx_trace(reference, run, loaded.processor.tokenizer, str(manifest.root))
         result = diff_traces(reference, exported, atol=atol, rtol=rtol, a_label=f"A PyTorch {loaded.device}",
-                             b_label=f"B ONNX {manifest.root} ({run.provider})")
+                             b_label=f"B ONNX {manifest.root.resolve().name} ({run.provider.removesuffix('ExecutionProvider')})")
         mark_unexposed(result, run.exposed)
         explain_onnx(result, run)
         fd = result.first_divergence

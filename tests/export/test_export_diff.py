@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from typer.testing import CliRunner
 
 from qdebug.cli import app
@@ -47,7 +49,7 @@ def test_clean_export_agrees_at_every_stage(clean_export):
     step = data["steps"][0]
     assert step["agree"] and step["a_token"] == step["b_token"] and step["topk_overlap"] == 1.0
     assert [r["token_id"] for r in step["a_topk"]] == [r["token_id"] for r in step["b_topk"]]
-    assert "onnxruntime" not in data["a"]["label"] and "CPUExecutionProvider" in data["b"]["label"]
+    assert data["a"]["label"] == "A PyTorch cpu" and data["b"]["label"] == f"B ONNX {clean_export[0].name} (CPU)"
 
 
 def test_report_shows_stages_and_first_token_side_by_side(clean_export):
@@ -102,3 +104,13 @@ def test_dropped_deepstack_parts_where_the_additions_show(qwen3_dir, qwen3_no_de
     finding = next(f for f in data["findings"] if f["kind"] == "deepstack")
     assert "takes none" in finding["message"] and "layer.1 is the first layer output computed from them" in finding["message"]
     assert result.exit_code == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA device")
+def test_reference_on_cuda_agrees_with_the_export(clean_export):
+    result, data = _diff(clean_export[0], "--device", "cuda")
+    assert data is not None, result.output
+    assert data["a"]["label"] == "A PyTorch cuda"
+    assert data["steps"][0]["agree"]
+    assert all(s["cosine"] > 0.9999 for s in data["stages"][1:]), data["stages"]

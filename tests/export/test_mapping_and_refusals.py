@@ -86,6 +86,7 @@ def test_export_of_another_model_is_refused(clean_export, qwen3_no_deepstack, tm
 
 def test_onnx_with_other_comparisons_is_refused(clean_export):
     _refused(["diff", IMAGE, PROMPT, "--onnx", str(clean_export[0]), "--vary", "dtype"], 2, "--onnx compares the export")
+    _refused(["diff", IMAGE, PROMPT, "--onnx", str(clean_export[0]), "--dtype", "bfloat16"], 2, "--dtype bfloat16")
 
 
 def test_export_refuses_bad_options_and_leaves_nothing(tmp_path):
