@@ -203,6 +203,8 @@ def export_onnx(
     for name, graph in manifest.graphs.items():
         status.print(f"wrote {out / graph.file}: {name} ({len(graph.inputs)} inputs, {len(graph.outputs)} stage outputs)")
     status.print(f"wrote {manifest.path} (opset {manifest.extra.get('opset')}) in {seconds:.1f} s")
+    for name, reason in manifest.extra.get("not_exported", {}).items():
+        status.print(f"not exported: the {name} graph ({reason}); `diff --onnx` compares the other graph only")
 
 
 @app.command()
