@@ -181,6 +181,10 @@ def diff(
         for order_label, result, _, _ in results:
             for renderable in diff_renderables(order_label, result):
                 report.print(renderable)
+            if onnx is not None:
+                from qdebug.render.onnx_report import first_token_table
+
+                report.print(first_token_table(result))
     if any(r.first_divergence is not None or r.a_text != r.b_text for _, r, _, _ in results):
         raise typer.Exit(1)
 

@@ -47,9 +47,10 @@ def run_onnx_diff(args, models: dict | None = None):
         result = diff_traces(reference, exported, atol=atol, rtol=rtol, a_label=f"A PyTorch {loaded.device}",
                              b_label=f"B ONNX {manifest.root.resolve().name} ({run.provider.removesuffix('ExecutionProvider')})")
         mark_unexposed(result, run.exposed)
-        explain_onnx(result, run)
+        explained = explain_onnx(result, run)
         fd = result.first_divergence
-        if fd is not None and fd.name.startswith("layer.") and "prefill" in manifest.graphs:
+        inputs_explain = any(f.kind in ("deepstack", "position_ids") for f in explained)  # the graph's inputs already say why
+        if fd is not None and fd.name.startswith("layer.") and "prefill" in manifest.graphs and not inputs_explain:
             from qdebug.analysis.onnx_findings import explain_weights
             from qdebug.export.weights import layer_weight_layouts
 

@@ -55,7 +55,7 @@ def test_clean_export_agrees_at_every_stage(clean_export):
 def test_report_shows_stages_and_first_token_side_by_side(clean_export):
     result = runner.invoke(app, ["diff", IMAGE, PROMPT, "--onnx", str(clean_export[0])])
     assert result.exit_code == 0
-    for text in ("no stage beyond tolerance", "layer.3", "A top-k", "B top-k", "ONNX"):
+    for text in ("no stage beyond tolerance", "layer.3", "A top-k", "B top-k", "ONNX", "first token after prefill: top-k side by side"):
         assert text in result.stdout
 
 
@@ -103,6 +103,7 @@ def test_dropped_deepstack_parts_where_the_additions_show(qwen3_dir, qwen3_no_de
     assert data["first_divergence"]["stage"] == "layer.1" and data["first_divergence"]["token_kind"] == "image"
     finding = next(f for f in data["findings"] if f["kind"] == "deepstack")
     assert "takes none" in finding["message"] and "layer.1 is the first layer output computed from them" in finding["message"]
+    assert not [f for f in data["findings"] if f["kind"] in ("export_weight", "export_layer")]  # the graph's inputs say why
     assert result.exit_code == 1
 
 
