@@ -49,8 +49,10 @@ def parse_injects(values: list[str] | None, n_layers: int, deepstack: int) -> In
 
 def _target(layer_module, part: str):
     """The weight a transpose preset writes wrong: the first square one in the block, else the first one."""
+    import torch
+
     block = layer_module.mlp if part == "mlp" else layer_module.self_attn
-    linears = [(n, m) for n, m in block.named_children() if isinstance(getattr(m, "weight", None), __import__("torch").Tensor) and m.weight.ndim == 2]
+    linears = [(n, m) for n, m in block.named_children() if isinstance(getattr(m, "weight", None), torch.Tensor) and m.weight.ndim == 2]
     square = [(n, m) for n, m in linears if m.weight.shape[0] == m.weight.shape[1]]
     return (square or linears)[0]
 
