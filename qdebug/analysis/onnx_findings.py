@@ -69,8 +69,10 @@ def explain_onnx(result, run) -> list[Finding]:
         if first is not None and first.top_tokens:
             image = sum(1 for t in first.top_tokens if t["kind"] == "image")
             seen = (f"; the first divergent stage is {first.name} ({_where(first)}: {image} of the {len(first.top_tokens)} most-moved tokens are image "
-                    "tokens, where deepstack adds). The additions follow a layer's output, so layer.0's own output is unchanged and layer.1 is "
-                    "the first layer output computed from them")
+                    "tokens, where deepstack adds)")
+            if first.name == "layer.1" and layer0 is not None and layer0.verdict == "ok":
+                seen += (". The additions follow a layer's output, so layer.0's own output is unchanged and layer.1 is the first layer "
+                         "output computed from them")
         out.append(Finding(kind="deepstack", severity="error", stage=first.name if first else "layer.1",
                            message=f"the model's vision tower makes {run.deepstack_model} deepstack feature sets, added to the image rows' hidden states "
                                    f"after decoder layers 0..{run.deepstack_model - 1}, but the prefill graph takes none" + seen))

@@ -3,6 +3,7 @@
 import json
 
 import pytest
+import torch
 
 from typer.testing import CliRunner
 
@@ -72,6 +73,18 @@ def test_transposed_mlp_weight_parts_at_its_layer(transposed_export):
     weights = [f for f in data["findings"] if f["kind"] == "export_weight"]
     assert [(f["layer"], f["severity"]) for f in weights] == [(2, "error")]
     assert "mlp.gate_proj.weight" in weights[0]["message"] and "another order" in weights[0]["message"]
+
+
+def test_export_leaves_the_model_as_it_was(plain_demo, transposed_export):
+    """The preset breaks the export only: the loaded model's weights are restored after exporting."""
+    from safetensors.torch import load_file
+
+    from qdebug.model.load import DEMO_DIR
+
+    saved = load_file(str(DEMO_DIR / "model.safetensors"))
+    name = next(k for k in saved if k.endswith("layers.2.mlp.gate_proj.weight"))
+    live = plain_demo.adapter.decoder_layers(plain_demo.model)[2].mlp.gate_proj.weight
+    assert torch.equal(live.detach(), saved[name])
 
 
 def test_transposed_square_weight_parts_at_its_layer_and_is_named(transposed_square_export):

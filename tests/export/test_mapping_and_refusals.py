@@ -100,3 +100,40 @@ def test_export_refuses_bad_options_and_leaves_nothing(tmp_path):
         _refused(["export", "onnx", "--out", str(tmp_path / "new"), "--inject", inject], 2, expect)
         assert not (tmp_path / "new").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]  # no temporary directory left behind
+
+
+def test_unexportable_vision_graph_leaves_the_prefill_to_compare(tmp_path):
+    """Qwen2.5-VL's windowed vision attention does not trace: the export says so and the prefill graph is still compared."""
+    import torch
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration, Qwen2_5_VLProcessor, Qwen2VLImageProcessor, Qwen2VLVideoProcessor
+
+    from qdebug.demo.build import MAX_PIXELS, MIN_PIXELS
+    from qdebug.demo.vocab import build_tokenizer
+
+    tok = build_tokenizer()
+    ids = tok.convert_tokens_to_ids
+    config = Qwen2_5_VLConfig(
+        text_config=dict(vocab_size=80, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]},
+                         bos_token_id=ids("<|endoftext|>"), eos_token_id=ids("<|im_end|>"), pad_token_id=ids("<|endoftext|>")),
+        vision_config=dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64, patch_size=14,
+                           spatial_merge_size=2, temporal_patch_size=2, window_size=56, fullatt_block_indexes=[1]),
+        image_token_id=ids("<|image_pad|>"), video_token_id=ids("<|video_pad|>"),
+        vision_start_token_id=ids("<|vision_start|>"), vision_end_token_id=ids("<|vision_end|>"),
+    )
+    torch.manual_seed(0)
+    model_dir = tmp_path / "qwen25"
+    Qwen2_5_VLForConditionalGeneration(config).save_pretrained(model_dir)
+    Qwen2_5_VLProcessor(image_processor=Qwen2VLImageProcessor(min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS), tokenizer=tok,
+                        video_processor=Qwen2VLVideoProcessor(), chat_template=tok.chat_template).save_pretrained(model_dir)
+    out = tmp_path / "export"
+    done = runner.invoke(app, ["export", "onnx", "--model", str(model_dir), "--out", str(out)])
+    assert done.exit_code == 0, done.output
+    assert "not exported: the vision graph" in done.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["prefill.onnx", "qdebug-onnx.json"]
+    manifest = json.loads((out / "qdebug-onnx.json").read_text())
+    assert list(manifest["graphs"]) == ["prefill"] and "vision" in manifest["not_exported"]
+    result = runner.invoke(app, ["diff", IMAGE, PROMPT, "--onnx", str(out), "--model", str(model_dir), "--json", "-"])
+    assert result.exit_code == 0, result.output
+    verdicts = {s["name"]: s["verdict"] for s in json.loads(result.stdout)["stages"]}
+    assert verdicts["encode"] == "missing" and verdicts["layer.1"] == "ok" and verdicts["logits"] == "ok"
