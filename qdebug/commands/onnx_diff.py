@@ -8,14 +8,12 @@ def run_onnx_diff(args, models: dict | None = None):
     from qdebug.analysis.diff import diff_traces
     from qdebug.analysis.onnx_findings import ONNX_TOLERANCE, explain_onnx, mark_unexposed
     from qdebug.commands.common import quiet_transformers
-    from qdebug.commands.diff import _requests
+    from qdebug.commands.diff import _requests, is_trace_file
+    from qdebug.errors import InputError
     from qdebug.export.as_trace import onnx_trace
     from qdebug.export.manifest import find_manifest
     from qdebug.export.ort_run import open_export, run_export
     from qdebug.trace.runner import CaptureOptions, prepare, trace_request
-
-    from qdebug.commands.diff import is_trace_file
-    from qdebug.errors import InputError
 
     if args.vary != "none" or args.inject or args.a_dtype or args.b_dtype:
         raise InputError("--onnx compares the export with the PyTorch reference; expected no --vary, --inject, --a-dtype or --b-dtype with it")
