@@ -21,6 +21,8 @@ app = typer.Typer(
 )
 demo_app = typer.Typer(help="The built-in demo Qwen2-VL model (trained on procedural scenes).", no_args_is_help=True)
 app.add_typer(demo_app, name="demo")
+export_app = typer.Typer(help="Export the model (ONNX) for `qdebug diff --onnx`.", no_args_is_help=True)
+app.add_typer(export_app, name="export")
 
 ModelOpt = Annotated[str, typer.Option("--model", "-m", help="`demo`, a local HF checkpoint directory, or a hub id in the local HF cache.")]
 DeviceOpt = Annotated[str, typer.Option("--device", help="auto | cpu | cuda | cuda:N (auto = CUDA when present).")]
@@ -184,6 +186,7 @@ def diff(
     png: Annotated[Optional[Path], typer.Option("--png", help="Write the per-stage divergence plot to this PNG.")] = None,
     json_out: Annotated[Optional[str], typer.Option("--json", help="Write the comparison as JSON to PATH, or `-` for stdout.")] = None,
     more_images: Annotated[Optional[list[str]], typer.Option("--image", help="Another image for the same request (repeatable).")] = None,
+    onnx: Annotated[Optional[str], typer.Option("--onnx", help="B = this ONNX export (a `qdebug export onnx` directory or a mapping file) in onnxruntime; A = PyTorch.")] = None,
 ) -> None:
     """Find the first stage where two runs that should agree part (two input paths, dtypes, kernels, devices, or two saved traces)."""
     from qdebug.commands.common import consoles, emit_json, progress
@@ -191,7 +194,7 @@ def diff(
     from qdebug.outputs import OutputPlan
 
     args = DiffArgs(first, second, vary, order, inject, model, device, dtype, kernel, a_dtype, b_dtype, max_new_tokens, atol, rtol,
-                    images=list(more_images or []))
+                    images=list(more_images or []), onnx=onnx)
     plan = OutputPlan({"--png": png, "--json": json_out}).check()
     report, status = consoles(json_to_stdout=json_out == "-")
     with progress(status, "running both sides…"):
@@ -212,8 +215,34 @@ def diff(
                 report.print(renderable)
             for renderable in heatmap_panels(trace_a, trace_b, (result.a_label, result.b_label)):
                 report.print(renderable)
+            if onnx is not None:
+                from qdebug.render.onnx_report import first_token_table
+
+                report.print(first_token_table(result))
     if any(r.first_divergence is not None or r.a_text != r.b_text for _, r, _, _ in results):
         raise typer.Exit(1)
+
+
+@export_app.command("onnx")
+@friendly
+def export_onnx(
+    out: Annotated[Path, typer.Option("--out", help="New (or empty) directory for vision.onnx, prefill.onnx and qdebug-onnx.json.")],
+    model: ModelOpt = "demo",
+    inject: Annotated[Optional[list[str]], typer.Option("--inject", help="Break the export on purpose (repeatable): transpose-weight:layer.L.mlp | transpose-weight:layer.L.attn | mrope-text-only | drop-deepstack.")] = None,
+    opset: Annotated[Optional[int], typer.Option("--opset", min=18, help="ONNX opset (default: the exporter's).")] = None,
+) -> None:
+    """Export the model as ONNX the way real exports are split: vision encoder + language-model prefill (every layer's output exposed)."""
+    from qdebug.commands.common import consoles, progress
+    from qdebug.commands.export import run_export_onnx
+
+    status = consoles(json_to_stdout=False)[1]
+    with progress(status, f"exporting {model}…"):
+        manifest, seconds = run_export_onnx(model, out, inject, opset)
+    for name, graph in manifest.graphs.items():
+        status.print(f"wrote {out / graph.file}: {name} ({len(graph.inputs)} inputs, {len(graph.outputs)} stage outputs)")
+    status.print(f"wrote {manifest.path} (opset {manifest.extra.get('opset')}) in {seconds:.1f} s")
+    for name, reason in manifest.extra.get("not_exported", {}).items():
+        status.print(f"not exported: the {name} graph ({reason}); `diff --onnx` compares the other graph only")
 
 
 @app.command()

@@ -63,3 +63,12 @@ class Interrupted(QDebugError):
     def __init__(self, message: str, exit_code: int = 130):
         super().__init__(message)
         self.exit_code = exit_code
+
+class ExportFormatError(InputError):
+    """An ONNX export directory, its manifest/mapping file or a graph in it is not usable."""
+
+
+class ExportMismatchError(QDebugError):
+    """An ONNX export does not fit the model it is compared with."""
+
+    exit_code = 5

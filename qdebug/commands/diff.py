@@ -42,6 +42,7 @@ class DiffArgs:
     atol: float | None = None
     rtol: float | None = None
     images: list[str] = field(default_factory=list)  # more images of the same request, after `first`
+    onnx: str | None = None  # an export directory (or mapping file): B is that export in onnxruntime
 
 
 def is_trace_file(path: str) -> bool:
@@ -152,6 +153,10 @@ def run_diff(args: DiffArgs, models: dict | None = None):
     from qdebug.commands.common import loading, quiet_transformers
     from qdebug.trace.schema import load_trace
 
+    if args.onnx is not None:
+        from qdebug.commands.onnx_diff import run_onnx_diff
+
+        return run_onnx_diff(args, models)
     if is_trace_file(args.first) or is_trace_file(args.second):
         a, b = load_trace(args.first), load_trace(args.second)
         return [("traces", diff_traces(a, b, atol=args.atol, rtol=args.rtol, a_label=args.first, b_label=args.second), a, b)]
