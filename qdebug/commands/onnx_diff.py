@@ -39,7 +39,7 @@ def run_onnx_diff(args, models: dict | None = None):
     for order, request in requests:
         request.max_new_tokens = 1  # the export is a prefill graph: its first token is what both can say
         prepared = prepare(loaded, request)
-        reference = trace_request(loaded, request, CaptureOptions(attn_layers=set()), prepared=prepared)
+        reference = trace_request(loaded, request, CaptureOptions(attn_layers=set(), keep_hidden=True), prepared=prepared)  # every row: the diff names the first that parts
         run = run_export(opened, loaded, prepared.inputs)
         exported = onnx_trace(reference, run, loaded.processor.tokenizer, str(manifest.root))
         result = diff_traces(reference, exported, atol=atol, rtol=rtol, a_label=f"A PyTorch {loaded.device}",

@@ -63,8 +63,10 @@ def count_parameters(path, adapter) -> int:
     from transformers import AutoConfig
 
     config = AutoConfig.from_pretrained(path, local_files_only=True)
+    cls = adapter.model_class()
+    build = getattr(cls, "from_config", None) or cls._from_config  # Auto classes vs a concrete model class
     with torch.device("meta"):
-        model = adapter.model_class().from_config(config)
+        model = build(config)
     return sum(p.numel() for p in model.parameters())
 
 
