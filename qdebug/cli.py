@@ -168,9 +168,9 @@ def diff(
     with progress(status, "running both sides…"):
         results = run_diff(args)
     if png is not None:
-        from qdebug.render.plots import diff_png
+        from qdebug.commands.diff import write_diff_png
 
-        diff_png(results[0][1], png)
+        write_diff_png(results, png)
     emit_json(diff_json(results), json_out)
     if json_out != "-" or report.is_terminal:
         from qdebug.render.diff_report import diff_renderables
