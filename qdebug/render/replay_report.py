@@ -28,7 +28,11 @@ def _short(text: str | None, width: int = 36) -> str:
 
 def requests_table(report) -> Table:
     """One row per request: id, image, reference, replayed, observed, verdict, donor, offsets."""
-    table = Table(title=f"{report.kind}: {report.source}" + (f" · mode {report.mode} · inject {report.inject} · seed {report.seed}" if report.mode else ""))
+    if getattr(report, "endpoint", None):
+        title = f"{report.kind}: {report.source} · endpoint {report.endpoint} · {report.repeats} burst(s) (replayed = first burst)"
+    else:
+        title = f"{report.kind}: {report.source}" + (f" · mode {report.mode} · inject {report.inject} · seed {report.seed}" if report.mode else "")
+    table = Table(title=title)
     replayed = report.kind == "capture"
     columns = ["id", "image", "reference", "replayed", "observed"] if replayed else ["id"]
     for col in columns:
@@ -58,6 +62,8 @@ def matrix_table(report, limit: int = 24) -> Table | Text:
         return Text("no contamination matrix (no request was re-executed)", style="dim")
     title = ("contamination: stream (row) vs isolated encoder rows (column), cosine" if report.kind == "capture"
              else "contamination from the log: whose buffer rows reached each request's stream (1 = yes)")
+    if getattr(report, "endpoint", None):
+        title = "answers: share of bursts in which request (row) answered what column answered alone"
     table = Table(title=title, show_lines=False)
     table.add_column("stream \\ rows of")
     for d in ids:
