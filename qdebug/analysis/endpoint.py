@@ -28,20 +28,25 @@ def similarity(a: str, b: str) -> float:
     return SequenceMatcher(None, a.split(), b.split(), autojunk=False).ratio()
 
 
-def judge(answer: str, own: str, others: dict[str, str]) -> tuple[str, str | None]:
-    """(verdict, donor) of one answer given its own reference and the other requests' references."""
+def judge(answer: str, own: str, others: dict[str, str]) -> tuple[str, list[str]]:
+    """(verdict, donor candidates) of one answer given its own reference and the other requests' references.
+
+    Several candidates mean several requests answer alike in isolation: the answer is someone else's, but
+    whose cannot be told from the text alone.
+    """
     if answer.strip() == own.strip():
-        return "ok", None
+        return "ok", []
     exact = [rid for rid, text in others.items() if text is not None and answer.strip() == text.strip()]
     if exact:
-        return "contaminated", exact[0]
+        return "contaminated", exact
     mine = similarity(answer, own)
-    scored = [(similarity(answer, text), rid) for rid, text in others.items() if text is not None]
+    scored = sorted(((similarity(answer, text), rid) for rid, text in others.items() if text is not None), reverse=True)
     if scored:
-        best, donor = max(scored)
-        if best >= CLOSE and best - mine >= MARGIN:
-            return "contaminated", donor
-    return "diverged", None
+        best, donor = scored[0]
+        unique = len(scored) == 1 or best - scored[1][0] > 1e-9
+        if unique and best >= CLOSE and best - mine >= MARGIN:
+            return "contaminated", [donor]
+    return "diverged", []
 
 
 def first_token_shift(ref: dict | None, got: dict | None) -> tuple[float | None, float | None]:
@@ -89,6 +94,7 @@ def report_from_endpoint(batch: Batch, run: EndpointRun, local: dict | None = No
         out.reference = ref.text
         answers = [burst.get(rid) for burst in run.bursts]
         out.burst_answers = [a.text if a is not None and a.error is None else None for a in answers]
+        out.burst_donors = []
         verdicts, donors, errors = [], [], []
         others = {k: v for k, v in refs.items() if k != rid}
         for a in answers:
@@ -100,12 +106,13 @@ def report_from_endpoint(batch: Batch, run: EndpointRun, local: dict | None = No
                 verdicts.append("error")
                 errors.append(a.error)
                 continue
-            verdict, donor = judge(a.text, ref.text, others)
+            verdict, candidates = judge(a.text, ref.text, others)
             verdicts.append(verdict)
-            if donor is not None:
-                donors.append(donor)
-                matches[rid][donor] += 1
-            elif verdict == "ok":
+            out.burst_donors.append(candidates)
+            donors.extend(candidates)
+            for d in candidates:
+                matches[rid][d] += 1
+            if verdict == "ok":
                 matches[rid][rid] += 1
         out.burst_verdicts = verdicts
         out.replayed = out.burst_answers[0] if out.burst_answers else None
@@ -115,11 +122,16 @@ def report_from_endpoint(batch: Batch, run: EndpointRun, local: dict | None = No
         contaminated_runs += verdicts.count("contaminated")
         error_runs += verdicts.count("error")
         if donors:
-            out.verdict, out.donor = "contaminated", Counter(donors).most_common(1)[0][0]
+            out.verdict = "contaminated"
+            ranked = Counter(donors).most_common()
+            if len(ranked) == 1 or ranked[0][1] > ranked[1][1]:
+                out.donor = ranked[0][0]
+            named = out.donor or " or ".join(sorted(d for d, n in ranked if n == ranked[0][1]))
+            hits = verdicts.count("contaminated")
             findings.append(Finding(
                 "contamination", "error",
-                f"request {rid} answered {donors.count(out.donor)}/{len(verdicts)} burst(s) with request {out.donor}'s isolated answer "
-                f"{refs[out.donor]!r}; its own is {ref.text!r}", request_id=rid, donor=out.donor,
+                f"request {rid} answered {hits}/{len(verdicts)} burst(s) with another request's isolated answer ({named}: "
+                f"{refs[ranked[0][0]]!r}); its own is {ref.text!r}", request_id=rid, donor=out.donor,
             ))
         elif "diverged" in verdicts:
             out.verdict = "diverged"
@@ -165,10 +177,11 @@ def _against_local(out: RequestOutcome, local: dict, rid: str, findings: list[Fi
     out.local_reference = truth
     if truth is None or out.reference is None or out.reference.strip() == truth.strip():
         return
-    verdict, donor = judge(out.reference, truth, {k: v for k, v in local.items() if k != rid})
+    verdict, candidates = judge(out.reference, truth, {k: v for k, v in local.items() if k != rid})
+    donor = candidates[0] if len(candidates) == 1 else None
     if verdict == "contaminated":
         findings.append(Finding("server_mismatch", "error",
-                                f"request {rid}: the server's isolated answer {out.reference!r} is request {donor}'s answer under the local model; "
+                                f"request {rid}: the server's isolated answer {out.reference!r} is request {' or '.join(candidates)}'s answer under the local model; "
                                 f"the model says {truth!r}", request_id=rid, donor=donor))
         if out.verdict in ("ok", "diverged"):
             out.verdict, out.donor = "contaminated", donor

@@ -40,6 +40,7 @@ class RequestOutcome:
     injected: list = field(default_factory=list)  # what an injected fault said about itself (labels, not evidence)
     burst_answers: list | None = None  # endpoint replays: the server's answer in each burst run
     burst_verdicts: list | None = None  # endpoint replays: the verdict of each burst run
+    burst_donors: list | None = None  # endpoint replays: per burst, whose isolated answer it equalled (several: ambiguous)
     local_reference: str | None = None  # endpoint replays with --model: the local model's isolated answer
 
     def to_json(self) -> dict:
