@@ -100,7 +100,7 @@ def report_from_endpoint(batch: Batch, run: EndpointRun, local: dict | None = No
         for a in answers:
             if a is None:
                 verdicts.append("error")
-                errors.append("interrupted before it ran")
+                errors.append("interrupted before it answered")
                 continue
             if a.error is not None:
                 verdicts.append("error")

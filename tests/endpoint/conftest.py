@@ -54,7 +54,7 @@ class Server:
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
-                self.proc.wait(20)
+                self.proc.wait(5)  # uvicorn waits for in-flight requests; a hanging one never ends
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)

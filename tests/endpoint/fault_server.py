@@ -51,6 +51,7 @@ async def chat(request: Request):
             return JSONResponse({"error": {"message": f"invalid key {request.headers.get('authorization')}"}}, status_code=401)
         return reply(body)
     served["n"] += 1
+    print(f"request {served['n']}", flush=True)  # tests wait on this log
     if served["n"] <= opts.healthy:
         return reply(body)
     odd = "?" in json.dumps(body.get("messages"))  # questions fail, statements pass

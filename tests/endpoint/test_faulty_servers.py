@@ -104,3 +104,36 @@ def test_the_api_key_is_sent_but_never_shown_or_written(tmp_path):
         assert key not in text  # ...with the key redacted even where the server echoed it
     with zipfile.ZipFile(saved) as zf:
         assert all(key.encode() not in zf.read(name) for name in zf.namelist())
+
+
+def test_ctrl_c_stops_and_reports_what_finished(tmp_path):
+    import signal
+    import subprocess
+    import time
+
+    capture = small_capture(tmp_path, 4)
+    odd = _odd(capture)
+    server = fault_server(tmp_path, "hang", healthy=4)
+    out = tmp_path / "r.json"
+    try:
+        proc = subprocess.Popen(["qdebug", "replay", str(capture), "--endpoint", server.url, "--concurrency", "4", "--timeout", "300", "--json", str(out)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        log = tmp_path / "fault-hang.log"
+        deadline = time.monotonic() + 120
+        # Wait until the references (4) and the burst's two hanging questions have reached the server.
+        while time.monotonic() < deadline and proc.poll() is None and log.read_text().count("request ") < 4 + 2:
+            time.sleep(0.2)
+        time.sleep(1)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        server.stop()
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and "interrupted" in stderr
+    doc = load_json(out)
+    assert doc["interrupted"] is True
+    for r in doc["requests"]:
+        if odd[r["id"]]:
+            assert r["verdict"] == "error" and r["error"] == "interrupted before it answered", r
+        else:
+            assert r["verdict"] == "ok", r
