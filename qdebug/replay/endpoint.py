@@ -66,6 +66,7 @@ class EndpointRun:
     interrupted: bool = False
     client_cpu_s: float = 0.0  # the client's own CPU time over all requests sent
     sent: int = 0
+    burst_seconds: list = field(default_factory=list)  # wall time of each burst
 
 
 def check_endpoint_settings(settings: EndpointSettings) -> tuple[str, str | None]:
@@ -230,7 +231,9 @@ async def _run(batch: Batch, settings: EndpointSettings, base: str, key: str | N
         for k in range(settings.repeat):
             burst: dict = {}
             run.bursts.append(burst)
+            started = time.perf_counter()
             await _burst(client, items, bodies, settings, key, burst, k, progress)
+            run.burst_seconds.append(time.perf_counter() - started)
             run.sent += len(items)
         run.client_cpu_s = time.process_time() - cpu0
 
