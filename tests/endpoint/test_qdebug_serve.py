@@ -91,3 +91,23 @@ def test_serve_refuses_bad_options_in_one_line(tmp_path):
         busy.listen()
         result = runner.invoke(app, ["serve", "--port", str(busy.getsockname()[1])])
     assert result.exit_code == 2 and "cannot listen on 127.0.0.1" in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_a_self_consistent_server_that_answers_wrongly_is_flagged_by_local_references(tmp_path):
+    server = qdebug_server(tmp_path, inject="offset-shift:10")
+    try:
+        capture = small_capture(tmp_path, 4)
+        out = tmp_path / "r.json"
+        result = run_qdebug("replay", str(capture), "--endpoint", server.url, "--concurrency", "2", "--model", "demo", "--device", "cpu", "--json", str(out))
+    finally:
+        server.stop()
+    assert result.returncode == 0, result.stderr
+    doc = load_json(out)
+    assert doc["local_references"] is True
+    wrong = [r for r in doc["requests"] if r["reference"] != r["local_reference"]]
+    assert wrong, "offset-shift:10 should change some answers"
+    flagged = {f["request_id"] for f in doc["findings"] if f["kind"] == "server_mismatch"}
+    assert flagged == {r["id"] for r in wrong}
+    for r in doc["requests"]:
+        assert r["burst_answers"] == [r["reference"]]  # self-consistent: the burst says what the isolated request said
+        assert r["verdict"] in (("diverged", "contaminated") if r in wrong else ("ok",)), r
