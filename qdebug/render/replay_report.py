@@ -46,13 +46,23 @@ def requests_table(report) -> Table:
         verdict = Text(r.verdict, style=VERDICT_STYLE.get(r.verdict, ""))
         if r.error:
             verdict.append(f" ({_short(r.error, 48)})", style="dim")
+        for label in getattr(r, "injected", None) or []:
+            verdict.append(f" [{_short(label, 40)}]", style="dim italic")
         cells = [r.id, _short(r.image, 18), _short(r.reference), _short(r.replayed), _short(r.observed)] if replayed else [r.id]
-        row = [*cells, verdict, r.donor or "",
-               "–" if r.text_offset is None else str(r.text_offset), "–" if r.visual_offset is None else str(r.visual_offset)]
+        row = [*cells, verdict, r.donor or "", *_offsets(r)]
         if replayed:
             row.append("–" if r.first_token_kl is None else f"{r.first_token_kl:.2g}")
         table.add_row(*row)
     return table
+
+
+def _offsets(r) -> tuple[str, str]:
+    """Text and measured visual offsets: one per image when a request has several."""
+    images = getattr(r, "images", None) or []
+    show = lambda v: "–" if v is None else str(v)  # noqa: E731
+    if len(images) > 1:
+        return ",".join(show(i["text_offset"]) for i in images), ",".join(show(i["visual_offset"]) for i in images)
+    return show(r.text_offset), show(r.visual_offset)
 
 
 def matrix_table(report, limit: int = 24) -> Table | Text:
