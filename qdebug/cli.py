@@ -125,8 +125,9 @@ def replay(
 
     report_console, status = consoles(json_to_stdout=json_out == "-")
     if endpoint is not None:
-        from qdebug.commands.replay_endpoint import EndpointArgs, run_endpoint_replay
+        from qdebug.commands.replay_endpoint import EndpointArgs, check_local_only_options, run_endpoint_replay
 
+        check_local_only_options(mode, inject, seed)
         eargs = EndpointArgs(endpoint, served_model, api_key_env, concurrency, speed, repeat, timeout, retries, model, device, dtype, kernel)
         report = run_endpoint_replay(file, fmt, allow_paths, eargs, status)
     else:

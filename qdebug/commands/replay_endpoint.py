@@ -23,6 +23,16 @@ class EndpointArgs:
     kernel: str = "eager"
 
 
+def check_local_only_options(mode: str, inject: str, seed: int) -> None:
+    """Options that act on qdebug's own re-execution make no sense against someone else's server."""
+    from qdebug.errors import InputError
+
+    if mode != "threads":
+        raise InputError(f"--mode {mode} chooses how qdebug re-executes locally; with --endpoint the server decides (drop --mode)")
+    if inject != "none" or seed != 0:
+        raise InputError("--inject/--seed act on qdebug's own replay; to serve with a fault, run `qdebug serve --inject ... --seed S` and point --endpoint at it")
+
+
 def run_endpoint_replay(file, fmt: str | None, allow_paths: bool, args: EndpointArgs, console=None):
     """Parse the capture, replay it against the endpoint (and locally with --model); returns a ReplayReport."""
     from qdebug.analysis.endpoint import report_from_endpoint

@@ -80,6 +80,8 @@ def test_unreachable_server_is_one_line(tmp_path):
     assert not out.exists()
     bad = run_qdebug("replay", str(capture), "--endpoint", "ftp://x", timeout=60)
     assert bad.returncode == 2 and bad.stderr.startswith("qdebug: error: --endpoint ftp://x: expected an http(s) URL")
+    local_only = run_qdebug("replay", str(capture), "--endpoint", "http://127.0.0.1:1", "--inject", "shared-visual-buffer", timeout=60)
+    assert local_only.returncode == 2 and "qdebug serve --inject" in local_only.stderr and len(local_only.stderr.strip().splitlines()) == 1
     unset = run_qdebug("replay", str(capture), "--endpoint", "http://127.0.0.1:1", "--api-key-env", "QDEBUG_TEST_NO_SUCH_VAR", timeout=60)
     assert unset.returncode == 2 and "QDEBUG_TEST_NO_SUCH_VAR" in unset.stderr and "not set" in unset.stderr
 
