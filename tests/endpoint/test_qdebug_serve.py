@@ -58,8 +58,18 @@ def test_clean_server_is_all_ok_on_the_arrival_schedule(tmp_path):
     try:
         capture = small_capture(tmp_path, 5)
         out = tmp_path / "r.json"
-        result = run_qdebug("replay", str(capture), "--endpoint", server.url + "/v1", "--speed", "20", "--repeat", "2", "--json", str(out))
+        key = "sk-qdebug-serve-test-91c2"
+        result = run_qdebug("replay", str(capture), "--endpoint", server.url + "/v1", "--speed", "20", "--repeat", "2", "--json", str(out),
+                            "--api-key-env", "QDEBUG_TEST_KEY", env={"QDEBUG_TEST_KEY": key})
         assert result.returncode == 0, result.stderr
+        files = [p for p in (tmp_path / "traces").iterdir()]
+        assert len(files) == 1 + 5 * 3  # index.jsonl and a trace per answer (isolated + two bursts)
+        import zipfile
+
+        for path in [*files, out]:
+            members = [zipfile.ZipFile(path).read(n) for n in zipfile.ZipFile(path).namelist()] if zipfile.is_zipfile(path) else [path.read_bytes()]
+            assert all(key.encode() not in m for m in members), path
+        assert key not in result.stdout + result.stderr
         doc = load_json(out)
         assert doc["repeats"] == 2 and doc["schedule"] == "arrival_ts / 20"
         for r in doc["requests"]:
