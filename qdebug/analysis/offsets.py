@@ -44,16 +44,18 @@ def block_offset(rows, seq, min_overlap: float = 0.5) -> tuple[int | None, float
     if n == 0 or length == 0:
         return None, 0.0
     need = max(1, min(n, length, math.ceil(n * min_overlap)))
-    sim = torch.nn.functional.normalize(rows.float(), dim=-1) @ torch.nn.functional.normalize(seq.float(), dim=-1).T
-    best, best_score = None, -2.0
-    for off in range(-(n - need), length - need + 1):
-        diag = torch.diagonal(sim, offset=off)
-        if diag.numel() < need:
-            continue
-        score = float(diag.mean())
-        if score > best_score + 1e-9:
-            best, best_score = off, score
-    return best, max(best_score, 0.0)
+    sim = torch.nn.functional.normalize(rows.float(), dim=-1) @ torch.nn.functional.normalize(seq.float(), dim=-1).T  # n × L
+    # Sum every diagonal at once (offsets -lead .. length-need) with a strided view over a zero-padded copy, then
+    # divide by how many rows of the block overlap the sequence at that offset.
+    lead = n - need
+    padded = torch.nn.functional.pad(sim, (lead, n)).contiguous()
+    count_offsets = lead + length - need + 1
+    diag = padded.as_strided((n, count_offsets), (padded.stride(0) + 1, 1))
+    offsets = torch.arange(-lead, length - need + 1)
+    overlap = torch.minimum(torch.full_like(offsets, n), length - offsets) - torch.clamp(-offsets, min=0)
+    score = diag.sum(0) / overlap.clamp(min=1)
+    best = int(score.argmax())
+    return int(offsets[best]), max(float(score[best]), 0.0)
 
 
 def measure_image(seq, span: tuple[int, int], own_id: str, image: int, candidates: list[Candidate]) -> dict:
