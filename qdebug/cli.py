@@ -121,11 +121,11 @@ def replay(
     file: Annotated[Path, typer.Argument(help="A request capture (JSONL of chat-completions bodies) or a runtime log.")],
     fmt: Annotated[Optional[str], typer.Option("--format", help="capture | runtime-log (default: detected).")] = None,
     mode: Annotated[str, typer.Option("--mode", help="threads (N threads share one model) | batched (one padded batch).")] = "threads",
-    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Threads running at once in threads mode.")] = 4,
+    concurrency: Annotated[Optional[int], typer.Option("--concurrency", min=1, help="Threads running at once in threads mode (default 4); with --endpoint, requests in flight at once instead of the arrival_ts schedule.")] = None,
     inject: Annotated[str, typer.Option("--inject", help="none | shared-visual-buffer | offset-shift:K")] = "none",
     seed: Annotated[int, typer.Option("--seed", help="Seed of the injected interleaving (same seed, same schedule).")] = 0,
     allow_paths: Annotated[bool, typer.Option("--allow-paths", help="Let image paths point outside the capture's folder.")] = False,
-    model: ModelOpt = "demo",
+    model: Annotated[Optional[str], typer.Option("--model", "-m", help="`demo` (default), a local HF checkpoint directory, or a cached hub id; with --endpoint: also run local references.")] = None,
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = "auto",
     kernel: KernelOpt = "eager",
@@ -134,6 +134,13 @@ def replay(
     json_out: Annotated[Optional[str], typer.Option("--json", help="Write the report as JSON to PATH, or `-` for stdout.")] = None,
     save: Annotated[Optional[Path], typer.Option("--save", help="Save the report with every trace (.qdr) for `repl`.")] = None,
     tui: Annotated[bool, typer.Option("--tui", help="Open the batch screen of the interactive debugger.")] = False,
+    endpoint: Annotated[Optional[str], typer.Option("--endpoint", help="Replay against this OpenAI-compatible server (http://host:port[/v1]): each request alone, then the burst.")] = None,
+    served_model: Annotated[Optional[str], typer.Option("--served-model", help="With --endpoint: the model name to send (default: the first of /v1/models).")] = None,
+    api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="With --endpoint: environment variable holding the API key (sent only to the endpoint).")] = None,
+    speed: Annotated[float, typer.Option("--speed", help="With --endpoint: compress the arrival_ts schedule by this factor.")] = 1.0,
+    repeat: Annotated[int, typer.Option("--repeat", min=1, help="With --endpoint: run the burst this many times.")] = 1,
+    timeout: Annotated[float, typer.Option("--timeout", help="With --endpoint: seconds to wait for each answer.")] = 120.0,
+    retries: Annotated[int, typer.Option("--retries", min=0, help="With --endpoint: retries on connection resets and 5xx.")] = 2,
 ) -> None:
     """Replay a captured burst (or read a runtime log) and show who got whose visual tokens, at which offsets, when."""
     from qdebug.commands.common import consoles, emit_json
@@ -142,8 +149,16 @@ def replay(
 
     plan = OutputPlan({"--emit-log": emit_log, "--timeline-png": timeline_png, "--save": save, "--json": json_out}).check()
     report_console, status = consoles(json_to_stdout=json_out == "-")
-    with terminate_as_interrupt() as terminated:
-        report = run_replay(ReplayArgs(file, fmt, mode, concurrency, inject, seed, allow_paths, model, device, dtype, kernel), status)
+    if endpoint is not None:
+        from qdebug.commands.replay_endpoint import EndpointArgs, check_local_only_options, run_endpoint_replay
+
+        check_local_only_options(mode, inject, seed)
+        eargs = EndpointArgs(endpoint, served_model, api_key_env, concurrency, speed, repeat, timeout, retries, model, device, dtype, kernel)
+        with terminate_as_interrupt() as terminated:
+            report = run_endpoint_replay(file, fmt, allow_paths, eargs, status)
+    else:
+        with terminate_as_interrupt() as terminated:
+            report = run_replay(ReplayArgs(file, fmt, mode, concurrency or 4, inject, seed, allow_paths, model or "demo", device, dtype, kernel), status)
     with plan:
         write_replay_outputs(report, emit_log, timeline_png, save)
         emit_json(report.to_json(), json_out)
@@ -155,7 +170,8 @@ def replay(
         from qdebug.render.attn_report import findings_panel
         from qdebug.render.replay_report import matrix_table, requests_table, timeline_table
 
-        for renderable in (requests_table(report), matrix_table(report), timeline_table(report), findings_panel(report.findings)):
+        parts = (requests_table(report), matrix_table(report)) + (() if report.endpoint else (timeline_table(report),)) + (findings_panel(report.findings),)
+        for renderable in parts:
             report_console.print(renderable)
         if report.kind == "runtime-log":
             status.print(f"{report.unknown_lines} unrecognised line(s) kept and counted")
@@ -201,9 +217,9 @@ def diff(
         results = run_diff(args)
     with plan:
         if png is not None:
-            from qdebug.render.plots import diff_png
+            from qdebug.commands.diff import write_diff_png
 
-            diff_png(results[0][1], png)
+            write_diff_png(results, png)
         emit_json(diff_json(results), json_out)
     if json_out != "-" or report.is_terminal:
         from qdebug.render.diff_report import diff_renderables
@@ -308,6 +324,27 @@ def estimate(
         typer.echo(f"trace ({est.image_tokens} image tokens, {est.max_new_tokens} new tokens, attention in {est.layers_captured}/{est.layers} layers): "
                    f"{gib(est.trace_bytes)} ({gib(est.trace_bytes // max(1, est.layers))} per layer)")
         typer.echo(f"tracing adds on {est.device}: {gib(est.extra_bytes)}; total about {gib(est.total_bytes)}")
+
+
+@app.command()
+@friendly
+def serve(
+    model: ModelOpt = "demo",
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "auto",
+    kernel: KernelOpt = "eager",
+    host: Annotated[str, typer.Option("--host", help="Address to bind (default loopback only; 0.0.0.0 exposes it).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8000,
+    traces: Annotated[Optional[Path], typer.Option("--traces", help="Save every answered request's trace (.qdt) and an index.jsonl here.")] = None,
+    inject: Annotated[str, typer.Option("--inject", help="Serve with a fault: none | shared-visual-buffer | offset-shift:K")] = "none",
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the injected interleaving.")] = 0,
+    served_model: Annotated[Optional[str], typer.Option("--served-model", help="Model name in /v1/models and answers (default qdebug-demo, or --model).")] = None,
+    wave_window: Annotated[float, typer.Option("--wave-window", help="shared-visual-buffer: seconds within which requests share the buffer.")] = 0.5,
+) -> None:
+    """Serve a model over HTTP (OpenAI chat completions), tracing every request; optionally with an injected fault."""
+    from qdebug.commands.serve import ServeArgs, run_serve
+
+    run_serve(ServeArgs(model, device, dtype, kernel, host, port, traces, inject, seed, served_model, wave_window))
 
 
 @demo_app.command("train")

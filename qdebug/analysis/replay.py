@@ -7,11 +7,11 @@ from qdebug.replay.batch import Batch
 from qdebug.replay.engine import ReplayRun, encoded_rows, landed_rows
 from qdebug.replay.report import ReplayReport, RequestOutcome
 
+from .offsets import candidates_from_references, measure_stream
 from .detectors.contamination import contamination_from_donors, contamination_matrix, donor_of, is_mixed, row_shares
 from .detectors.divergence import first_token_divergence, observed_source, topk_overlap
 from .detectors.log_findings import contamination_from_events, findings_from_events, offsets_from_events, request_verdicts_from_events
 
-_SEVERE_EVENTS = {"desync", "shape_mismatch", "index_out_of_bounds"}
 
 
 def report_from_log(batch: Batch) -> ReplayReport:
@@ -47,9 +47,17 @@ def report_from_replay(batch: Batch, run: ReplayRun) -> ReplayReport:
             landed[rid] = run.batched[rid]["landed"]
     matrix = contamination_matrix(ran, landed, encoded)
     references = {rid: run.references[rid].generated_text for rid in ran}
-    stitched = {e.request_id: e.offset for e in events if e.kind == "stitch"}  # where the merge put each stream's rows
+    candidates = candidates_from_references({rid: run.references[rid] for rid in ran})
     # An event-level "contamination" is an overwrite before the stitch; the matrix decides contamination here.
-    from_events = findings_from_events(events)
+    # Events a fault emitted about itself are labels: they become "injected" notes, never desync findings.
+    labels = [e for e in events if e.message.startswith("injected")]
+    from_events = findings_from_events([e for e in events if not e.message.startswith("injected")])
+    seen = set()
+    for e in labels:
+        if (e.request_id, e.message) not in seen:
+            seen.add((e.request_id, e.message))
+            from_events.append(Finding("injected", "info", f"request {e.request_id}: {e.message} (the fault's own word; offsets are measured)",
+                                       stage="sync", request_id=e.request_id))
     findings = [f for f in from_events if f.kind != "contamination"]
     findings += [Finding("overwrite", f.severity, f.message, f.stage, f.request_id, f.donor) for f in from_events if f.kind == "contamination"]
     outcomes = []
@@ -71,11 +79,13 @@ def report_from_replay(batch: Batch, run: ReplayRun) -> ReplayReport:
             continue
         out.reference = references[rid]
         trace = run.traces.get(rid)
-        _fill_replayed(out, trace, run.batched.get(rid), run.references[rid], stitched.get(rid))
+        _fill_replayed(out, trace, run.batched.get(rid), run.references[rid], candidates)
+        # A fault's own events are labels, never evidence: the verdict rests on the rows the decoder received.
+        out.injected = sorted({e.message for e in events if e.request_id == rid and e.message.startswith("injected")})
         donor = donor_of(ran, matrix, rid)
         mixed = is_mixed(ran, matrix, rid)
-        own_events = [e for e in events if e.request_id == rid and e.kind in _SEVERE_EVENTS]
         failed = [c for c in (trace.stages["sync"].checks if trace else []) if not c.ok]
+        moved = [im for im in out.images if im["visual_offset"] != im["text_offset"]]
         if donor is not None:
             out.verdict, out.donor = "contaminated", donor
             score = matrix[ran.index(rid)]
@@ -85,7 +95,7 @@ def report_from_replay(batch: Batch, run: ReplayRun) -> ReplayReport:
                 + (f"; it answered {out.replayed!r}, {donor}'s reference is {references[donor]!r}" if out.replayed is not None else ""),
                 stage="sync", request_id=rid, donor=donor,
             ))
-        elif mixed or own_events or failed:
+        elif mixed or failed or moved:
             out.verdict = "desync"
             if mixed:
                 shares = row_shares(rid, ran, landed, encoded)
@@ -99,6 +109,11 @@ def report_from_replay(batch: Batch, run: ReplayRun) -> ReplayReport:
             for check in failed:
                 findings.append(Finding("desync" if check.kind == "desync" else "shape_mismatch", "error",
                                         f"request {rid}: {check.name} failed ({check.detail})", stage="sync", request_id=rid))
+            if not failed:  # batched streams carry no checks: say what the measurement found
+                for im in moved:
+                    where = "nowhere in the stream" if im["visual_offset"] is None else f"at {im['visual_offset']}"
+                    findings.append(Finding("desync", "error", f"request {rid} image {im['index']}: visual rows landed {where}, placeholders start at {im['text_offset']}",
+                                            stage="sync", request_id=rid))
         elif out.replayed is not None and out.replayed != out.reference:
             out.verdict = "diverged"
             findings.append(Finding("diverged", "warning",
@@ -113,23 +128,24 @@ def report_from_replay(batch: Batch, run: ReplayRun) -> ReplayReport:
     return report
 
 
-def _fill_replayed(out: RequestOutcome, trace, batched: dict | None, reference, stitched: int | None) -> None:
-    """Texts, offsets and first-token divergence of one replayed request.
+def _fill_replayed(out: RequestOutcome, trace, batched: dict | None, reference, candidates) -> None:
+    """Texts, measured per-image offsets and first-token divergence of one replayed request.
 
-    The visual offset is where the merge step put the stream's visual rows (whoever's they were), as the
-    stitch event reports it; without one, where the request's own rows were found.
+    Offsets are measured in the embeddings the decoder received: where each image's visual rows (its own, or
+    another request's) actually are, never where a stitch event says they were put.
     """
     if trace is not None:
         out.replayed = trace.generated_text
-        sync = trace.stages["sync"].summary.get("images") or [{}]
-        out.text_offset = sync[0].get("text_offset")
-        out.visual_offset = stitched if stitched is not None else sync[0].get("visual_offset")
+        out.images = measure_stream(trace.tensors.get("sync.embeds"), [(i.index, tuple(i.span)) for i in trace.images if i.span], out.id, candidates)
         out.first_token_kl, out.first_token_topk_overlap = first_token_divergence(reference, trace)
     elif batched is not None:
+        out.images = measure_stream(batched.get("embeds"), list(enumerate(tuple(s) for s in batched.get("spans", []))), out.id, candidates)
+    if out.images:
+        out.text_offset, out.visual_offset = out.images[0]["text_offset"], out.images[0]["visual_offset"]
+    if trace is None and batched is not None:
         import torch
 
         out.replayed = batched["text"]
-        out.text_offset = out.visual_offset = batched["text_offset"]
         ref_logits, logits = reference.tensors.get("step.0.logits"), batched["first_logits"]
         if ref_logits is not None and logits is not None:
             la, lb = torch.log_softmax(ref_logits.float(), -1), torch.log_softmax(logits.float(), -1)

@@ -201,4 +201,25 @@ def diff_json(results) -> dict:
     docs = [{"order": order, **result.to_json()} for order, result, _, _ in results]
     if len(docs) == 1:
         return docs[0]
-    return {"comparisons": docs, **{k: docs[0][k] for k in ("stages", "first_divergence", "steps", "findings")}}
+    # Top level speaks for both orders: the first order that parts (else the first), every order's findings.
+    lead = next((d for d in docs if d["first_divergence"] is not None or not d.get("texts_agree", True)), docs[0])
+    return {
+        "comparisons": docs,
+        **{k: lead[k] for k in ("stages", "first_divergence", "steps")},
+        "findings": [{**f, "order": d["order"]} for d in docs for f in d["findings"]],
+        "order": "both",
+        "first_divergence_order": lead["order"] if lead["first_divergence"] is not None else None,
+        "orders": {d["order"]: {"first_divergence": d["first_divergence"], "texts_agree": d.get("texts_agree")} for d in docs},
+    }
+
+
+def write_diff_png(results, path) -> None:
+    """The per-stage divergence plot: one panel, or one panel per order for --order both."""
+    if len(results) == 1:
+        from qdebug.render.plots import diff_png
+
+        diff_png(results[0][1], path)
+        return
+    from qdebug.render.diff_orders_png import diff_orders_png
+
+    diff_orders_png([(order, result) for order, result, _, _ in results], path)

@@ -56,6 +56,16 @@ CHAT_TEMPLATE = (
 )
 
 
+# How to find the answer in a decoded prompt + generation (read by `transformers serve`'s response parser). This
+# word-level tokenizer decodes `<|im_start|>assistant\n` as `<|im_start|> assistant` (words joined by spaces,
+# no newline token), so Qwen's stock anchor never matches and the parser would hand back the prompt's tail.
+RESPONSE_TEMPLATE = {
+    "defaults": {"role": "assistant"},
+    "start_anchor": "<|im_start|> assistant",
+    "fields": {"content": {"close_pattern": r"\s*(?:<\|im_end\|>|<\|endoftext\|>)", "content": "text"}},
+}
+
+
 def build_tokenizer():
     """A `TokenizersBackend` tokenizer: lower-cased words and punctuation, Qwen special tokens."""
     from tokenizers import AddedToken, Tokenizer, decoders, normalizers, pre_tokenizers
@@ -68,7 +78,7 @@ def build_tokenizer():
     core.pre_tokenizer = pre_tokenizers.Whitespace()
     core.decoder = decoders.WordPiece(prefix="##", cleanup=True)  # joins words with spaces
     core.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
-    return PreTrainedTokenizerFast(
+    tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=core,
         eos_token="<|im_end|>",
         pad_token="<|endoftext|>",
@@ -77,3 +87,5 @@ def build_tokenizer():
         model_max_length=1024,
         padding_side="left",
     )
+    tokenizer.response_template = RESPONSE_TEMPLATE
+    return tokenizer

@@ -28,7 +28,11 @@ def _short(text: str | None, width: int = 36) -> str:
 
 def requests_table(report) -> Table:
     """One row per request: id, image, reference, replayed, observed, verdict, donor, offsets."""
-    table = Table(title=f"{report.kind}: {report.source}" + (f" · mode {report.mode} · inject {report.inject} · seed {report.seed}" if report.mode else ""))
+    if getattr(report, "endpoint", None):
+        title = f"{report.kind}: {report.source} · endpoint {report.endpoint} · {report.repeats} burst(s) (replayed = first burst)"
+    else:
+        title = f"{report.kind}: {report.source}" + (f" · mode {report.mode} · inject {report.inject} · seed {report.seed}" if report.mode else "")
+    table = Table(title=title)
     replayed = report.kind == "capture"
     columns = ["id", "image", "reference", "replayed", "observed"] if replayed else ["id"]
     for col in columns:
@@ -42,13 +46,23 @@ def requests_table(report) -> Table:
         verdict = Text(r.verdict, style=VERDICT_STYLE.get(r.verdict, ""))
         if r.error:
             verdict.append(f" ({_short(r.error, 48)})", style="dim")
+        for label in getattr(r, "injected", None) or []:
+            verdict.append(f" [{_short(label, 40)}]", style="dim italic")
         cells = [r.id, _short(r.image, 18), _short(r.reference), _short(r.replayed), _short(r.observed)] if replayed else [r.id]
-        row = [*cells, verdict, r.donor or "",
-               "–" if r.text_offset is None else str(r.text_offset), "–" if r.visual_offset is None else str(r.visual_offset)]
+        row = [*cells, verdict, r.donor or "", *_offsets(r)]
         if replayed:
             row.append("–" if r.first_token_kl is None else f"{r.first_token_kl:.2g}")
         table.add_row(*row)
     return table
+
+
+def _offsets(r) -> tuple[str, str]:
+    """Text and measured visual offsets: one per image when a request has several."""
+    images = getattr(r, "images", None) or []
+    show = lambda v: "–" if v is None else str(v)  # noqa: E731
+    if len(images) > 1:
+        return ",".join(show(i["text_offset"]) for i in images), ",".join(show(i["visual_offset"]) for i in images)
+    return show(r.text_offset), show(r.visual_offset)
 
 
 def matrix_table(report, limit: int = 24) -> Table | Text:
@@ -58,6 +72,8 @@ def matrix_table(report, limit: int = 24) -> Table | Text:
         return Text("no contamination matrix (no request was re-executed)", style="dim")
     title = ("contamination: stream (row) vs isolated encoder rows (column), cosine" if report.kind == "capture"
              else "contamination from the log: whose buffer rows reached each request's stream (1 = yes)")
+    if getattr(report, "endpoint", None):
+        title = "answers: share of bursts in which request (row) answered what column answered alone"
     table = Table(title=title, show_lines=False)
     table.add_column("stream \\ rows of")
     for d in ids:

@@ -21,9 +21,7 @@ class BatchCapture:
             self.events.add("encode_start", rid)
 
     def vision_output(self, output):
-        for rid, spans in zip(self.ids, self.spans):
-            self.events.add("buffer_write", rid, offset=0, tokens=sum(e - s for s, e in spans))
-        return None
+        return None  # a batch has no shared buffer: nothing is written anywhere but the batch's own tensor
 
     def decoder_input(self, args, kwargs):
         self.calls += 1
@@ -83,6 +81,8 @@ def run_batched(loaded, items: list[tuple[str, object]], events) -> dict[str, di
             "landed": landed,
             "first_logits": capture.first_logits[b].cpu() if capture.first_logits is not None else None,
             "text_offset": spans[b][0][0] if spans[b] else None,
+            "spans": spans[b],
+            "embeds": capture.embeds[b].cpu() if capture.embeds is not None else None,  # L × dim, what the decoder got
         }
     return results
 

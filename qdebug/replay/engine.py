@@ -71,12 +71,14 @@ def replay(
     on_progress: Callable[[str, str, bool], None] | None = None,
     cancel: threading.Event | None = None,
     references: dict | None = None,
+    fault_factory: Callable[[str], tuple] | None = None,
 ) -> ReplayRun:
     """Run every request with a payload alone (the reference), then again under `settings`.
 
     `on_progress(phase, request_id, clean)` is called after each request ("reference" / "replay"); `clean`
     says whether the replayed rows still match the request's own encoder rows. Setting `cancel` (or Ctrl-C)
     stops early: what finished is kept and `interrupted` is set. `references` reuses isolated traces by id.
+    `fault_factory(request_id)` adds faults of the caller's own to each replayed request (threads mode).
     """
     check_settings(settings)
     cancel = cancel or threading.Event()
@@ -104,14 +106,14 @@ def replay(
             for rid, _ in live:
                 progress("replay", rid, True)
         else:
-            _replay_threads(loaded, live, settings, run, options, progress, cancel)
+            _replay_threads(loaded, live, settings, run, options, progress, cancel, fault_factory)
     except KeyboardInterrupt:
         run.interrupted = True
         cancel.set()
     return run
 
 
-def _replay_threads(loaded, items, settings: ReplaySettings, run: ReplayRun, options, progress, cancel) -> None:
+def _replay_threads(loaded, items, settings: ReplaySettings, run: ReplayRun, options, progress, cancel, fault_factory=None) -> None:
     """Replay in waves of `concurrency` threads sharing one model; faults are per request, the buffer per wave."""
     name, shift = parse_inject(settings.inject)
     pad = None
@@ -124,9 +126,11 @@ def _replay_threads(loaded, items, settings: ReplaySettings, run: ReplayRun, opt
         wave = items[start : start + settings.concurrency]
         buffer = None
         if name == "shared-visual-buffer":
-            buffer = SharedVisualBuffer(draw_schedule([rid for rid, _ in wave], settings.seed * 1_000_003 + start))
+            # Only requests with images pass through the buffer; one without must never hold a turn it cannot take.
+            users = [rid for rid, req in wave if req.images]
+            buffer = SharedVisualBuffer(draw_schedule(users, settings.seed * 1_000_003 + start))
         threads = [
-            threading.Thread(target=_worker, args=(loaded, rid, req, name, shift, pad, buffer, run, options, progress), daemon=True)
+            threading.Thread(target=_worker, args=(loaded, rid, req, name, shift, pad, buffer, run, options, progress, fault_factory), daemon=True)
             for rid, req in wave
         ]
         for t in threads:
@@ -145,12 +149,14 @@ def _replay_threads(loaded, items, settings: ReplaySettings, run: ReplayRun, opt
             raise
 
 
-def _worker(loaded, rid, request, name, shift, pad, buffer, run: ReplayRun, options, progress) -> None:
+def _worker(loaded, rid, request, name, shift, pad, buffer, run: ReplayRun, options, progress, fault_factory=None) -> None:
     faults: tuple = ()
-    if name == "shared-visual-buffer":
+    if name == "shared-visual-buffer" and request.images:
         faults = (SharedBufferClient(buffer, rid),)
     elif name == "offset-shift":
         faults = (OffsetShift(shift, pad),)
+    if fault_factory is not None:
+        faults += tuple(fault_factory(rid))
     try:
         trace = trace_request(loaded, request, options, faults=faults, notify=run.events.notifier(rid))
     except ScheduleCancelled:
@@ -158,7 +164,7 @@ def _worker(loaded, rid, request, name, shift, pad, buffer, run: ReplayRun, opti
         return
     except Exception as exc:
         run.errors[rid] = f"replay failed: {_one_line(exc)}"
-        if buffer is not None:
+        if buffer is not None and request.images:
             buffer.skip(rid)
         return
     run.traces[rid] = trace

@@ -63,10 +63,11 @@ class OffsetShift:
         inside = (target >= 0) & (target < seq)
         out[0, target[inside]] = rows[inside]
         rec.stitch_offset = rec.image_positions[0] + self.shift
-        rec.notify("desync", offset=rec.stitch_offset, text_offset=rec.image_positions[0])
+        # The fault's own word, a label for reports; where the rows landed is measured from the embeddings.
+        rec.notify("desync", offset=rec.stitch_offset, text_offset=rec.image_positions[0], message=f"injected: offset-shift:{self.shift}")
         if not bool(inside.all()):
             bad = int(target[~inside][0])
-            rec.notify("index_out_of_bounds", offset=bad, tokens=seq)
+            rec.notify("index_out_of_bounds", offset=bad, tokens=seq, message=f"injected: offset-shift:{self.shift} pushed rows past the sequence")
         return out
 
 

@@ -36,6 +36,12 @@ class RequestOutcome:
     line: int | None = None
     first_token_kl: float | None = None
     first_token_topk_overlap: float | None = None
+    images: list = field(default_factory=list)  # per image: index, text_offset, visual_offset (measured), rows, donor
+    injected: list = field(default_factory=list)  # what an injected fault said about itself (labels, not evidence)
+    burst_answers: list | None = None  # endpoint replays: the server's answer in each burst run
+    burst_verdicts: list | None = None  # endpoint replays: the verdict of each burst run
+    burst_donors: list | None = None  # endpoint replays: per burst, whose isolated answer it equalled (several: ambiguous)
+    local_reference: str | None = None  # endpoint replays with --model: the local model's isolated answer
 
     def to_json(self) -> dict:
         """As the `requests` entries of the replay JSON."""
@@ -60,6 +66,9 @@ class ReplayReport:
     interrupted: bool = False
     traces: dict = field(default_factory=dict)  # id → replayed Trace
     references: dict = field(default_factory=dict)  # id → isolated reference Trace
+    endpoint: str | None = None  # endpoint replays: the server's base URL
+    repeats: int | None = None  # endpoint replays: how many bursts ran
+    extra: dict = field(default_factory=dict)  # endpoint replays: served model, repeat counts, schedule
 
     def outcome(self, request_id: str) -> RequestOutcome | None:
         """The outcome of one request by id."""
@@ -81,6 +90,7 @@ class ReplayReport:
             "contamination": {"ids": self.contamination_ids, "matrix": self.contamination},
             "events": [e.to_json() for e in self.events],
             "findings": [f.to_json() for f in self.findings],
+            **({"endpoint": self.endpoint, "repeats": self.repeats, **self.extra} if self.endpoint is not None else {}),
         }
 
     @classmethod
@@ -95,6 +105,7 @@ class ReplayReport:
                 contamination_ids=list(data["contamination"]["ids"]), contamination=data["contamination"]["matrix"],
                 events=[Event(**{k: v for k, v in e.items() if k in event_fields}) for e in data["events"]],
                 findings=[Finding(**f) for f in data["findings"]],
+                endpoint=data.get("endpoint"), repeats=data.get("repeats"),
             )
         except (KeyError, TypeError) as exc:
             raise TraceFormatError(f"replay report is malformed ({type(exc).__name__}: {exc})") from None

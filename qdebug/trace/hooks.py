@@ -125,8 +125,6 @@ class Recorder:
             if hook is not None:
                 new = hook(self, replaced)
                 replaced = replaced if new is None else new
-        if not any(hasattr(f, "on_encoded") for f in self.faults):
-            self.notify("buffer_write", offset=0, tokens=int(rows.shape[0]))
         self.on_stage("encode")
         if replaced is rows:
             return None

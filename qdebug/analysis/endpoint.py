@@ -1,0 +1,192 @@
+"""Verdicts for an endpoint replay: each burst answer against the request's own isolated answer and everyone else's.
+
+`ok`: the burst answer equals the request's isolated answer. `contaminated`: it equals another request's
+isolated answer, or is much closer to it than to its own (the donor is named). `diverged`: it differs and
+matches no one. Across repeats, answers that vary but never match another request are nondeterminism;
+answers that match another request are contamination. Server errors are errors, never contamination.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from difflib import SequenceMatcher
+
+from qdebug.findings import Finding
+from qdebug.replay.batch import Batch
+from qdebug.replay.endpoint import EndpointRun
+from qdebug.replay.report import ReplayReport, RequestOutcome
+
+from .replay import _judge_observed
+
+CLOSE = 0.75  # word-level similarity at which an answer reads as another request's
+MARGIN = 0.25  # ... when it is at least this much closer to that request's answer than to its own
+
+
+def similarity(a: str, b: str) -> float:
+    """Word-level similarity of two answers in [0, 1] (difflib ratio over whitespace-split words)."""
+    return SequenceMatcher(None, a.split(), b.split(), autojunk=False).ratio()
+
+
+def judge(answer: str, own: str, others: dict[str, str]) -> tuple[str, list[str]]:
+    """(verdict, donor candidates) of one answer given its own reference and the other requests' references.
+
+    Several candidates mean several requests answer alike in isolation: the answer is someone else's, but
+    whose cannot be told from the text alone.
+    """
+    if answer.strip() == own.strip():
+        return "ok", []
+    exact = [rid for rid, text in others.items() if text is not None and answer.strip() == text.strip()]
+    if exact:
+        return "contaminated", exact
+    mine = similarity(answer, own)
+    scored = sorted(((similarity(answer, text), rid) for rid, text in others.items() if text is not None), reverse=True)
+    if scored:
+        best, donor = scored[0]
+        unique = len(scored) == 1 or best - scored[1][0] > 1e-9
+        if unique and best >= CLOSE and best - mine >= MARGIN:
+            return "contaminated", [donor]
+    return "diverged", []
+
+
+def first_token_shift(ref: dict | None, got: dict | None) -> tuple[float | None, float | None]:
+    """(KL(ref‖got), top-k overlap) of the first token from the servers' top logprobs.
+
+    Only the top-k is known: the reference's top-k is renormalised, and a token missing from the other side's
+    top-k is given that side's smallest listed logprob (so the KL is a lower bound).
+    """
+    if not ref or not got:
+        return None, None
+    floor = min(got.values())
+    total = sum(math.exp(v) for v in ref.values())
+    kl = 0.0
+    for token, lp in ref.items():
+        p = math.exp(lp) / total
+        kl += p * (math.log(p) - (got.get(token, floor) - math.log(sum(math.exp(v) for v in got.values()))))
+    overlap = len(set(ref) & set(got)) / max(len(ref), 1)
+    return max(kl, 0.0), overlap
+
+
+def report_from_endpoint(batch: Batch, run: EndpointRun, local: dict | None = None) -> ReplayReport:
+    """The replay report of an endpoint run; `local` maps id → the local model's isolated answer (--model)."""
+    refs = {rid: a.text for rid, a in run.references.items() if a.error is None}
+    ids = [r.request_id for r in batch.requests if r.request_id in run.references]
+    findings: list[Finding] = []
+    outcomes = []
+    matches = {rid: Counter() for rid in ids}  # whose isolated answer each burst answer equalled
+    nondeterministic, contaminated_runs, error_runs = 0, 0, 0
+    for req in batch.requests:
+        rid = req.request_id
+        out = RequestOutcome(id=rid, image=req.image_label, observed=req.observed, line=req.line)
+        outcomes.append(out)
+        if req.error:
+            out.verdict, out.error = "error", req.error
+            findings.append(Finding("request_error", "error", f"request {rid}: {req.error}", request_id=rid))
+            continue
+        ref = run.references.get(rid)
+        if ref is None:
+            out.verdict, out.error = "error", "interrupted before it ran"
+            continue
+        if ref.error is not None:
+            out.verdict, out.error = "error", f"isolated request failed: {ref.error}"
+            findings.append(Finding("request_error", "error", f"request {rid}: isolated request failed: {ref.error}", request_id=rid))
+            continue
+        out.reference = ref.text
+        answers = [burst.get(rid) for burst in run.bursts]
+        out.burst_answers = [a.text if a is not None and a.error is None else None for a in answers]
+        out.burst_donors = []
+        verdicts, donors, errors = [], [], []
+        others = {k: v for k, v in refs.items() if k != rid}
+        for a in answers:
+            if a is None:
+                verdicts.append("error")
+                errors.append("interrupted before it answered")
+                continue
+            if a.error is not None:
+                verdicts.append("error")
+                errors.append(a.error)
+                continue
+            verdict, candidates = judge(a.text, ref.text, others)
+            verdicts.append(verdict)
+            out.burst_donors.append(candidates)
+            donors.extend(candidates)
+            for d in candidates:
+                matches[rid][d] += 1
+            if verdict == "ok":
+                matches[rid][rid] += 1
+        out.burst_verdicts = verdicts
+        out.replayed = out.burst_answers[0] if out.burst_answers else None
+        first = next((a for a in answers if a is not None and a.error is None), None)
+        if first is not None:
+            out.first_token_kl, out.first_token_topk_overlap = first_token_shift(ref.first_top, first.first_top)
+        contaminated_runs += verdicts.count("contaminated")
+        error_runs += verdicts.count("error")
+        if donors:
+            out.verdict = "contaminated"
+            ranked = Counter(donors).most_common()
+            if len(ranked) == 1 or ranked[0][1] > ranked[1][1]:
+                out.donor = ranked[0][0]
+            named = out.donor or " or ".join(sorted(d for d, n in ranked if n == ranked[0][1]))
+            hits = verdicts.count("contaminated")
+            findings.append(Finding(
+                "contamination", "error",
+                f"request {rid} answered {hits}/{len(verdicts)} burst(s) with another request's isolated answer ({named}: "
+                f"{refs[ranked[0][0]]!r}); its own is {ref.text!r}", request_id=rid, donor=out.donor,
+            ))
+        elif "diverged" in verdicts:
+            out.verdict = "diverged"
+            nondeterministic += 1
+            varied = sorted({t for t in out.burst_answers if t is not None and t.strip() != ref.text.strip()})
+            findings.append(Finding("nondeterminism", "warning",
+                                    f"request {rid}: {verdicts.count('diverged')}/{len(verdicts)} burst answer(s) differ from its isolated answer "
+                                    f"{ref.text!r} and match no other request ({', '.join(repr(v) for v in varied[:3])})", request_id=rid))
+        elif verdicts and all(v == "error" for v in verdicts):
+            out.verdict = "error"
+        if errors:
+            out.error = errors[0]
+            for cause in sorted(set(errors)):
+                findings.append(Finding("request_error", "error", f"request {rid}: {errors.count(cause)} burst request(s) failed: {cause}", request_id=rid))
+        if local is not None and rid in local:
+            _against_local(out, local, rid, findings)
+        # What production returned is reported, but the verdict here is about this server's own answers.
+        verdict, donor = out.verdict, out.donor
+        _judge_observed(out, refs, findings)
+        out.verdict, out.donor = verdict, donor
+    matrix = [[(matches[r][d] / len(run.bursts)) if run.bursts else None for d in ids] for r in ids]
+    extra = {
+        "served_model": run.model,
+        "schedule": f"concurrency {run.settings.concurrency}" if run.settings.concurrency else f"arrival_ts / {run.settings.speed:g}",
+        "counts": {
+            "burst_answers": sum(len(o.burst_verdicts or []) for o in outcomes),
+            "contaminated": contaminated_runs, "errors": error_runs,
+            "requests_contaminated": sum(o.verdict == "contaminated" for o in outcomes),
+            "requests_nondeterministic": nondeterministic,
+        },
+        "local_references": local is not None,
+    }
+    return ReplayReport(
+        source=batch.source, kind="capture", mode="endpoint", inject=None, seed=None, requests=outcomes,
+        contamination_ids=ids, contamination=matrix, events=[], findings=findings, interrupted=run.interrupted,
+        endpoint=run.endpoint, repeats=len(run.bursts), extra=extra,
+    )
+
+
+def _against_local(out: RequestOutcome, local: dict, rid: str, findings: list[Finding]) -> None:
+    """Flag a server whose isolated answer is not the model's own answer for that request."""
+    truth = local[rid]
+    out.local_reference = truth
+    if truth is None or out.reference is None or out.reference.strip() == truth.strip():
+        return
+    verdict, candidates = judge(out.reference, truth, {k: v for k, v in local.items() if k != rid})
+    donor = candidates[0] if len(candidates) == 1 else None
+    if verdict == "contaminated":
+        findings.append(Finding("server_mismatch", "error",
+                                f"request {rid}: the server's isolated answer {out.reference!r} is request {' or '.join(candidates)}'s answer under the local model; "
+                                f"the model says {truth!r}", request_id=rid, donor=donor))
+        if out.verdict in ("ok", "diverged"):
+            out.verdict, out.donor = "contaminated", donor
+    else:
+        findings.append(Finding("server_mismatch", "error",
+                                f"request {rid}: the server answers {out.reference!r} even alone; the model itself says {truth!r}", request_id=rid))
+        if out.verdict == "ok":
+            out.verdict = "diverged"

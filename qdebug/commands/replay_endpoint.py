@@ -1,0 +1,83 @@
+"""`qdebug replay CAPTURE --endpoint URL`: the capture against a running server, with Rich progress."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class EndpointArgs:
+    """The endpoint options of `qdebug replay`."""
+
+    url: str
+    served_model: str | None = None
+    api_key_env: str | None = None
+    concurrency: int | None = None
+    speed: float = 1.0
+    repeat: int = 1
+    timeout: float = 120.0
+    retries: int = 2
+    model: str | None = None  # --model: also run local references with qdebug's traced model
+    device: str = "auto"
+    dtype: str = "auto"
+    kernel: str = "eager"
+
+
+def check_local_only_options(mode: str, inject: str, seed: int) -> None:
+    """Options that act on qdebug's own re-execution make no sense against someone else's server."""
+    from qdebug.errors import InputError
+
+    if mode != "threads":
+        raise InputError(f"--mode {mode} chooses how qdebug re-executes locally; with --endpoint the server decides (drop --mode)")
+    if inject != "none" or seed != 0:
+        raise InputError("--inject/--seed act on qdebug's own replay; to serve with a fault, run `qdebug serve --inject ... --seed S` and point --endpoint at it")
+
+
+def run_endpoint_replay(file, fmt: str | None, allow_paths: bool, args: EndpointArgs, console=None):
+    """Parse the capture, replay it against the endpoint (and locally with --model); returns a ReplayReport."""
+    from qdebug.analysis.endpoint import report_from_endpoint
+    from qdebug.errors import InputError
+    from qdebug.replay.endpoint import EndpointSettings, check_endpoint_settings, run_endpoint
+    from qdebug.replay.formats.detect import read_batch
+
+    settings = EndpointSettings(args.url, args.served_model, args.api_key_env, args.concurrency, args.speed, args.repeat, args.timeout, args.retries)
+    check_endpoint_settings(settings)
+    batch = read_batch(file, fmt, allow_paths)
+    if batch.kind != "capture":
+        raise InputError(f"{file}: --endpoint replays a capture (JSONL of chat-completions bodies), not a {batch.kind}")
+    local = _local_references(batch, args) if args.model else None
+    total = sum(1 for r in batch.requests if r.request is not None)
+    if console is not None and console.is_terminal:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[note]}"), console=console, transient=True) as bar:
+            ref = bar.add_task(f"isolated, one at a time → {args.url}", total=total, note="")
+            burst = bar.add_task(f"burst × {args.repeat}", total=total * args.repeat, note="errors: 0")
+            bad = [0]
+
+            def on_progress(phase: str, rid: str, ok: bool) -> None:
+                if phase == "reference":
+                    bar.advance(ref)
+                    return
+                bad[0] += not ok
+                bar.update(burst, advance=1, note=f"errors: {bad[0]}")
+
+            run = run_endpoint(batch, settings, on_progress)
+    else:
+        run = run_endpoint(batch, settings)
+    return report_from_endpoint(batch, run, local)
+
+
+def _local_references(batch, args: EndpointArgs) -> dict:
+    """Each request's isolated answer from qdebug's own traced model (the model's true answer)."""
+    from qdebug.commands.common import quiet_transformers
+    from qdebug.model.load import load_model
+    from qdebug.trace.runner import CaptureOptions, trace_request
+
+    quiet_transformers()
+    loaded = load_model(args.model, args.device, args.dtype, args.kernel)
+    out = {}
+    for r in batch.requests:
+        if r.request is not None:
+            out[r.request_id] = trace_request(loaded, r.request, CaptureOptions(attn_layers=set())).generated_text
+    return out

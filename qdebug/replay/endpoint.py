@@ -1,0 +1,258 @@
+"""Replay a capture against an OpenAI-compatible chat-completions server: each request alone, then the burst.
+
+An async httpx client: per-request timeouts, bounded concurrency, retries with backoff on connection resets
+and 5xx (reported as such, never as contamination), one-line errors. The API key, when given, goes only in
+the Authorization header of requests to the endpoint (redirects are not followed) and is never reported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from urllib.parse import urlparse
+
+from qdebug.errors import InputError, QDebugError
+
+from .batch import Batch
+
+
+class EndpointError(QDebugError):
+    """The endpoint cannot be used at all (unreachable, refuses the key, no model name)."""
+
+    exit_code = 1
+
+
+@dataclass
+class EndpointSettings:
+    """Where to send the capture and how: schedule, repeats, timeouts, retries."""
+
+    url: str
+    served_model: str | None = None
+    api_key_env: str | None = None
+    concurrency: int | None = None  # None: honour the capture's arrival_ts schedule
+    speed: float = 1.0
+    repeat: int = 1
+    timeout: float = 120.0
+    retries: int = 2
+    backoff: float = 0.25
+    top_logprobs: int = 5
+
+
+@dataclass
+class Answer:
+    """One answer from the server (or why there is none)."""
+
+    text: str | None = None
+    error: str | None = None
+    first_top: dict | None = None  # first generated token's top logprobs: token → logprob
+    attempts: int = 1
+    seconds: float = 0.0
+
+
+@dataclass
+class EndpointRun:
+    """Raw results: each request's isolated answer and its answer in every burst."""
+
+    endpoint: str
+    model: str
+    settings: EndpointSettings
+    references: dict = field(default_factory=dict)  # id → Answer (each request alone)
+    bursts: list = field(default_factory=list)  # per repeat: id → Answer
+    interrupted: bool = False
+    client_cpu_s: float = 0.0  # the client's own CPU time over all requests sent
+    sent: int = 0
+    burst_seconds: list = field(default_factory=list)  # wall time of each burst
+
+
+def check_endpoint_settings(settings: EndpointSettings) -> tuple[str, str | None]:
+    """(base URL ending in /v1, API key or None); refuses bad values before anything is sent."""
+    parsed = urlparse(settings.url)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise InputError(f"--endpoint {settings.url}: expected an http(s) URL such as http://127.0.0.1:8000 or http://host:8000/v1")
+    if settings.speed <= 0:
+        raise InputError(f"--speed {settings.speed}: expected a positive factor (2 = twice as fast as captured)")
+    if settings.repeat < 1:
+        raise InputError(f"--repeat {settings.repeat}: expected at least 1")
+    if settings.concurrency is not None and settings.concurrency < 1:
+        raise InputError(f"--concurrency {settings.concurrency}: expected at least 1")
+    if settings.timeout <= 0:
+        raise InputError(f"--timeout {settings.timeout}: expected a positive number of seconds")
+    base = settings.url.rstrip("/")
+    if not base.endswith("/v1"):
+        base += "/v1"
+    key = None
+    if settings.api_key_env is not None:
+        key = os.environ.get(settings.api_key_env)
+        if not key:
+            raise InputError(f"--api-key-env {settings.api_key_env}: that environment variable is not set (expected it to hold the API key)")
+    return base, key
+
+
+def _data_url(image) -> str:
+    buf = io.BytesIO()
+    image.save(buf, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def chat_body(request, model: str, top_logprobs: int) -> dict:
+    """The chat-completions body for one captured Request: images inline as PNG data URLs, greedy decoding."""
+    content = []
+    for kind, value in request.parts:
+        if kind == "image":
+            content.append({"type": "image_url", "image_url": {"url": _data_url(request.images[value])}})
+        else:
+            content.append({"type": "text", "text": value})
+    body = {"model": model, "messages": [{"role": "user", "content": content}], "max_tokens": request.max_new_tokens,
+            "temperature": 0, "stream": False}
+    if top_logprobs:
+        body.update(logprobs=True, top_logprobs=top_logprobs)
+    return body
+
+
+def _redact(text: str, key: str | None) -> str:
+    return text.replace(key, "***") if key else text
+
+
+def _server_message(response) -> str:
+    """The server's own error message from an OpenAI-style or FastAPI error body, else the body's start."""
+    try:
+        doc = response.json()
+    except ValueError:
+        return response.text.strip().splitlines()[0][:200] if response.text.strip() else response.reason_phrase
+    if isinstance(doc, dict):
+        err = doc.get("error", doc.get("detail", doc.get("message")))
+        if isinstance(err, dict):
+            err = err.get("message", err)
+        return str(err)[:300]
+    return str(doc)[:300]
+
+
+def _parse_answer(doc: dict) -> Answer:
+    choice = (doc.get("choices") or [{}])[0]
+    text = (choice.get("message") or {}).get("content")
+    if text is None:
+        text = choice.get("text")
+    first_top = None
+    content = ((choice.get("logprobs") or {}).get("content")) or []
+    if content and content[0].get("top_logprobs"):
+        first_top = {t["token"]: float(t["logprob"]) for t in content[0]["top_logprobs"]}
+    return Answer(text="" if text is None else str(text), first_top=first_top)
+
+
+async def _send(client, body: dict, tag: str, settings: EndpointSettings, key: str | None) -> Answer:
+    """POST one body with retries on connection resets and 5xx; the Answer names the cause of any failure."""
+    import httpx
+
+    start = time.perf_counter()
+    cause = "not sent"
+    for attempt in range(1, settings.retries + 2):
+        try:
+            response = await client.post("/chat/completions", json=body, headers={"X-Qdebug-Request": tag})
+        except httpx.TimeoutException:
+            return Answer(error=f"timeout: no answer within {settings.timeout:g} s", attempts=attempt, seconds=time.perf_counter() - start)
+        except (httpx.TransportError, OSError) as exc:
+            cause = f"connection failed ({type(exc).__name__}: {_redact(str(exc), key) or 'reset'})"
+        else:
+            if response.status_code < 300:
+                try:
+                    answer = _parse_answer(response.json())
+                except (ValueError, AttributeError, TypeError, KeyError) as exc:
+                    return Answer(error=f"unreadable answer ({type(exc).__name__})", attempts=attempt, seconds=time.perf_counter() - start)
+                answer.attempts, answer.seconds = attempt, time.perf_counter() - start
+                return answer
+            message = _redact(_server_message(response), key)
+            if response.status_code < 500:  # the server refused this request: retrying will not change its mind
+                return Answer(error=f"HTTP {response.status_code}: {message}", attempts=attempt, seconds=time.perf_counter() - start)
+            cause = f"server error HTTP {response.status_code}: {message}"
+        if attempt <= settings.retries:
+            await asyncio.sleep(settings.backoff * 2 ** (attempt - 1))
+    return Answer(error=f"{cause} (after {settings.retries + 1} attempts)", attempts=settings.retries + 1, seconds=time.perf_counter() - start)
+
+
+async def _probe_model(client, settings: EndpointSettings, base: str, key: str | None) -> str:
+    """The served model's name: --served-model, else the first entry of /v1/models."""
+    import httpx
+
+    try:
+        response = await client.get("/models")
+    except httpx.TimeoutException:
+        raise EndpointError(f"{base}: no answer to GET /models within {settings.timeout:g} s") from None
+    except (httpx.TransportError, OSError) as exc:
+        raise EndpointError(f"cannot reach {base} ({type(exc).__name__}: {_redact(str(exc), key) or 'connection failed'}); is the server running?") from None
+    if response.status_code in (401, 403):
+        raise EndpointError(f"{base} refused the request (HTTP {response.status_code}: {_redact(_server_message(response), key)}); check --api-key-env")
+    if settings.served_model:
+        return settings.served_model
+    if response.status_code != 200:
+        raise EndpointError(f"{base}/models answered HTTP {response.status_code} ({_redact(_server_message(response), key)}); name the model with --served-model")
+    try:
+        return str(response.json()["data"][0]["id"])
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise EndpointError(f"{base}/models lists no model; name it with --served-model") from None
+
+
+def run_endpoint(
+    batch: Batch,
+    settings: EndpointSettings,
+    on_progress: Callable[[str, str, bool], None] | None = None,
+) -> EndpointRun:
+    """Each request alone (sequentially), then the burst `repeat` times; Ctrl-C keeps what finished."""
+    base, key = check_endpoint_settings(settings)
+    run = EndpointRun(base, settings.served_model or "", settings)
+    try:
+        asyncio.run(_run(batch, settings, base, key, run, on_progress or (lambda phase, rid, ok: None)))
+    except KeyboardInterrupt:
+        run.interrupted = True
+    return run
+
+
+async def _run(batch: Batch, settings: EndpointSettings, base: str, key: str | None, run: EndpointRun, progress) -> None:
+    import httpx
+
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    limits = httpx.Limits(max_connections=settings.concurrency or 64)
+    async with httpx.AsyncClient(base_url=base, headers=headers, timeout=settings.timeout, limits=limits, follow_redirects=False) as client:
+        run.model = await _probe_model(client, settings, base, key)
+        items = [r for r in batch.requests if r.request is not None]
+        cpu0 = time.process_time()
+        bodies = {r.request_id: chat_body(r.request, run.model, settings.top_logprobs) for r in items}
+        for r in items:  # the isolated reference: one request at a time, nothing else in flight
+            answer = await _send(client, bodies[r.request_id], f"{r.request_id}/reference", settings, key)
+            run.references[r.request_id] = answer
+            run.sent += 1
+            progress("reference", r.request_id, answer.error is None)
+        if items and all(a.error and a.error.startswith("HTTP 4") for a in run.references.values()):
+            raise EndpointError(f"{base} refused every request: {next(iter(run.references.values())).error}")
+        for k in range(settings.repeat):
+            burst: dict = {}
+            run.bursts.append(burst)
+            started = time.perf_counter()
+            await _burst(client, items, bodies, settings, key, burst, k, progress)
+            run.burst_seconds.append(time.perf_counter() - started)
+            run.sent += len(items)
+        run.client_cpu_s = time.process_time() - cpu0
+
+
+async def _burst(client, items, bodies, settings: EndpointSettings, key, burst: dict, k: int, progress) -> None:
+    """Send every request as captured: at its arrival offset (divided by --speed), or N at a time."""
+    gate = asyncio.Semaphore(settings.concurrency or 64)
+    stamps = [r.arrival_ts for r in items if r.arrival_ts is not None]
+    t0 = min(stamps) if stamps else 0.0
+    start = time.perf_counter()
+
+    async def one(r) -> None:
+        if settings.concurrency is None and r.arrival_ts is not None:
+            delay = (r.arrival_ts - t0) / settings.speed - (time.perf_counter() - start)
+            if delay > 0:
+                await asyncio.sleep(delay)
+        async with gate:
+            answer = await _send(client, bodies[r.request_id], f"{r.request_id}/burst-{k + 1}", settings, key)
+        burst[r.request_id] = answer
+        progress("burst", r.request_id, answer.error is None)
+
+    await asyncio.gather(*(one(r) for r in items))

@@ -1,0 +1,1 @@
+"""`qdebug serve`: an OpenAI-compatible chat-completions server that traces every request it answers."""

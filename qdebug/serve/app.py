@@ -1,0 +1,158 @@
+"""The FastAPI app of `qdebug serve`: `/v1/chat/completions` and `/v1/models`, every answer traced to disk."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from qdebug.replay.engine import parse_inject
+from qdebug.replay.events import EventLog
+
+
+@dataclass
+class ServeSettings:
+    """What the server serves and how: its model name, where traces go, which fault, the seed, the wave window."""
+
+    model_name: str = "qdebug-demo"
+    traces: Path | None = None
+    inject: str = "none"
+    seed: int = 0
+    wave_window: float = 0.5
+
+
+class Tracer:
+    """Runs one chat request through the traced model (with the injected fault) and files its trace."""
+
+    def __init__(self, loaded, settings: ServeSettings) -> None:
+        self.loaded, self.settings = loaded, settings
+        self.fault, self.shift = parse_inject(settings.inject)
+        self.events = EventLog()
+        self._numbers = itertools.count(1)
+        self._index_lock = threading.Lock()
+        self._empty = tempfile.mkdtemp(prefix="qdebug-serve-")  # image paths resolve here: nothing, so only data URLs load
+        self.gate = None
+        self.pad = None
+        if self.fault == "shared-visual-buffer":
+            from .waves import WaveGate
+
+            self.gate = WaveGate(settings.seed, settings.wave_window)
+        elif self.fault == "offset-shift":
+            import torch
+
+            token = loaded.adapter.image_token_id(loaded.config)
+            self.pad = loaded.adapter.embed_tokens(loaded.model)(torch.tensor([token], device=loaded.device)).detach()
+
+    def parse(self, body: dict):
+        """The body as a qdebug Request, or (None, reason) when it cannot be served."""
+        from qdebug.replay.formats.capture import _parse_line
+
+        entry = _parse_line(json.dumps({k: v for k, v in body.items() if k != "id"}), 1, Path(self._empty), False)
+        return entry.request, entry.error
+
+    def answer(self, body: dict, client_tag: str | None) -> tuple[int, dict]:
+        """(HTTP status, OpenAI-style JSON) for one chat-completions body."""
+        from qdebug.trace.runner import CaptureOptions, trace_request
+
+        if body.get("stream"):
+            return 400, _error("stream: true is not supported by qdebug serve (send stream: false)")
+        request, error = self.parse(body)
+        if request is None:
+            return 400, _error(f"bad request: {error}")
+        number = next(self._numbers)
+        rid = f"chatcmpl-qd-{number}"
+        request.request_id = rid
+        faults: tuple = ()
+        client = None
+        if self.gate is not None and request.images:
+            from .waves import ServedBufferClient
+
+            client = ServedBufferClient(self.gate, rid)
+            faults = (client,)
+        elif self.fault == "offset-shift":
+            from qdebug.replay.faults import OffsetShift
+
+            faults = (OffsetShift(self.shift, self.pad),)
+        trace = trace_request(self.loaded, request, CaptureOptions(attn_layers=None), faults=faults, notify=self.events.notifier(rid))
+        self._file(number, rid, client_tag, trace, client)
+        return 200, self._completion(rid, body, request, trace)
+
+    def _file(self, number: int, rid: str, client_tag, trace, client) -> None:
+        """Save the trace and append one line to index.jsonl naming it, its client tag and its buffer donors."""
+        if self.settings.traces is None:
+            return
+        from qdebug.trace.schema import save_trace
+
+        name = f"{number:06d}.qdt"
+        save_trace(trace, self.settings.traces / name)
+        line = {
+            "n": number, "id": rid, "client_request": client_tag, "trace": name, "answer": trace.generated_text,
+            "wave": client.wave if client else None, "donors": list(client.donors) if client else [],
+            "inject": self.settings.inject,
+        }
+        with self._index_lock, open(self.settings.traces / "index.jsonl", "a", encoding="utf-8") as f:
+            f.write(json.dumps(line) + "\n")
+
+    def _completion(self, rid: str, body: dict, request, trace) -> dict:
+        eos = self.loaded.model.generation_config.eos_token_id
+        eos = set(eos if isinstance(eos, list) else [eos])
+        ids = trace.generated_ids
+        finish = "stop" if ids and ids[-1] in eos else ("length" if len(ids) >= request.max_new_tokens else "stop")
+        choice = {"index": 0, "message": {"role": "assistant", "content": trace.generated_text}, "finish_reason": finish, "logprobs": None}
+        if body.get("logprobs"):
+            k = int(body.get("top_logprobs") or 0)
+            choice["logprobs"] = {"content": [
+                {"token": s.token, "logprob": _log(s.prob),
+                 "top_logprobs": [{"token": t, "logprob": _log(p)} for t, p in zip(s.topk.tokens[:k], s.topk.probs[:k])]}
+                for s in trace.steps
+            ]}
+        prompt = len(trace.input_ids)
+        return {
+            "id": rid, "object": "chat.completion", "created": int(time.time()), "model": self.settings.model_name,
+            "choices": [choice], "usage": {"prompt_tokens": prompt, "completion_tokens": len(ids), "total_tokens": prompt + len(ids)},
+        }
+
+
+def _log(p: float) -> float:
+    return math.log(p) if p > 0 else -1e9
+
+
+def _error(message: str, kind: str = "invalid_request_error") -> dict:
+    return {"error": {"message": message, "type": kind}}
+
+
+def build_app(loaded, settings: ServeSettings):
+    """The FastAPI app: sync handlers, so concurrent requests run concurrently on the server's thread pool."""
+    tracer = Tracer(loaded, settings)
+    app = FastAPI(title="qdebug serve", docs_url=None, redoc_url=None)
+    app.state.tracer = tracer
+
+    @app.get("/v1/models")
+    def models() -> dict:
+        return {"object": "list", "data": [{"id": settings.model_name, "object": "model", "created": 0, "owned_by": "qdebug"}]}
+
+    @app.get("/health")
+    def health() -> dict:
+        return {"status": "ok"}
+
+    @app.post("/v1/chat/completions")
+    def chat(body: dict, request: Request):
+        model = body.get("model")
+        if model not in (None, settings.model_name):
+            return JSONResponse(_error(f"model {model!r} is not served here (this server serves {settings.model_name!r})", "not_found_error"), status_code=404)
+        try:
+            status, doc = tracer.answer(body, request.headers.get("x-qdebug-request"))
+        except Exception as exc:  # one failing request answers 500 and the server keeps serving
+            text = str(exc).strip().splitlines()
+            return JSONResponse(_error(f"{type(exc).__name__}: {text[0] if text else ''}", "server_error"), status_code=500)
+        return JSONResponse(doc, status_code=status)
+
+    return app
