@@ -17,7 +17,7 @@ from textual.widgets import Footer, Static
 
 from ..messages import CommandEntered, FileLoaded, Notice, StageHighlighted
 from ..session import PendingRequest, RunSession
-from ..state import RunState, Selection, TraceDoc, View, pipeline_stages, query_move, stage_rows
+from ..state import RunState, Selection, TraceDoc, View, pipeline_stages, query_move, run_line, stage_rows
 from ..widgets.attention_view import AttentionView
 from ..widgets.command_bar import CommandBar
 from ..widgets.message_line import MessageLine
@@ -26,11 +26,13 @@ from ..widgets.offset_timeline import OffsetTimeline
 from ..widgets.stage_detail import StageDetail
 from ..widgets.stage_list import StageList
 from ..widgets.topk_panel import TopKPanel
+from ..widgets.replay_status import ReplayStatus
 from .request_commands import RequestCommands
+from .request_replay import ReplayControls
 from .request_run import RunControls
 
 
-class RequestScreen(RunControls, RequestCommands, Screen):
+class RequestScreen(RunControls, RequestCommands, ReplayControls, Screen):
     """Step through one request (live run or saved trace) and look at every stage."""
 
     BINDINGS = [
@@ -76,6 +78,11 @@ class RequestScreen(RunControls, RequestCommands, Screen):
         self._old_sessions: list[RunSession] = []
         self._select_last_step = False
         self._run_when_loaded = False
+        self._queued: list[str] = []  # n / c / g pressed before the run could take them (model loading, run starting)
+        self._awaiting_pause = False  # the current run has not stopped anywhere yet
+        self._outcome: str | None = None  # how the current run ended (done / error / cancelled)
+        self._restarted_from: int | None = None  # the run the current one replaced
+        self._runs_started = 0
         self._ready = False  # widgets composed and mounted
         self._info_plain = None
 
@@ -93,6 +100,7 @@ class RequestScreen(RunControls, RequestCommands, Screen):
                 yield AttentionView(id="attention")
         if self.live:
             yield ModelStatus(f"loading model {self.app.model_spec.model} on {self.app.model_spec.device}…", id="model-status")
+        yield ReplayStatus(id="replay-status")
         yield MessageLine(id="message")
         yield CommandBar(self.stage_names, id="command")
         yield Footer()
@@ -108,7 +116,7 @@ class RequestScreen(RunControls, RequestCommands, Screen):
             self.sel = replace(self.sel, stage=self.doc.trace.stage_names[0] if self.doc.trace.stages else None)
         elif self.live and not self.pending.empty:
             self._run_when_loaded = True
-            self.say(f"request ready: {self.pending.describe()}; it runs when the model is loaded")
+            self.say(f"request ready: {self.pending.describe()}; it runs when the model is loaded (keys you press now act then)")
         elif self.live:
             self.say("`image PATH`, `prompt TEXT`, then `run` (: focuses the command bar)")
         if self.doc is not None:
@@ -156,11 +164,19 @@ class RequestScreen(RunControls, RequestCommands, Screen):
             names.append(f"step.{len(steps)}")
         return names
 
+    def run_line(self) -> str:
+        """"run 1 · paused at preprocess": the live run's state, the one wording used everywhere ('' without a run)."""
+        if self.session is None:
+            if self._run_when_loaded and self.loaded is None and self.model_error is None:
+                return f"run {self._runs_started + 1} · waits for the model to load"
+            return ""
+        return run_line(self.session.id, self.session.state(), self._outcome)
+
     def view(self) -> View:
         """The View the panels draw."""
         rows = {r.name: r for r in self._rows()}
         status = rows[self.sel.stage].status if self.sel.stage in rows else "done"
-        return View(self.doc, self.sel, status)
+        return View(self.doc, self.sel, status, self.run_line())
 
     def _rows(self):
         return stage_rows(self.stage_names(), self.doc.trace if self.doc else None, self.run_state(), self.breakpoints)
@@ -195,11 +211,16 @@ class RequestScreen(RunControls, RequestCommands, Screen):
                 text.append(f"model {loaded.spec} ({loaded.device}, {loaded.dtype}) · ", style="bold")
             else:
                 text.append(f"model {spec.model} {'failed' if self.model_error else 'loading…'} · ", style="bold")
-            if self.doc is None:
-                text.append(f"next request: {self.pending.describe()}", style="dim")
+            line = self.run_line()
+            if line:
+                paused = self.session is not None and self.session.stepper.paused_at is not None and self._outcome is None
+                text.append(f"{line} · ", style="bold black on yellow" if paused else "bold yellow")
+            elif self.doc is None:
+                ready = "runs when the model is loaded" if self._run_when_loaded else "`run` starts it"
+                text.append(f"no run yet · next request: {self.pending.describe()} ({ready})", style="dim")
         if self.doc is not None:
             trace = self.doc.trace
-            if self.doc.source:
+            if self.doc.source and not (self.live and self.session is not None):
                 text.append(f"{self.doc.source} · ", style="bold")
             if not self.docs:
                 text.append(f"prompt {trace.request.get('prompt', '')!r} · ", style="dim")
@@ -316,7 +337,9 @@ class RequestScreen(RunControls, RequestCommands, Screen):
         self.app.push_screen(HelpScreen())
 
     def action_back(self) -> None:
-        """Back to the batch screen (when opened from one), else to the stage list."""
+        """Cancel a replay in progress; else back to the batch screen (when opened from one), else to the stage list."""
+        if self.cancel_replay():
+            return
         if len(self.app.screen_stack) > 1:
             self.app.pop_screen()
         else:

@@ -123,8 +123,12 @@ class RequestCommands:
             from qdebug.commands.replay import load_or_run_replay
         except ImportError:
             raise CommandError("replay is unavailable in this build (qdebug.commands.replay is missing); `open FILE.qdr` opens a saved report") from None
-        self.say(f"replaying {cmd.arg}…")
-        self._replay(load_or_run_replay, cmd.arg)
+        path = Path(cmd.arg).expanduser()
+        if path.suffix == ".qdr" or not path.is_file():  # a saved report opens at once (a missing file: its one-line error)
+            self.say(f"replaying {cmd.arg}…")
+            self._replay(load_or_run_replay, cmd.arg)
+            return
+        self.start_replay(path)
 
     def cmd_help(self, cmd: Command) -> None:
         self.action_help()

@@ -37,23 +37,27 @@ def _placeholder(img, s: int, reason: str):
 _thumbs: dict = {}
 
 
-def _thumbnail(doc, index: int, img, size: int, s: int):
-    """The image as half blocks at the heatmap's size (cached: it does not change with layer, head or query)."""
-    from qdebug.render.heatmap import image_text
+def _thumbnail(doc, index: int, img, size: int, s: int, plain: bool = False):
+    """The image as half blocks (a ramp when `plain`) at the heatmap's size (cached: it does not change with
+    layer, head or query)."""
+    from qdebug.render.heatmap import image_ramp, image_text
 
-    key = (doc, index, size)
+    key = (doc, index, size, plain)
     if key not in _thumbs:
         if len(_thumbs) > 32:
             _thumbs.clear()
         pil = pil_image(doc, index)
-        _thumbs[key] = image_text(pil, img.rows, img.cols, width=size) if pil is not None else _placeholder(img, s, f"image not available\n{Path(img.path).name}")
+        draw = image_ramp if plain else image_text
+        _thumbs[key] = draw(pil, img.rows, img.cols, width=size) if pil is not None else _placeholder(img, s, f"image not available\n{Path(img.path).name}")
     return _thumbs[key]
 
 
-def attention_renderable(view: View, width: int, height: int):
-    """Heatmap, thumbnail and legend for the selection, or a line saying why there is nothing to draw."""
+def attention_renderable(view: View, width: int, height: int, plain: bool = False):
+    """Heatmap, thumbnail and legend for the selection, or a line saying why there is nothing to draw.
+
+    `plain`: no colour on this terminal (NO_COLOR), so the pictures are character ramps."""
     from qdebug.analysis.attention import attention_grid, peak_of
-    from qdebug.render.heatmap import heatmap_text, legend_text
+    from qdebug.render.heatmap import heatmap, legend
 
     doc = view.doc
     if doc is None:
@@ -80,11 +84,12 @@ def attention_renderable(view: View, width: int, height: int):
     pictures = Table.grid(padding=(0, 3))
     pictures.add_column()
     pictures.add_column()
-    thumb = _thumbnail(doc, index, img, size, s)
-    pictures.add_row(heatmap_text(grid, width=size, marker=(peak.row, peak.col)), thumb)
-    legend = legend_text(float(grid.min()), float(grid.max()), width=min(24, max(8, size - 10)))
-    legend.append(f"   peak row {peak.row}, col {peak.col}", style="bold")
-    parts = [head, pictures, legend]
+    thumb = _thumbnail(doc, index, img, size, s, plain)
+    pictures.add_row(heatmap(grid, width=size, marker=(peak.row, peak.col), plain=plain), thumb)
+    bar = Table.grid(padding=(0, 3))
+    bar.add_row(legend(float(grid.min()), float(grid.max()), width=min(24, max(8, size - 10)), plain=plain),
+                Text(f"peak row {peak.row}, col {peak.col}", style="bold"))
+    parts = [head, pictures, bar]
     if trace.meta.get("attn_capture"):
         parts.append(Text(trace.meta["attn_capture"], style="dim"))
     return Group(*parts)
@@ -110,5 +115,5 @@ class AttentionView(ViewPanel):
         if key not in self._cache:
             if len(self._cache) > 64:
                 self._cache.clear()
-            self._cache[key] = attention_renderable(v, self.size.width, self.size.height)
+            self._cache[key] = attention_renderable(v, self.size.width, self.size.height, plain=self.app.no_color)
         return self._cache[key]

@@ -1,4 +1,4 @@
-"""CommandBar: the REPL line at the bottom, with history (↑/↓) and Tab completion."""
+"""CommandBar: the REPL line at the bottom, with history (↑/↓) and Tab completion; Enter returns to the main view."""
 
 from __future__ import annotations
 
@@ -31,6 +31,8 @@ class CommandBar(Input):
         """Send the line up and remember it."""
         event.stop()
         line = event.value.strip()
+        # Enter runs the line and hands the keys back to the main view (vim, lazygit): the next `n` steps
+        self.action_leave()
         if not line:
             return
         if not self.history or self.history[-1] != line:

@@ -14,8 +14,10 @@ _SKIP = {"shape"}  # rows/dim say it already
 _WAITING = {
     "pending": "pending: not reached yet",
     "running": "running: the worker is computing this stage",
-    "paused": "paused here: the forward pass waits inside this stage's hook (n next stage · c continue · g next token)",
+    "paused": "the forward pass waits inside this stage's hook (n next stage · c continue · g next token)",
 }
+# a run stops at its start, as pdb does: nothing has run through the model yet
+_AT_START = "a run stops at its start, as pdb does: the model has not run yet (n next stage · c continue · g first token)"
 
 
 def fmt(value) -> str:
@@ -73,6 +75,27 @@ def summary_renderables(summary: dict) -> list:
     return out
 
 
+def tokens_text(trace, limit: int = 400) -> Text:
+    """The prompt's tokens in order, each image's placeholder run shown once as `<image I: N tokens @start>`."""
+    text = Text("tokens ", style="dim")
+    spans = {img.span[0]: img for img in trace.images if img.span}
+    pos, shown = 0, 0
+    while pos < len(trace.tokens) and shown < limit:
+        img = spans.get(pos)
+        if img is not None:
+            start, end = img.span
+            text.append(f"<image {img.index}: {end - start} tokens @{start}>", style="bold cyan")
+            pos = end
+        else:
+            text.append(trace.tokens[pos].replace("\n", "⏎").replace("Ċ", "⏎").replace("Ġ", "·"))
+            pos += 1
+        text.append(" ")
+        shown += 1
+    if pos < len(trace.tokens):
+        text.append(f"… {len(trace.tokens) - pos} more", style="dim")
+    return text
+
+
 def checks_text(checks) -> Text:
     """Each check on a line with ✓/✗ and its detail."""
     text = Text()
@@ -127,15 +150,23 @@ def detail_renderable(view: View):
     """The whole panel for the selected stage."""
     name = view.sel.stage
     if view.doc is None or name is None:
+        if view.run_line:  # a run started but has nothing to show yet
+            return Text(f"{view.run_line}…", style="yellow")
         return Text("no request yet: `image PATH`, `prompt TEXT`, then `run` (or `open FILE.qdt`)", style="dim")
     stage = view.doc.trace.stages.get(name)
     title = Text(name, style="bold")
     parts: list = [title]
-    if view.stage_status in _WAITING:
+    if view.stage_status == "paused" and view.run_line:
+        why = _AT_START if name == "preprocess" else _WAITING["paused"]
+        parts[0] = Text(view.run_line, style="bold black on yellow")
+        parts.append(Text(why, style="yellow"))
+    elif view.stage_status in _WAITING:
         parts.append(Text(_WAITING[view.stage_status], style="yellow" if view.stage_status != "pending" else "dim"))
     if stage is None:
         return Group(*parts)
     parts.extend(summary_renderables(stage.summary))
+    if name == "preprocess":
+        parts.append(tokens_text(view.doc.trace))
     other = view.doc.counterpart
     if other is not None:
         parts.append(compare_text(stage, other.trace.stages.get(name), other.role))
@@ -173,7 +204,7 @@ class StageDetail(ViewPanel):
 
     def view_key(self, view: View) -> tuple:
         """The document, the stage and its status."""
-        return (view.doc, view.sel.stage, view.stage_status)
+        return (view.doc, view.sel.stage, view.stage_status, view.run_line)
 
     def watch_view(self, old: View | None, new: View | None) -> None:
         """A new stage starts at the top."""

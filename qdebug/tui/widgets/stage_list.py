@@ -14,7 +14,7 @@ from ..state import StageRow
 _STATUS = {
     "pending": ("·", "dim", "pending"),
     "running": ("»", "yellow", "running"),
-    "paused": ("▶", "bold black on yellow", "paused here"),
+    "paused": ("▶", "bold black on yellow", "paused"),
     "done": ("✓", "green", "done"),
 }
 
