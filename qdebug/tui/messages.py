@@ -89,3 +89,4 @@ class ReplayEnded(Message):
     ran: int = 0
     total: int = 0
     contaminated: int = 0
+    references: int = 0

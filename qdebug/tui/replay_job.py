@@ -56,7 +56,7 @@ class ReplayJob:
             return
         run = replay(loaded, batch, ReplaySettings(), on_progress=self._on_progress, cancel=self.cancelled)
         if run.interrupted or self.cancelling:
-            self.post(ReplayEnded(str(self.path), None, self.replayed, self.total))
+            self.post(ReplayEnded(str(self.path), None, self.replayed, self.total, self.contaminated, self.references))
             return
         self.post(ReplayEnded(str(self.path), report_from_replay(batch, run), self.replayed, self.total, self.contaminated))
 

@@ -65,4 +65,5 @@ class ReplayControls:
             self.say(f"replayed {event.path}: {event.ran}/{event.total} requests, contaminated {event.contaminated}")
             self.app.push_screen(BatchScreen(event.report, source=event.path))
         elif event.ran >= 0:
-            self.say(f"replay of {Path(event.path).name} cancelled after {event.ran} of {event.total} requests; nothing was written")
+            self.say(f"replay of {Path(event.path).name} cancelled: references {event.references}/{event.total}, "
+                     f"replayed {event.ran}/{event.total}; no report")
