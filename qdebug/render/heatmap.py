@@ -3,22 +3,35 @@ where the console has no colour (piped, NO_COLOR)."""
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from rich.style import Style
 from rich.text import Text
 
 from .colors import scale_color
 
 
+@lru_cache(maxsize=4096)
+def _style(fg: tuple[int, int, int], bg: tuple[int, int, int] | None) -> Style:
+    return Style(color=f"rgb{fg}", bgcolor=f"rgb{bg}" if bg else None)
+
+
 def _half_blocks(pixels: list[list[tuple[int, int, int]]]) -> Text:
-    """Render an RGB pixel matrix two pixel rows per line with '▀' (top = fg, bottom = bg)."""
+    """Render an RGB pixel matrix two pixel rows per line with '▀' (top = fg, bottom = bg).
+
+    Runs of equal cells become one span (a heatmap cell is several pixels wide): fewer spans, faster frames."""
     text = Text()
     for y in range(0, len(pixels), 2):
         top = pixels[y]
-        bottom = pixels[y + 1] if y + 1 < len(pixels) else None
-        for x, fg in enumerate(top):
-            bg = bottom[x] if bottom is not None else None
-            style = Style(color=f"rgb{fg}", bgcolor=f"rgb{bg}" if bg else None)
-            text.append("▀", style)
+        bottom = pixels[y + 1] if y + 1 < len(pixels) else [None] * len(top)
+        x = 0
+        while x < len(top):
+            pair = (top[x], bottom[x])
+            end = x + 1
+            while end < len(top) and (top[end], bottom[end]) == pair:
+                end += 1
+            text.append("▀" * (end - x), _style(*pair))
+            x = end
         text.append("\n")
     text.rstrip()
     return text

@@ -54,16 +54,16 @@ class QDebugApp(App):
         return self.main_screen
 
     def on_mount(self) -> None:
-        """Start loading the model in a worker (the first frame does not wait for it)."""
-        if self.model_spec is not None:
-            if self.loaded is not None:
-                self.call_after_refresh(self.post_message, ModelLoaded(self.loaded))
-            else:
-                self._load_model()
+        """Hand over an already loaded model (a fresh load starts once the first frame is on screen)."""
+        if self.model_spec is not None and self.loaded is not None:
+            self.call_after_refresh(self.post_message, ModelLoaded(self.loaded))
 
     def on_ready(self) -> None:
-        """The first frame is on screen."""
+        """The first frame is on screen: now load the model (importing torch in a worker thread holds the
+        interpreter for a while; started earlier it delays the first frame by hundreds of ms)."""
         self.first_frame_at = time.perf_counter()
+        if self.model_spec is not None and self.loaded is None:
+            self._load_model()
 
     @work(thread=True, exclusive=True, group="model")
     def _load_model(self) -> None:

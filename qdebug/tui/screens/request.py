@@ -83,6 +83,7 @@ class RequestScreen(RunControls, RequestCommands, ReplayControls, Screen):
         self._outcome: str | None = None  # how the current run ended (done / error / cancelled)
         self._restarted_from: int | None = None  # the run the current one replaced
         self._runs_started = 0
+        self._prefetch_pending = False
         self._ready = False  # widgets composed and mounted
         self._info_plain = None
 
@@ -197,6 +198,8 @@ class RequestScreen(RunControls, RequestCommands, ReplayControls, Screen):
         if info.plain != self._info_plain:  # an unchanged line must not cost a layout pass
             self._info_plain = info.plain
             self.query_one("#info", Static).update(info)
+        if self.doc is not None and self.doc.complete:
+            self._schedule_prefetch()
 
     def _info_text(self) -> Text:
         text = Text()
@@ -240,14 +243,47 @@ class RequestScreen(RunControls, RequestCommands, ReplayControls, Screen):
         if event.stage == self.query_one(StageList).current:  # drop stale events from programmatic moves
             self._select_stage(event.stage)
 
-    def _select_stage(self, stage: str) -> None:
+    def _stage_changes(self, stage: str) -> dict:
+        """What selecting `stage` changes: layer.N picks the heatmap layer, step.K the query that chose it."""
         changes: dict = {"stage": stage}
         if stage.startswith("layer."):
             changes["layer"] = int(stage.split(".")[1])
         elif stage.startswith("step.") and self.doc is not None:
             changes["pos"] = self.doc.prompt_len - 1 + int(stage.split(".")[1])
+        return changes
+
+    def _select_stage(self, stage: str) -> None:
+        changes = self._stage_changes(stage)
         if replace(self.sel, **changes) != self.sel:
             self.select(**changes)
+
+    def _schedule_prefetch(self) -> None:
+        """Once the frame is out, render the neighbouring stages' panels (one panel per idle turn)."""
+        if not self._prefetch_pending:
+            self._prefetch_pending = True
+            self.call_after_refresh(self._prefetch_neighbours)
+
+    def _prefetch_neighbours(self) -> None:
+        self._prefetch_pending = False
+        rows = self.query_one(StageList).rows
+        names = [r.name for r in rows]
+        if self.doc is None or self.sel.stage not in names:
+            return
+        i = names.index(self.sel.stage)
+        panels = [self.query_one(StageDetail), self.query_one(AttentionView), self.query_one(TopKPanel), self.query_one(OffsetTimeline)]
+        jobs = []
+        for j in (i + 1, i - 1):  # ↓ is the usual direction: first
+            if 0 <= j < len(names):
+                view = View(self.doc, replace(self.sel, **self._stage_changes(names[j])), rows[j].status, self.run_line())
+                jobs.extend((panel, view) for panel in panels)
+
+        def step() -> None:
+            if jobs and self.is_current:
+                panel, view = jobs.pop(0)
+                panel.prefetch(view)
+                self.call_later(step)  # yield to pending keys between panels
+
+        step()
 
     def on_command_entered(self, event: CommandEntered) -> None:
         """Run a command from the bar."""

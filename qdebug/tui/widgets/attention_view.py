@@ -102,18 +102,8 @@ class AttentionView(ViewPanel):
         """The document, layer, head, image and query."""
         return (view.doc, view.sel.layer, view.sel.head, view.sel.image, view.pos)
 
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self._cache: dict = {}
+    PRERENDER = True
 
-    def render(self):
-        """Draw the heatmap for the current selection at the widget's size."""
-        if self.view is None:
-            return Text("")
-        v = self.view
-        key = (v.doc, v.sel.layer, v.sel.head, v.sel.image, v.pos, self.size.width, self.size.height)
-        if key not in self._cache:
-            if len(self._cache) > 64:
-                self._cache.clear()
-            self._cache[key] = attention_renderable(v, self.size.width, self.size.height, plain=self.app.no_color)
-        return self._cache[key]
+    def renderable(self, view: View):
+        """The heatmap for `view` at the widget's size."""
+        return attention_renderable(view, self.size.width, self.size.height, plain=self.app.no_color)

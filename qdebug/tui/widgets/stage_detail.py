@@ -201,6 +201,7 @@ class StageDetail(ViewPanel):
         super().__init__(**kwargs)
         self.offset_y = 0
         self._lines: list = []
+        self._all: dict = {}
 
     def view_key(self, view: View) -> tuple:
         """The document, the stage and its status."""
@@ -211,6 +212,22 @@ class StageDetail(ViewPanel):
         if old is None or new is None or self.view_key(old) != self.view_key(new):
             self.offset_y = 0
         super().watch_view(old, new)
+
+    def all_lines(self, view: View) -> list:
+        """Every line of the detail of `view` at the panel's width (cached; prefetch fills it ahead)."""
+        width = max(10, self.size.width)
+        key = (self.view_key(view), width)
+        if key not in self._all:
+            if len(self._all) > 64:
+                self._all.clear()
+            console = self.app.console
+            self._all[key] = console.render_lines(detail_renderable(view), console.options.update(width=width, height=None), pad=False)
+        return self._all[key]
+
+    def prefetch(self, view: View) -> None:
+        """Render the detail of `view` ahead (idle time)."""
+        if self.size.width:
+            self.all_lines(view)
 
     def scroll_lines(self, delta: int) -> None:
         """Scroll the detail by `delta` lines."""
@@ -231,7 +248,7 @@ class StageDetail(ViewPanel):
             return Text("")
         console = self.app.console
         width, height = max(10, self.size.width), max(1, self.size.height)
-        self._lines = console.render_lines(detail_renderable(self.view), console.options.update(width=width, height=None), pad=False)
+        self._lines = self.all_lines(self.view)
         total = len(self._lines)
         if total <= height:
             return _Lines(self._lines)
