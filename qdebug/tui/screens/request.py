@@ -36,28 +36,28 @@ class RequestScreen(RunControls, RequestCommands, ReplayControls, Screen):
     """Step through one request (live run or saved trace) and look at every stage."""
 
     BINDINGS = [
-        Binding("down", "stage(1)", "next stage in the list", show=False),
-        Binding("up", "stage(-1)", "previous stage in the list", show=False),
-        Binding("n", "next", "next stage"),
-        Binding("c", "continue", "continue"),
-        Binding("b", "breakpoint", "breakpoint"),
-        Binding("g", "generate", "+1 token"),
-        Binding("r", "rerun", "rerun"),
-        Binding("left_square_bracket", "layer(-1)", "layer-"),
-        Binding("right_square_bracket", "layer(1)", "layer+"),
-        Binding("h", "head", "head"),
-        Binding("left", "query(-1)", "query ←", show=False),
-        Binding("right", "query(1)", "query →", show=False),
-        Binding("shift+left", "token(-1)", "token ←", show=False),
-        Binding("shift+right", "token(1)", "token →", show=False),
-        Binding("i", "image", "image", show=False),
-        Binding("shift+down", "detail(3)", "scroll detail", show=False),
-        Binding("shift+up", "detail(-3)", "scroll detail", show=False),
-        Binding("t", "toggle_reference", "replayed/reference"),
-        Binding("colon", "command", ":cmd"),
-        Binding("question_mark", "help", "help"),
-        Binding("escape", "back", "back", show=False),
-        Binding("q", "quit", "quit"),
+        Binding("down", "stage(1)", "next stage in the list", show=False, id="stage-down"),
+        Binding("up", "stage(-1)", "previous stage in the list", show=False, id="stage-up"),
+        Binding("n", "next", "next stage", id="next"),
+        Binding("c", "continue", "continue", id="continue"),
+        Binding("b", "breakpoint", "breakpoint", id="breakpoint"),
+        Binding("g", "generate", "+1 token", id="generate"),
+        Binding("r", "rerun", "rerun", id="rerun"),
+        Binding("left_square_bracket", "layer(-1)", "layer-", id="layer-prev"),
+        Binding("right_square_bracket", "layer(1)", "layer+", id="layer-next"),
+        Binding("h", "head", "head", id="head"),
+        Binding("left", "query(-1)", "query ←", show=False, id="query-prev"),
+        Binding("right", "query(1)", "query →", show=False, id="query-next"),
+        Binding("shift+left", "token(-1)", "token ←", show=False, id="token-prev"),
+        Binding("shift+right", "token(1)", "token →", show=False, id="token-next"),
+        Binding("i", "image", "next image", show=False, id="image"),
+        Binding("shift+down", "detail(3)", "scroll detail", show=False, id="detail-down"),
+        Binding("shift+up", "detail(-3)", "scroll detail", show=False, id="detail-up"),
+        Binding("t", "toggle_reference", "replayed/reference", id="reference"),
+        Binding("colon", "command", ":cmd", id="command"),
+        Binding("question_mark,f1", "help", "help", id="help"),
+        Binding("escape", "back", "back", show=False, id="back"),
+        Binding("q", "quit", "quit", id="quit"),
     ]
 
     def __init__(self, doc: TraceDoc | None = None, *, reference: TraceDoc | None = None, live: bool = False,
@@ -84,6 +84,7 @@ class RequestScreen(RunControls, RequestCommands, ReplayControls, Screen):
         self._restarted_from: int | None = None  # the run the current one replaced
         self._runs_started = 0
         self._prefetch_pending = False
+        self._pixels_key = None
         self._ready = False  # widgets composed and mounted
         self._info_plain = None
 
@@ -98,7 +99,16 @@ class RequestScreen(RunControls, RequestCommands, ReplayControls, Screen):
                     yield StageDetail(id="detail")
                     yield TopKPanel(id="topk")
                 yield OffsetTimeline(id="timeline")
-                yield AttentionView(id="attention")
+                if self.app.pixels:  # the image with its attention overlay, in real pixels
+                    from ..pixels import image_widget
+
+                    with Horizontal(id="attention-row"):
+                        attention = AttentionView(id="attention")
+                        attention.pixels = True
+                        yield attention
+                        yield image_widget(self.app.pixels, id="pixels")
+                else:
+                    yield AttentionView(id="attention")
         if self.live:
             yield ModelStatus(f"loading model {self.app.model_spec.model} on {self.app.model_spec.device}…", id="model-status")
         yield ReplayStatus(id="replay-status")
@@ -122,6 +132,10 @@ class RequestScreen(RunControls, RequestCommands, ReplayControls, Screen):
             self.say("`image PATH`, `prompt TEXT`, then `run` (: focuses the command bar)")
         if self.doc is not None:
             self.say("↑/↓ stages · ←/→ query token · [ ] layer · h head · : command · ? help")
+        if self.app.keymap_error:
+            self.say(self.app.keymap_error, error=True)
+        elif self.app.user_keymap:
+            self.say(f"keys from {self.app.keymap_path}: " + ", ".join(f"{a} = {k}" for a, k in self.app.user_keymap.items()))
         self._ready = True
         self.refresh_view()
         self.query_one(StageList).focus()
@@ -194,12 +208,26 @@ class RequestScreen(RunControls, RequestCommands, ReplayControls, Screen):
         view = self.view()
         for widget in (self.query_one(StageDetail), self.query_one(TopKPanel), self.query_one(OffsetTimeline), self.query_one(AttentionView)):
             widget.view = view
+        if self.app.pixels:
+            self._show_pixels(view)
         info = self._info_text()
         if info.plain != self._info_plain:  # an unchanged line must not cost a layout pass
             self._info_plain = info.plain
             self.query_one("#info", Static).update(info)
         if self.doc is not None and self.doc.complete:
             self._schedule_prefetch()
+
+    def _show_pixels(self, view: View) -> None:
+        """Give the pixel widget the image with the selection's attention over it (when that changed)."""
+        from ..widgets.attention_view import overlay_for
+
+        key = self.query_one(AttentionView).view_key(view)
+        if key != self._pixels_key:
+            self._pixels_key = key
+            widget = self.query_one("#pixels")
+            image = overlay_for(view)
+            widget.image = image
+            widget.display = image is not None
 
     def _info_text(self) -> Text:
         text = Text()
@@ -367,10 +395,11 @@ class RequestScreen(RunControls, RequestCommands, ReplayControls, Screen):
         self.query_one(CommandBar).focus()
 
     def action_help(self) -> None:
-        """Keys and commands."""
+        """Keys and commands, starting with what the focused panel shows."""
         from .help import HelpScreen
 
-        self.app.push_screen(HelpScreen())
+        focused = self.focused
+        self.app.push_screen(HelpScreen(focused.id if focused is not None else None))
 
     def action_back(self) -> None:
         """Cancel a replay in progress; else back to the batch screen (when opened from one), else to the stage list."""

@@ -52,10 +52,28 @@ def _thumbnail(doc, index: int, img, size: int, s: int, plain: bool = False):
     return _thumbs[key]
 
 
-def attention_renderable(view: View, width: int, height: int, plain: bool = False):
+def overlay_for(view: View):
+    """The image with the selection's attention laid over it (PIL), or None when there is nothing to draw."""
+    from qdebug.analysis.attention import attention_grid, peak_of
+    from qdebug.render.overlay import overlay_image
+
+    doc = view.doc
+    if doc is None or not doc.trace.images or view.pos not in doc.trace.attn_queries:
+        return None
+    index = min(view.sel.image, len(doc.trace.images) - 1)
+    grid = attention_grid(doc.trace, index, queries=[view.pos], layer=view.sel.layer, head=view.sel.head)
+    pil = pil_image(doc, index)
+    if grid is None or pil is None:
+        return None
+    peak = peak_of(grid, index)
+    return overlay_image(pil, grid, peak=(peak.row, peak.col))
+
+
+def attention_renderable(view: View, width: int, height: int, plain: bool = False, thumbnail: bool = True):
     """Heatmap, thumbnail and legend for the selection, or a line saying why there is nothing to draw.
 
-    `plain`: no colour on this terminal (NO_COLOR), so the pictures are character ramps."""
+    `plain`: no colour on this terminal (NO_COLOR), so the pictures are character ramps. `thumbnail`: False when
+    the image is shown in pixels beside the panel."""
     from qdebug.analysis.attention import attention_grid, peak_of
     from qdebug.render.heatmap import heatmap, legend
 
@@ -84,8 +102,10 @@ def attention_renderable(view: View, width: int, height: int, plain: bool = Fals
     pictures = Table.grid(padding=(0, 3))
     pictures.add_column()
     pictures.add_column()
-    thumb = _thumbnail(doc, index, img, size, s, plain)
-    pictures.add_row(heatmap(grid, width=size, marker=(peak.row, peak.col), plain=plain), thumb)
+    cells = [heatmap(grid, width=size, marker=(peak.row, peak.col), plain=plain)]
+    if thumbnail:
+        cells.append(_thumbnail(doc, index, img, size, s, plain))
+    pictures.add_row(*cells)
     bar = Table.grid(padding=(0, 3))
     bar.add_row(legend(float(grid.min()), float(grid.max()), width=min(24, max(8, size - 10)), plain=plain),
                 Text(f"peak row {peak.row}, col {peak.col}", style="bold"))
@@ -103,7 +123,8 @@ class AttentionView(ViewPanel):
         return (view.doc, view.sel.layer, view.sel.head, view.sel.image, view.pos)
 
     PRERENDER = True
+    pixels = False  # the image is drawn in pixels beside this panel (Sixel / Kitty), not as half blocks here
 
     def renderable(self, view: View):
         """The heatmap for `view` at the widget's size."""
-        return attention_renderable(view, self.size.width, self.size.height, plain=self.app.no_color)
+        return attention_renderable(view, self.size.width, self.size.height, plain=self.app.no_color, thumbnail=not self.pixels)

@@ -22,7 +22,8 @@ class CommandBar(Input):
     ]
 
     def __init__(self, stages: Callable[[], list[str]], **kwargs):
-        super().__init__(placeholder=": command (help lists them; Tab completes, ↑/↓ history)", suggester=CommandSuggester(stages), **kwargs)
+        super().__init__(placeholder=": command (help lists them; Tab completes, ↑/↓ history)", suggester=CommandSuggester(stages),
+                         select_on_focus=False, **kwargs)  # a line filled in (palette) is continued, not replaced
         self.history: list[str] = []
         self._index = 0  # position in history while browsing; len(history) = the line being typed
         self._draft = ""

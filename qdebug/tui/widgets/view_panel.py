@@ -29,6 +29,7 @@ class ViewPanel(Widget):
     Panels with PRERENDER keep their rendered lines per view and size, and `prefetch(view)` renders a view
     the user is likely to go to next while the app is idle: the key that goes there then costs a lookup."""
 
+    can_focus = True  # Tab walks the panels; ? then explains the focused one
     view: reactive[View | None] = reactive(None, repaint=False)
     LAYOUT = False  # True for panels whose height follows their content
     PRERENDER = False
