@@ -219,3 +219,15 @@ async def test_i_walks_the_images_of_a_two_image_request(demo):
         assert "peak row" in second and second != first
         await pilot.press("i")
         assert screen.sel.image == 0  # wraps around
+
+
+async def test_a_key_typed_right_behind_enter_steps_instead_of_landing_in_the_bar(demo):
+    app = build_app(loaded=demo, image_paths=[IMAGE], prompt=PROMPT, max_new_tokens=3)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        await wait_for(pilot, _paused_at(screen, "preprocess"))
+        await pilot.press("colon", *"break sync")
+        app.simulate_key("enter")  # both queued before the app turns round, as when typing fast on a busy machine
+        app.simulate_key("c")
+        await wait_for(pilot, _paused_at(screen, "sync"), what="c continued to the new breakpoint")
+        assert screen.query_one(CommandBar).value == ""

@@ -27,13 +27,38 @@ class CommandBar(Input):
         self.history: list[str] = []
         self._index = 0  # position in history while browsing; len(history) = the line being typed
         self._draft = ""
+        self._away = False  # Enter was pressed: keys still queued here were typed for the main view
+
+    def action_submit(self) -> None:
+        """Run the line now, not when a Submitted message comes round: a key typed right after Enter is
+        already queued to this bar, and must step the run instead of landing in the next command."""
+        self._away = True
+        self.action_leave()
+        self.post_message(self.Submitted(self, self.value))
+
+    async def _on_key(self, event) -> None:
+        # Enter is handled here, not as a binding: bindings run after the keys already queued behind it
+        if self._away and self.screen.focused is not self:  # typed ahead after Enter: the key is the main view's
+            event.prevent_default()
+            event.stop()
+            self.app.simulate_key(event.key)
+            return
+        if event.key == "enter":
+            event.prevent_default()
+            event.stop()
+            self.action_submit()
+            return
+        await super()._on_key(event)
+
+    def on_focus(self) -> None:
+        """Typing here again."""
+        self._away = False
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         """Send the line up and remember it."""
         event.stop()
         line = event.value.strip()
-        # Enter runs the line and hands the keys back to the main view (vim, lazygit): the next `n` steps
-        self.action_leave()
+        # Enter ran the line and handed the keys back to the main view (vim, lazygit): the next `n` steps
         if not line:
             return
         if not self.history or self.history[-1] != line:
@@ -59,9 +84,9 @@ class CommandBar(Input):
             self.cursor_position = len(self.value)
 
     def action_leave(self) -> None:
-        """Give the focus back to the screen's main widget."""
+        """Give the focus back to the screen's main widget (at once: keys already queued follow it)."""
         for selector in ("#stages", "#requests"):
             found = self.screen.query(selector)
             if found:
-                found.first().focus()
+                self.screen.set_focus(found.first())
                 return
