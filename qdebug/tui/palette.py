@@ -20,7 +20,7 @@ def _verb(screen, name: str, args: str):
             bar = bars.first()
             bar.value = f"{name} "
             bar.cursor_position = len(bar.value)
-            bar.focus()
+            screen.set_focus(bar)
         elif hasattr(screen, "run_command"):
             screen.run_command(name)
         elif bars:

@@ -391,8 +391,8 @@ class RequestScreen(RunControls, RequestCommands, ReplayControls, Screen):
         self.say(f"showing the {role} trace")
 
     def action_command(self) -> None:
-        """Focus the command bar."""
-        self.query_one(CommandBar).focus()
+        """Focus the command bar (at once: keys typed behind `:` go there)."""
+        self.set_focus(self.query_one(CommandBar))
 
     def action_help(self) -> None:
         """Keys and commands, starting with what the focused panel shows."""

@@ -9,6 +9,7 @@ from textual.widgets import Input
 
 from ..commands import CommandSuggester
 from ..messages import CommandEntered
+from .typeahead import pass_on
 
 
 class CommandBar(Input):
@@ -38,17 +39,14 @@ class CommandBar(Input):
 
     async def _on_key(self, event) -> None:
         # Enter is handled here, not as a binding: bindings run after the keys already queued behind it
-        if self._away and self.screen.focused is not self:  # typed ahead after Enter: the key is the main view's
-            event.prevent_default()
-            event.stop()
-            self.app.simulate_key(event.key)
+        if self._away and pass_on(self, event):  # typed ahead after Enter: the key is the main view's
             return
         if event.key == "enter":
             event.prevent_default()
             event.stop()
             self.action_submit()
             return
-        await super()._on_key(event)
+        # anything else: Textual goes on to the base classes' key handlers
 
     def on_focus(self) -> None:
         """Typing here again."""
