@@ -167,7 +167,7 @@ async def test_replay_shows_progress_then_the_batch_screen(demo, tmp_path):
         status = screen.query_one(ReplayStatus)
         assert status.display
         while not isinstance(app.screen, BatchScreen):
-            text = _message(screen)
+            text = status.line
             if text not in seen:
                 seen.append(text)
             await pilot.pause(0.01)
@@ -185,7 +185,8 @@ async def test_esc_cancels_a_replay(demo, tmp_path):
     async with app.run_test(size=SIZE) as pilot:
         screen = app.screen
         await _command(pilot, f"replay {capture}")
-        await wait_for(pilot, lambda: "references 1/6" in _message(screen), timeout=120, what="first reference")
+        status = screen.query_one(ReplayStatus)
+        await wait_for(pilot, lambda: "references 1/6" in status.line, timeout=120, what="first reference")
         job = screen.replay_job
         await pilot.press("escape")
         assert job.cancelling

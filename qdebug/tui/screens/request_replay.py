@@ -53,7 +53,6 @@ class ReplayControls:
             return
         line = progress_line(event, str(job.path))
         self.query_one(ReplayStatus).show(line, event.references + event.replayed, 2 * event.total)
-        self.say(line)
 
     def on_replay_ended(self, event: ReplayEnded) -> None:
         """Show the report on the batch screen, or say the replay was cancelled."""

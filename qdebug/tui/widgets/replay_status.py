@@ -10,6 +10,8 @@ from textual.widgets import Label, ProgressBar
 class ReplayStatus(Horizontal):
     """A label and a bar (references + replays) while `replay FILE` runs; hidden otherwise."""
 
+    line = ""  # what the label says
+
     def compose(self) -> ComposeResult:
         """Label, then the bar."""
         yield Label("", id="replay-label")
@@ -18,6 +20,7 @@ class ReplayStatus(Horizontal):
     def show(self, line: str, done: int | None = None, total: int | None = None) -> None:
         """Show `line`; the bar counts `done` of `total` steps (indeterminate while the total is unknown)."""
         self.display = True
+        self.line = line
         self.query_one(Label).update(line)
         bar = self.query_one(ProgressBar)
         if total:
