@@ -191,3 +191,18 @@ async def test_half_blocks_without_pixels(trace, monkeypatch):
         await pilot.pause()
         assert not app.screen.query("#pixels")
         assert "▀" in text_of(app.screen.query_one(AttentionView))
+
+
+async def test_a_burst_of_keys_from_a_focused_panel_goes_to_the_bar_then_the_view(trace):
+    from textual import events
+
+    app = build_app(trace=trace)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("tab")
+        assert app.screen.focused.id == "detail"
+        for ch in ":layer 1":
+            app.post_message(events.Key({":": "colon", " ": "space"}.get(ch, ch), ch))
+        app.post_message(events.Key("enter", "\r"))
+        app.post_message(events.Key("h", "h"))
+        await wait_for(pilot, lambda: (app.screen.sel.layer, app.screen.sel.head) == (1, 0), what="layer 1 then h")
+        assert app.screen.query_one(CommandBar).value == ""

@@ -10,7 +10,7 @@ from textual.widgets.option_list import Option
 
 from ..messages import StageHighlighted
 from ..state import StageRow
-from .typeahead import pass_on
+from .typeahead import FollowsFocus
 
 _STATUS = {
     "pending": ("·", "dim", "pending"),
@@ -34,7 +34,7 @@ def row_text(row: StageRow) -> Text:
     return text
 
 
-class StageList(OptionList, inherit_bindings=False):
+class StageList(FollowsFocus, OptionList, inherit_bindings=False):
     """The stage list; set `rows` to redraw, call `select(name)` to move the cursor. Posts StageHighlighted.
 
     ↑/↓ are left to the screen, which moves the cursor and redraws every panel in one handler (one frame per key).
@@ -63,16 +63,6 @@ class StageList(OptionList, inherit_bindings=False):
             self.highlighted = names.index(current)
         elif names:
             self.highlighted = 0
-
-    async def _on_key(self, event) -> None:
-        if pass_on(self, event):  # typed after `:` moved the focus: the command bar's
-            return
-        if event.key == "colon":  # focus the bar now, so the keys queued behind `:` follow it
-            event.prevent_default()
-            event.stop()
-            self.screen.action_command()
-            return
-        # anything else: Textual goes on to the base classes' key handlers
 
     def select(self, name: str) -> None:
         """Move the cursor to stage `name` (if listed)."""

@@ -16,3 +16,17 @@ def pass_on(widget, event: events.Key) -> bool:
     event.stop()
     widget.app.post_message(events.Key(event.key, event.character))
     return True
+
+
+class FollowsFocus:
+    """Mixin for the request screen's focusable panels: `:` focuses the command bar with the key itself, and
+    keys that arrive after the focus moved on are passed on in order."""
+
+    async def _on_key(self, event: events.Key) -> None:
+        if pass_on(self, event):
+            return
+        if event.key == "colon" and hasattr(self.screen, "action_command"):
+            event.prevent_default()
+            event.stop()
+            self.screen.action_command()
+        # anything else: Textual goes on to the base classes' key handlers

@@ -8,6 +8,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from ..state import View
+from .typeahead import FollowsFocus
 
 
 class Lines:
@@ -22,7 +23,7 @@ class Lines:
             yield Segment.line()
 
 
-class ViewPanel(Widget):
+class ViewPanel(FollowsFocus, Widget):
     """Set `view` to feed the panel; it repaints only when `view_key(view)` changes (moving between stages
     must not redraw a heatmap that did not change: that keeps key → frame latency low).
 
