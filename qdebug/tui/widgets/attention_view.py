@@ -96,7 +96,8 @@ def attention_renderable(view: View, width: int, height: int, plain: bool = Fals
     if grid is None:
         why = "not captured for this query" if pos not in trace.attn_queries else "not captured for this layer yet"
         return Group(head, Text(f"no attention: {why} (←/→ move between query tokens, [/] change layer)", style="dim"))
-    s = _scale(img.rows, img.cols, max(8, (width - 4) // 2), max(3, height - 3))  # title, legend, note
+    frame = 2 if plain else 0  # the ramp is framed (its blank low end must not hide the grid)
+    s = _scale(img.rows, img.cols, max(8, (width - 4) // 2), max(3, height - 3 - frame))  # title, legend, note
     size = s * max(img.rows, img.cols)
     peak = peak_of(grid, index)
     pictures = Table.grid(padding=(0, 3))
