@@ -165,7 +165,8 @@ async def test_replay_shows_progress_then_the_batch_screen(demo, tmp_path):
         seen: list[str] = []
         await _command(pilot, f"replay {capture}")
         status = screen.query_one(ReplayStatus)
-        assert status.display
+        await wait_for(pilot, lambda: screen.replay_job is not None or isinstance(app.screen, BatchScreen), what="replay started")
+        assert status.display or isinstance(app.screen, BatchScreen)
         while not isinstance(app.screen, BatchScreen):
             text = status.line
             if text not in seen:
