@@ -162,16 +162,10 @@ async def test_replay_shows_progress_then_the_batch_screen(demo, tmp_path):
     app = build_app(loaded=demo)
     async with app.run_test(size=SIZE) as pilot:
         screen = app.screen
-        seen: list[str] = []
         await _command(pilot, f"replay {capture}")
         status = screen.query_one(ReplayStatus)
-        await wait_for(pilot, lambda: screen.replay_job is not None or isinstance(app.screen, BatchScreen), what="replay started")
-        assert status.display or isinstance(app.screen, BatchScreen)
-        while not isinstance(app.screen, BatchScreen):
-            text = status.line
-            if text not in seen:
-                seen.append(text)
-            await pilot.pause(0.01)
+        await wait_for(pilot, lambda: isinstance(app.screen, BatchScreen), timeout=180, what="the batch screen")
+        seen = status.lines
         await wait_for(pilot, lambda: app.screen.is_mounted and app.screen.query("#events"), what="batch screen mounted")
         await pilot.pause()
         assert any("references 1/3" in s for s in seen), seen
@@ -180,8 +174,17 @@ async def test_replay_shows_progress_then_the_batch_screen(demo, tmp_path):
         assert not status.display
 
 
-async def test_esc_cancels_a_replay(demo, tmp_path):
+async def test_esc_cancels_a_replay(demo, tmp_path, monkeypatch):
+    from qdebug.tui.replay_job import ReplayJob
+
     capture = _small_capture(tmp_path, 6)
+    go, real = threading.Event(), ReplayJob._on_progress
+
+    def held(job, *args):  # the real replay thread waits after its first request until Esc was pressed
+        real(job, *args)
+        go.wait(60)
+
+    monkeypatch.setattr(ReplayJob, "_on_progress", held)
     app = build_app(loaded=demo)
     async with app.run_test(size=SIZE) as pilot:
         screen = app.screen
@@ -191,6 +194,7 @@ async def test_esc_cancels_a_replay(demo, tmp_path):
         job = screen.replay_job
         await pilot.press("escape")
         assert job.cancelling
+        go.set()
         await wait_for(pilot, lambda: screen.replay_job is None, timeout=120, what="the replay stops")
         said = _message(screen)
         assert "cancelled" in said and "replayed" in said and "/6" in said, said

@@ -12,6 +12,10 @@ class ReplayStatus(Horizontal):
 
     line = ""  # what the label says
 
+    def on_mount(self) -> None:
+        """Every line shown, oldest first."""
+        self.lines: list[str] = []
+
     def compose(self) -> ComposeResult:
         """Label, then the bar."""
         yield Label("", id="replay-label")
@@ -21,6 +25,7 @@ class ReplayStatus(Horizontal):
         """Show `line`; the bar counts `done` of `total` steps (indeterminate while the total is unknown)."""
         self.display = True
         self.line = line
+        self.lines.append(line)
         self.query_one(Label).update(line)
         bar = self.query_one(ProgressBar)
         if total:
