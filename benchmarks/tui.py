@@ -5,7 +5,8 @@
 First frame: a fresh interpreter per run, measured from just before the process starts (wall clock) to the app's
 Ready event (the first frame is on screen), so interpreter start and imports count. Step latency: on the saved demo
 trace, ↓/↑ through the stage list; each press is timed from the key to the last frame the press produced (every
-frame is encoded to terminal bytes as a real terminal would get them). Targets: first frame < 1.5 s, p95 < 50 ms.
+frame is encoded to terminal bytes as a real terminal would get them). Targets: first frame < 400 ms, p95 < 30 ms
+(2-core machine). The load average is printed with the figures: other processes on the cores inflate both.
 """
 
 from __future__ import annotations
@@ -87,13 +88,16 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--presses", type=int, default=60)
     args = parser.parse_args()
+    import os
+
+    print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start")
     firsts = [first_frame_seconds() for _ in range(args.runs)]
     print(f"first frame (demo model spec, process start → first frame): median {statistics.median(firsts) * 1000:.0f} ms, "
-          f"max {max(firsts) * 1000:.0f} ms over {args.runs} runs (target < 1500 ms)")
+          f"max {max(firsts) * 1000:.0f} ms over {args.runs} runs (target < 400 ms)")
     lat = sorted(asyncio.run(step_latencies(args.presses)))
     p95 = lat[min(len(lat) - 1, round(0.95 * (len(lat) - 1)))]
     print(f"stage step latency (key → last frame): median {statistics.median(lat) * 1000:.1f} ms, "
-          f"p95 {p95 * 1000:.1f} ms, max {lat[-1] * 1000:.1f} ms over {len(lat)} presses (target p95 < 50 ms)")
+          f"p95 {p95 * 1000:.1f} ms, max {lat[-1] * 1000:.1f} ms over {len(lat)} presses (target p95 < 30 ms)")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from .heatmap import heatmap_text, image_text, legend_text
+from .heatmap import heatmap, legend, thumbnail
 
 
 def stage_table(trace) -> Table:
@@ -80,12 +80,12 @@ def heatmap_panel(trace, image, grid, title: str, pil_image=None) -> Panel:
     from qdebug.analysis.attention import peak_of
 
     peak = peak_of(grid, image.index)
-    pictures = [heatmap_text(grid, marker=(peak.row, peak.col))]
+    pictures = [heatmap(grid, marker=(peak.row, peak.col))]
     if pil_image is not None:
-        pictures.append(image_text(pil_image, image.rows, image.cols))
+        pictures.append(thumbnail(pil_image, image.rows, image.cols))
     body = Group(
         Columns(pictures, padding=(0, 2)),
-        legend_text(float(grid.min()), float(grid.max())),
+        legend(float(grid.min()), float(grid.max())),
         Text(f"peak: row {peak.row}, col {peak.col} of {peak.rows}×{peak.cols}"),
     )
     return Panel(body, title=title, expand=False)

@@ -42,6 +42,16 @@ class QDebugApp(App):
         self.started_at = time.perf_counter()
         self.first_frame_at: float | None = None  # set when the first frame is on screen (benchmarks read it)
         self.main_screen: RequestScreen | BatchScreen | None = None
+        from .pixels import detect
+
+        self.pixels = detect()  # "sixel" / "tgp" where the terminal shows pixels, else None (half blocks)
+        from .keymap import keymap_path, load_keymap
+
+        self.keymap_path = keymap_path()
+        known = {b.id: b.description for b in RequestScreen.BINDINGS if b.id}
+        self.user_keymap, self.keymap_error = load_keymap(self.keymap_path, known)
+        if self.user_keymap:
+            self.set_keymap(self.user_keymap)
 
     def get_default_screen(self):
         """The first screen: the batch screen for a report, else the request screen."""
@@ -53,17 +63,24 @@ class QDebugApp(App):
             self.main_screen = RequestScreen(live=True, pending=self.pending)
         return self.main_screen
 
+    def get_system_commands(self, screen):
+        """The palette (ctrl+p): every `:` verb and key of the screen, then Textual's own (theme, screenshot…)."""
+        from .palette import palette_commands
+
+        yield from palette_commands(screen)
+        yield from super().get_system_commands(screen)
+
     def on_mount(self) -> None:
-        """Start loading the model in a worker (the first frame does not wait for it)."""
-        if self.model_spec is not None:
-            if self.loaded is not None:
-                self.call_after_refresh(self.post_message, ModelLoaded(self.loaded))
-            else:
-                self._load_model()
+        """Hand over an already loaded model (a fresh load starts once the first frame is on screen)."""
+        if self.model_spec is not None and self.loaded is not None:
+            self.call_after_refresh(self.post_message, ModelLoaded(self.loaded))
 
     def on_ready(self) -> None:
-        """The first frame is on screen."""
+        """The first frame is on screen: now load the model (importing torch in a worker thread holds the
+        interpreter for a while; started earlier it delays the first frame by hundreds of ms)."""
         self.first_frame_at = time.perf_counter()
+        if self.model_spec is not None and self.loaded is None:
+            self._load_model()
 
     @work(thread=True, exclusive=True, group="model")
     def _load_model(self) -> None:

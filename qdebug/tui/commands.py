@@ -24,7 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "topk": ("K", "how many top-k rows to show"),
     "save": ("PATH", "save the trace on screen (.qdt)"),
     "open": ("PATH", "open a trace (.qdt) or a replay report (.qdr)"),
-    "export": ("png PATH", "write the attention heatmaps over the image as a PNG"),
+    "export": ("png PATH | svg PATH", "png: the attention heatmaps over the image; svg: the screen as you see it (for a bug report)"),
     "replay": ("FILE", "replay a capture or runtime log and show the batch screen"),
     "help": ("", "keys and commands"),
     "quit": ("", "leave qdebug"),
@@ -82,12 +82,20 @@ def int_arg(cmd: Command, upper: int | None, lower: int = 0) -> int:
     return value
 
 
+def export_target(cmd: Command) -> tuple[str, Path]:
+    """(kind, PATH) of `export png PATH` or `export svg PATH`."""
+    kind, _, path = cmd.arg.partition(" ")
+    if kind.lower() not in ("png", "svg") or not path.strip():
+        raise CommandError("export needs `png PATH` (heatmaps) or `svg PATH` (this screen)")
+    return kind.lower(), Path(path.strip()).expanduser()
+
+
 def export_path(cmd: Command) -> Path:
     """The PATH of `export png PATH`."""
-    kind, _, path = cmd.arg.partition(" ")
-    if kind.lower() != "png" or not path.strip():
+    kind, path = export_target(cmd)
+    if kind != "png":
         raise CommandError("export needs `png PATH`")
-    return Path(path.strip()).expanduser()
+    return path
 
 
 def complete_path(prefix: str) -> str | None:
@@ -122,7 +130,8 @@ def complete(line: str, stages: list[str]) -> str | None:
     if name == "export":
         kind, space2, path = rest.partition(" ")
         if not space2:
-            return f"{word} png " if "png ".startswith(rest) and rest != "png " else None
+            kind = next((k for k in ("png ", "svg ") if k.startswith(rest) and k != rest), None)
+            return f"{word} {kind}" if kind and rest else (f"{word} png " if not rest else None)
         done = complete_path(path) if path else None
         return f"{word} {kind} {done}" if done else None
     if name in PATH_ARGS and rest:

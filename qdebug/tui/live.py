@@ -16,7 +16,12 @@ PARTIAL_NOTE = "live snapshot: the complete trace arrives when the run finishes"
 def snapshot(loaded, request, prepared, recorder, reached: list[str], options: CaptureOptions | None = None):
     """A Trace holding the stages in `reached` as far as the recorder has them (steps chosen greedily)."""
     if recorder is None:
-        return None
+        if set(reached) - {"preprocess"}:
+            return None
+        # paused at preprocess the hooks are not attached yet: what preprocess captured needs no recorder
+        from qdebug.trace.hooks import Recorder
+
+        recorder = Recorder()
     image_positions = {p for s, e in prepared.spans for p in range(s, e)}
     queries = [p for p in range(len(prepared.inputs["input_ids"][0])) if p not in image_positions]
     trace = assemble_trace(loaded, request, prepared, recorder, None, queries, options or CaptureOptions(), reached=reached)

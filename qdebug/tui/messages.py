@@ -68,3 +68,25 @@ class RequestChosen(Message):
     """Enter on a request of the batch screen."""
 
     request_id: str
+
+
+@dataclass
+class ReplayProgress(Message):
+    """A replay in the TUI moved on: references and replayed requests done out of `total`, contaminated so far."""
+
+    references: int
+    replayed: int
+    total: int
+    contaminated: int
+
+
+@dataclass
+class ReplayEnded(Message):
+    """A replay in the TUI ended: its report, or None when it was cancelled (`ran`: requests replayed by then)."""
+
+    path: str
+    report: object | None
+    ran: int = 0
+    total: int = 0
+    contaminated: int = 0
+    references: int = 0

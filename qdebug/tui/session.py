@@ -45,10 +45,10 @@ class PendingRequest:
 class RunSession:
     """Start, step, continue and cancel one traced request; `post(RunEvent)` is called from the worker thread."""
 
-    def __init__(self, loaded, request, breakpoints: set[str], post: Callable[[RunEvent], object]):
+    def __init__(self, loaded, request, breakpoints: set[str], post: Callable[[RunEvent], object], run_id: int | None = None):
         from qdebug.trace.stepper import Stepper
 
-        self.id = next(_run_ids)
+        self.id = run_id if run_id is not None else next(_run_ids)
         self.loaded, self.request, self.post = loaded, request, post
         self.finished = False
         self._one_shot_step = False  # "step.*" was added by `g` and is removed at the next step

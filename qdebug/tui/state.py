@@ -92,6 +92,7 @@ class View:
     doc: TraceDoc | None
     sel: Selection = field(default_factory=Selection)
     stage_status: str = "done"  # status of sel.stage in the stage list
+    run_line: str = ""  # "run 1 · paused at preprocess": the live run's state, worded as in the header
 
     @property
     def pos(self) -> int | None:
@@ -131,6 +132,17 @@ class RunState:
     paused_at: str | None = None
     running: bool = False
     finished: bool = False
+
+
+def run_line(run_id: int, run: RunState, outcome: str | None = None) -> str:
+    """The live run's state in one phrase, the same in the header, the stage panel and the messages."""
+    if outcome is not None:  # done / error / cancelled
+        return f"run {run_id} · {dict(done='finished', error='failed', cancelled='cancelled').get(outcome, outcome)}"
+    if run.paused_at is not None:
+        return f"run {run_id} · paused at {run.paused_at}"
+    if not run.reached:
+        return f"run {run_id} · starting"
+    return f"run {run_id} · running after {run.reached[-1]}"
 
 
 def stage_rows(names: list[str], trace, run: RunState | None, breakpoints: set[str]) -> list[StageRow]:

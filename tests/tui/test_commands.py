@@ -102,7 +102,8 @@ async def test_history_and_tab_completion_in_the_bar(trace):
         await _type(pilot, app, "layer 1")
         await _type(pilot, app, "head 2")
         bar = app.screen.query_one(CommandBar)
-        assert bar.has_focus  # the bar keeps the focus after a command, like a REPL
+        assert not bar.has_focus  # Enter returns to the main view, as in vim
+        await pilot.press("colon")
         await pilot.press("up")
         assert bar.value == "head 2"
         await pilot.press("up")

@@ -17,7 +17,7 @@ from textual.widgets import Footer, Static
 
 from ..messages import CommandEntered, FileLoaded, Notice, StageHighlighted
 from ..session import PendingRequest, RunSession
-from ..state import RunState, Selection, TraceDoc, View, pipeline_stages, query_move, stage_rows
+from ..state import RunState, Selection, TraceDoc, View, pipeline_stages, query_move, run_line, stage_rows
 from ..widgets.attention_view import AttentionView
 from ..widgets.command_bar import CommandBar
 from ..widgets.message_line import MessageLine
@@ -26,36 +26,38 @@ from ..widgets.offset_timeline import OffsetTimeline
 from ..widgets.stage_detail import StageDetail
 from ..widgets.stage_list import StageList
 from ..widgets.topk_panel import TopKPanel
+from ..widgets.replay_status import ReplayStatus
 from .request_commands import RequestCommands
+from .request_replay import ReplayControls
 from .request_run import RunControls
 
 
-class RequestScreen(RunControls, RequestCommands, Screen):
+class RequestScreen(RunControls, RequestCommands, ReplayControls, Screen):
     """Step through one request (live run or saved trace) and look at every stage."""
 
     BINDINGS = [
-        Binding("down", "stage(1)", "next stage in the list", show=False),
-        Binding("up", "stage(-1)", "previous stage in the list", show=False),
-        Binding("n", "next", "next stage"),
-        Binding("c", "continue", "continue"),
-        Binding("b", "breakpoint", "breakpoint"),
-        Binding("g", "generate", "+1 token"),
-        Binding("r", "rerun", "rerun"),
-        Binding("left_square_bracket", "layer(-1)", "layer-"),
-        Binding("right_square_bracket", "layer(1)", "layer+"),
-        Binding("h", "head", "head"),
-        Binding("left", "query(-1)", "query ←", show=False),
-        Binding("right", "query(1)", "query →", show=False),
-        Binding("shift+left", "token(-1)", "token ←", show=False),
-        Binding("shift+right", "token(1)", "token →", show=False),
-        Binding("i", "image", "image", show=False),
-        Binding("shift+down", "detail(3)", "scroll detail", show=False),
-        Binding("shift+up", "detail(-3)", "scroll detail", show=False),
-        Binding("t", "toggle_reference", "replayed/reference"),
-        Binding("colon", "command", ":cmd"),
-        Binding("question_mark", "help", "help"),
-        Binding("escape", "back", "back", show=False),
-        Binding("q", "quit", "quit"),
+        Binding("down", "stage(1)", "next stage in the list", show=False, id="stage-down"),
+        Binding("up", "stage(-1)", "previous stage in the list", show=False, id="stage-up"),
+        Binding("n", "next", "next stage", id="next"),
+        Binding("c", "continue", "continue", id="continue"),
+        Binding("b", "breakpoint", "breakpoint", id="breakpoint"),
+        Binding("g", "generate", "+1 token", id="generate"),
+        Binding("r", "rerun", "rerun", id="rerun"),
+        Binding("left_square_bracket", "layer(-1)", "layer-", id="layer-prev"),
+        Binding("right_square_bracket", "layer(1)", "layer+", id="layer-next"),
+        Binding("h", "head", "head", id="head"),
+        Binding("left", "query(-1)", "query ←", show=False, id="query-prev"),
+        Binding("right", "query(1)", "query →", show=False, id="query-next"),
+        Binding("shift+left", "token(-1)", "token ←", show=False, id="token-prev"),
+        Binding("shift+right", "token(1)", "token →", show=False, id="token-next"),
+        Binding("i", "image", "next image", show=False, id="image"),
+        Binding("shift+down", "detail(3)", "scroll detail", show=False, id="detail-down"),
+        Binding("shift+up", "detail(-3)", "scroll detail", show=False, id="detail-up"),
+        Binding("t", "toggle_reference", "replayed/reference", id="reference"),
+        Binding("colon", "command", ":cmd", id="command"),
+        Binding("question_mark,f1", "help", "help", id="help"),
+        Binding("escape", "back", "back", show=False, id="back"),
+        Binding("q", "quit", "quit", id="quit"),
     ]
 
     def __init__(self, doc: TraceDoc | None = None, *, reference: TraceDoc | None = None, live: bool = False,
@@ -76,6 +78,13 @@ class RequestScreen(RunControls, RequestCommands, Screen):
         self._old_sessions: list[RunSession] = []
         self._select_last_step = False
         self._run_when_loaded = False
+        self._queued: list[str] = []  # n / c / g pressed before the run could take them (model loading, run starting)
+        self._awaiting_pause = False  # the current run has not stopped anywhere yet
+        self._outcome: str | None = None  # how the current run ended (done / error / cancelled)
+        self._restarted_from: int | None = None  # the run the current one replaced
+        self._runs_started = 0
+        self._prefetch_pending = False
+        self._pixels_key = None
         self._ready = False  # widgets composed and mounted
         self._info_plain = None
 
@@ -90,9 +99,19 @@ class RequestScreen(RunControls, RequestCommands, Screen):
                     yield StageDetail(id="detail")
                     yield TopKPanel(id="topk")
                 yield OffsetTimeline(id="timeline")
-                yield AttentionView(id="attention")
+                if self.app.pixels:  # the image with its attention overlay, in real pixels
+                    from ..pixels import image_widget
+
+                    with Horizontal(id="attention-row"):
+                        attention = AttentionView(id="attention")
+                        attention.pixels = True
+                        yield attention
+                        yield image_widget(self.app.pixels, id="pixels")
+                else:
+                    yield AttentionView(id="attention")
         if self.live:
             yield ModelStatus(f"loading model {self.app.model_spec.model} on {self.app.model_spec.device}…", id="model-status")
+        yield ReplayStatus(id="replay-status")
         yield MessageLine(id="message")
         yield CommandBar(self.stage_names, id="command")
         yield Footer()
@@ -108,11 +127,15 @@ class RequestScreen(RunControls, RequestCommands, Screen):
             self.sel = replace(self.sel, stage=self.doc.trace.stage_names[0] if self.doc.trace.stages else None)
         elif self.live and not self.pending.empty:
             self._run_when_loaded = True
-            self.say(f"request ready: {self.pending.describe()}; it runs when the model is loaded")
+            self.say(f"request ready: {self.pending.describe()}; it runs when the model is loaded (keys you press now act then)")
         elif self.live:
             self.say("`image PATH`, `prompt TEXT`, then `run` (: focuses the command bar)")
         if self.doc is not None:
             self.say("↑/↓ stages · ←/→ query token · [ ] layer · h head · : command · ? help")
+        if self.app.keymap_error:
+            self.say(self.app.keymap_error, error=True)
+        elif self.app.user_keymap:
+            self.say(f"keys from {self.app.keymap_path}: " + ", ".join(f"{a} = {k}" for a, k in self.app.user_keymap.items()))
         self._ready = True
         self.refresh_view()
         self.query_one(StageList).focus()
@@ -156,11 +179,19 @@ class RequestScreen(RunControls, RequestCommands, Screen):
             names.append(f"step.{len(steps)}")
         return names
 
+    def run_line(self) -> str:
+        """"run 1 · paused at preprocess": the live run's state, the one wording used everywhere ('' without a run)."""
+        if self.session is None:
+            if self._run_when_loaded and self.loaded is None and self.model_error is None:
+                return f"run {self._runs_started + 1} · waits for the model to load"
+            return ""
+        return run_line(self.session.id, self.session.state(), self._outcome)
+
     def view(self) -> View:
         """The View the panels draw."""
         rows = {r.name: r for r in self._rows()}
         status = rows[self.sel.stage].status if self.sel.stage in rows else "done"
-        return View(self.doc, self.sel, status)
+        return View(self.doc, self.sel, status, self.run_line())
 
     def _rows(self):
         return stage_rows(self.stage_names(), self.doc.trace if self.doc else None, self.run_state(), self.breakpoints)
@@ -177,10 +208,26 @@ class RequestScreen(RunControls, RequestCommands, Screen):
         view = self.view()
         for widget in (self.query_one(StageDetail), self.query_one(TopKPanel), self.query_one(OffsetTimeline), self.query_one(AttentionView)):
             widget.view = view
+        if self.app.pixels:
+            self._show_pixels(view)
         info = self._info_text()
         if info.plain != self._info_plain:  # an unchanged line must not cost a layout pass
             self._info_plain = info.plain
             self.query_one("#info", Static).update(info)
+        if self.doc is not None and self.doc.complete:
+            self._schedule_prefetch()
+
+    def _show_pixels(self, view: View) -> None:
+        """Give the pixel widget the image with the selection's attention over it (when that changed)."""
+        from ..widgets.attention_view import overlay_for
+
+        key = self.query_one(AttentionView).view_key(view)
+        if key != self._pixels_key:
+            self._pixels_key = key
+            widget = self.query_one("#pixels")
+            image = overlay_for(view)
+            widget.image = image
+            widget.display = image is not None
 
     def _info_text(self) -> Text:
         text = Text()
@@ -195,11 +242,16 @@ class RequestScreen(RunControls, RequestCommands, Screen):
                 text.append(f"model {loaded.spec} ({loaded.device}, {loaded.dtype}) · ", style="bold")
             else:
                 text.append(f"model {spec.model} {'failed' if self.model_error else 'loading…'} · ", style="bold")
-            if self.doc is None:
-                text.append(f"next request: {self.pending.describe()}", style="dim")
+            line = self.run_line()
+            if line:
+                paused = self.session is not None and self.session.stepper.paused_at is not None and self._outcome is None
+                text.append(f"{line} · ", style="bold black on yellow" if paused else "bold yellow")
+            elif self.doc is None:
+                ready = "runs when the model is loaded" if self._run_when_loaded else "`run` starts it"
+                text.append(f"no run yet · next request: {self.pending.describe()} ({ready})", style="dim")
         if self.doc is not None:
             trace = self.doc.trace
-            if self.doc.source:
+            if self.doc.source and not (self.live and self.session is not None):
                 text.append(f"{self.doc.source} · ", style="bold")
             if not self.docs:
                 text.append(f"prompt {trace.request.get('prompt', '')!r} · ", style="dim")
@@ -219,14 +271,47 @@ class RequestScreen(RunControls, RequestCommands, Screen):
         if event.stage == self.query_one(StageList).current:  # drop stale events from programmatic moves
             self._select_stage(event.stage)
 
-    def _select_stage(self, stage: str) -> None:
+    def _stage_changes(self, stage: str) -> dict:
+        """What selecting `stage` changes: layer.N picks the heatmap layer, step.K the query that chose it."""
         changes: dict = {"stage": stage}
         if stage.startswith("layer."):
             changes["layer"] = int(stage.split(".")[1])
         elif stage.startswith("step.") and self.doc is not None:
             changes["pos"] = self.doc.prompt_len - 1 + int(stage.split(".")[1])
+        return changes
+
+    def _select_stage(self, stage: str) -> None:
+        changes = self._stage_changes(stage)
         if replace(self.sel, **changes) != self.sel:
             self.select(**changes)
+
+    def _schedule_prefetch(self) -> None:
+        """Once the frame is out, render the neighbouring stages' panels (one panel per idle turn)."""
+        if not self._prefetch_pending:
+            self._prefetch_pending = True
+            self.call_after_refresh(self._prefetch_neighbours)
+
+    def _prefetch_neighbours(self) -> None:
+        self._prefetch_pending = False
+        rows = self.query_one(StageList).rows
+        names = [r.name for r in rows]
+        if self.doc is None or self.sel.stage not in names:
+            return
+        i = names.index(self.sel.stage)
+        panels = [self.query_one(StageDetail), self.query_one(AttentionView), self.query_one(TopKPanel), self.query_one(OffsetTimeline)]
+        jobs = []
+        for j in (i + 1, i - 1):  # ↓ is the usual direction: first
+            if 0 <= j < len(names):
+                view = View(self.doc, replace(self.sel, **self._stage_changes(names[j])), rows[j].status, self.run_line())
+                jobs.extend((panel, view) for panel in panels)
+
+        def step() -> None:
+            if jobs and self.is_current:
+                panel, view = jobs.pop(0)
+                panel.prefetch(view)
+                self.call_later(step)  # yield to pending keys between panels
+
+        step()
 
     def on_command_entered(self, event: CommandEntered) -> None:
         """Run a command from the bar."""
@@ -306,17 +391,20 @@ class RequestScreen(RunControls, RequestCommands, Screen):
         self.say(f"showing the {role} trace")
 
     def action_command(self) -> None:
-        """Focus the command bar."""
-        self.query_one(CommandBar).focus()
+        """Focus the command bar (at once: keys typed behind `:` go there)."""
+        self.set_focus(self.query_one(CommandBar))
 
     def action_help(self) -> None:
-        """Keys and commands."""
+        """Keys and commands, starting with what the focused panel shows."""
         from .help import HelpScreen
 
-        self.app.push_screen(HelpScreen())
+        focused = self.focused
+        self.app.push_screen(HelpScreen(focused.id if focused is not None else None))
 
     def action_back(self) -> None:
-        """Back to the batch screen (when opened from one), else to the stage list."""
+        """Cancel a replay in progress; else back to the batch screen (when opened from one), else to the stage list."""
+        if self.cancel_replay():
+            return
         if len(self.app.screen_stack) > 1:
             self.app.pop_screen()
         else:

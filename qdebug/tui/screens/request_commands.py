@@ -7,7 +7,7 @@ from pathlib import Path
 
 from textual import work
 
-from ..commands import Command, CommandError, export_path, int_arg, int_or_mean, parse
+from ..commands import Command, CommandError, export_target, int_arg, int_or_mean, parse
 from ..messages import FileLoaded, Notice
 from ..state import valid_stage
 
@@ -107,7 +107,10 @@ class RequestCommands:
         self._open(path)
 
     def cmd_export(self, cmd: Command) -> None:
-        path = export_path(cmd)
+        kind, path = export_target(cmd)
+        if kind == "svg":
+            self.export_svg(path)
+            return
         if self.doc is None or not self.doc.trace.steps:
             raise CommandError("export: no generated tokens on screen to draw")
         step = self.doc.step_chosen_at(self.view().pos)
@@ -118,13 +121,33 @@ class RequestCommands:
         self.say(f"writing {path}…")
         self._export(self.doc.trace, pils, path, steps, self.sel.layer, self.sel.head)
 
+    def export_svg(self, path: Path) -> None:
+        """The screen exactly as it is now, as SVG (Textual's screenshot), written atomically."""
+        if path.is_dir():
+            raise CommandError(f"export svg {path}: is a folder (expected a file name such as screen.svg)")
+        if not path.parent.is_dir():
+            raise CommandError(f"export svg {path}: folder {path.parent} does not exist")
+        svg = self.app.export_screenshot(title=f"qdebug · {self._info_plain or 'request'}")
+        from qdebug.atomic import atomic_path
+
+        try:
+            with atomic_path(path) as tmp:
+                Path(tmp).write_text(svg, encoding="utf-8")
+        except OSError as exc:
+            raise CommandError(f"export svg {path}: {exc.strerror or exc}") from None
+        self.say(f"wrote {path} (this screen as SVG)")
+
     def cmd_replay(self, cmd: Command) -> None:
         try:
             from qdebug.commands.replay import load_or_run_replay
         except ImportError:
             raise CommandError("replay is unavailable in this build (qdebug.commands.replay is missing); `open FILE.qdr` opens a saved report") from None
-        self.say(f"replaying {cmd.arg}…")
-        self._replay(load_or_run_replay, cmd.arg)
+        path = Path(cmd.arg).expanduser()
+        if path.suffix == ".qdr" or not path.is_file():  # a saved report opens at once (a missing file: its one-line error)
+            self.say(f"replaying {cmd.arg}…")
+            self._replay(load_or_run_replay, cmd.arg)
+            return
+        self.start_replay(path)
 
     def cmd_help(self, cmd: Command) -> None:
         self.action_help()

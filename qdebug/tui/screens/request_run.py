@@ -29,7 +29,9 @@ class RunControls:
         """Show the loader's outcome (called once the widgets exist)."""
         self.query_one(ModelStatus).done()
         if self.model_error is not None:
-            self.say(self.model_error, error=True)
+            dropped = f" (dropped the keys pressed while it loaded: {' '.join(self._queued)})" if self._queued else ""
+            self._queued.clear()
+            self.say(self.model_error + dropped, error=True)
             self.refresh_view()
             return
         loaded = self.loaded
@@ -52,14 +54,24 @@ class RunControls:
                 self._run_when_loaded = True
                 self.say("the model is still loading; the request runs when it is ready")
             return
+        previous = self.session
         self._stop_session()
         self.request = request
-        self.session = RunSession(self.loaded, request, self.breakpoints if breakpoints is None else breakpoints, self.post_message)
+        self._runs_started += 1  # runs are numbered per screen: the user's first run is run 1
+        self.session = RunSession(self.loaded, request, self.breakpoints if breakpoints is None else breakpoints, self.post_message,
+                                  run_id=self._runs_started)
+        self._outcome, self._awaiting_pause = None, True
+        self._restarted_from = previous.id if previous is not None else None
         self.doc = None
         self.docs = None
         self.sel = replace(self.sel, stage="preprocess", pos=None)
         self.session.start()
-        self.say(f"run {self.session.id}: {request.prompt_text!r}, up to {request.max_new_tokens} tokens")
+        if previous is not None:  # a restart must be seen: the screen looks the same when it pauses again
+            self.say(f"run {self.session.id} started from the top (run {previous.id} {'cancelled' if not previous.finished else 'ended'}): "
+                     f"{request.prompt_text!r}, up to {request.max_new_tokens} tokens")
+            self.app.notify(f"run {self.session.id} started; run {previous.id} was replaced", title="new run", timeout=4)
+        else:
+            self.say(f"run {self.session.id} started: {request.prompt_text!r}, up to {request.max_new_tokens} tokens")
         self.refresh_view()
 
     def _stop_session(self) -> None:
@@ -74,7 +86,9 @@ class RunControls:
         self.cancel_all(timeout=2.0)
 
     def cancel_all(self, timeout: float = 5.0) -> None:
-        """Cancel every run this screen started and wait for their threads (on quit)."""
+        """Cancel every run (and a replay) this screen started and wait for their threads (on quit)."""
+        if self.replay_job is not None:
+            self.replay_job.cancel()
         self._stop_session()
         for session in self._old_sessions:
             session.cancel(timeout)
@@ -86,11 +100,20 @@ class RunControls:
             return  # a cancelled run's last words
         tokenizer = self.loaded.processor.tokenizer if self.loaded is not None else None
         images = self.request.images if self.request is not None else None
+        if event.kind in ("done", "error", "cancelled"):
+            self._outcome = event.kind
         if event.kind == "paused":
+            self._awaiting_pause = False
             if event.trace is not None:
                 self.doc = TraceDoc(event.trace, complete=False, pil_images=images, source=f"run {event.run_id}", tokenizer=tokenizer)
-            self.say(f"paused at {event.stage}: n next stage · c continue · g next token · b breakpoint")
+            restarted = f" (new run; run {self._restarted_from} was replaced)" if self._restarted_from is not None else ""
+            self._restarted_from = None
+            self.say(f"run {event.run_id} · paused at {event.stage}{restarted}: n next stage · c continue · g next token · b breakpoint")
             self._select_stage(event.stage)
+            if self._queued:  # a key pressed while the run was starting acts now
+                self.refresh_view()
+                self._run_queued()
+                return
         elif event.kind == "done":
             self.doc = TraceDoc(event.trace, pil_images=images, source=f"run {event.run_id}", tokenizer=tokenizer)
             self.say(f"done: {event.trace.generated_text!r} ({len(event.trace.steps)} tokens)" + ("" if event.trace.stages and all(s.ok for s in event.trace.stages.values()) else " — some checks failed (✗)"))
@@ -99,11 +122,40 @@ class RunControls:
                 self._select_stage(f"step.{len(event.trace.steps) - 1}")
         elif event.kind == "error":
             self.say(f"run failed: {event.error}", error=True)
+        if event.kind in ("done", "error", "cancelled"):
+            self._awaiting_pause = False
+            if self._queued:
+                self.say(f"run {event.run_id} ended before the keys pressed ahead could act: {' '.join(self._queued)} dropped", error=event.kind != "done")
+                self._queued.clear()
         self.refresh_view()
+
+    # keys pressed ahead ----------------------------------------------------------------------
+    def _starting(self) -> bool:
+        """A run is on its way but cannot take a key yet: the model loads with a request waiting, or the
+        worker has not reached its first stop."""
+        if self._run_when_loaded and self.loaded is None and self.model_error is None:
+            return True
+        s = self.session
+        return s is not None and self._awaiting_pause and not s.finished
+
+    def _queue_key(self, key: str) -> None:
+        """Keep a key pressed while the run starts; it acts at the run's next stop (first in, first out)."""
+        self._queued.append(key)
+        when = "once the model is loaded and the run stops at preprocess" if self.loaded is None else f"when run {self.session.id} stops"
+        self.say(f"{' '.join(self._queued)}: queued, acts {when}")
+
+    def _run_queued(self) -> None:
+        """The oldest key pressed ahead, now that the run can take it."""
+        key = self._queued.pop(0)
+        {"n": self.action_next, "c": self.action_continue, "g": self.action_generate}[key]()
+        self.say(f"{key} (pressed while the run started): {self.query_one('#message').message[0]}")
 
     def _live_session(self) -> RunSession | None:
         if self.session is not None and self.session.alive and not self.session.finished:
             return self.session
+        if self.live and self.loaded is None and self.model_error is None:
+            self.say("no run yet: the model is still loading; `image PATH`, `prompt TEXT`, then `run` (it starts when the model is ready)")
+            return None
         if not self.live:
             self.say("no run here: this is a saved trace (↑/↓ move through its stages)", error=True)
         else:
@@ -112,6 +164,9 @@ class RunControls:
 
     def action_next(self) -> None:
         """Run to the next stage boundary."""
+        if self._starting():
+            self._queue_key("n")
+            return
         session = self._live_session()
         if session is not None:
             session.next()
@@ -119,6 +174,9 @@ class RunControls:
 
     def action_continue(self) -> None:
         """Run to the next breakpoint or the end."""
+        if self._starting():
+            self._queue_key("c")
+            return
         session = self._live_session()
         if session is not None:
             session.continue_()
@@ -139,6 +197,9 @@ class RunControls:
 
     def action_generate(self) -> None:
         """One more token: continue to the next step.K, or rerun with one more token when finished."""
+        if self._starting():
+            self._queue_key("g")
+            return
         if self.session is not None and self.session.alive and not self.session.finished:
             self.session.until_next_step()
             self.say("running to the next token…")

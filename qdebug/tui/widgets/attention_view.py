@@ -37,23 +37,45 @@ def _placeholder(img, s: int, reason: str):
 _thumbs: dict = {}
 
 
-def _thumbnail(doc, index: int, img, size: int, s: int):
-    """The image as half blocks at the heatmap's size (cached: it does not change with layer, head or query)."""
-    from qdebug.render.heatmap import image_text
+def _thumbnail(doc, index: int, img, size: int, s: int, plain: bool = False):
+    """The image as half blocks (a ramp when `plain`) at the heatmap's size (cached: it does not change with
+    layer, head or query)."""
+    from qdebug.render.heatmap import image_ramp, image_text
 
-    key = (doc, index, size)
+    key = (doc, index, size, plain)
     if key not in _thumbs:
         if len(_thumbs) > 32:
             _thumbs.clear()
         pil = pil_image(doc, index)
-        _thumbs[key] = image_text(pil, img.rows, img.cols, width=size) if pil is not None else _placeholder(img, s, f"image not available\n{Path(img.path).name}")
+        draw = image_ramp if plain else image_text
+        _thumbs[key] = draw(pil, img.rows, img.cols, width=size) if pil is not None else _placeholder(img, s, f"image not available\n{Path(img.path).name}")
     return _thumbs[key]
 
 
-def attention_renderable(view: View, width: int, height: int):
-    """Heatmap, thumbnail and legend for the selection, or a line saying why there is nothing to draw."""
+def overlay_for(view: View):
+    """The image with the selection's attention laid over it (PIL), or None when there is nothing to draw."""
     from qdebug.analysis.attention import attention_grid, peak_of
-    from qdebug.render.heatmap import heatmap_text, legend_text
+    from qdebug.render.overlay import overlay_image
+
+    doc = view.doc
+    if doc is None or not doc.trace.images or view.pos not in doc.trace.attn_queries:
+        return None
+    index = min(view.sel.image, len(doc.trace.images) - 1)
+    grid = attention_grid(doc.trace, index, queries=[view.pos], layer=view.sel.layer, head=view.sel.head)
+    pil = pil_image(doc, index)
+    if grid is None or pil is None:
+        return None
+    peak = peak_of(grid, index)
+    return overlay_image(pil, grid, peak=(peak.row, peak.col))
+
+
+def attention_renderable(view: View, width: int, height: int, plain: bool = False, thumbnail: bool = True):
+    """Heatmap, thumbnail and legend for the selection, or a line saying why there is nothing to draw.
+
+    `plain`: no colour on this terminal (NO_COLOR), so the pictures are character ramps. `thumbnail`: False when
+    the image is shown in pixels beside the panel."""
+    from qdebug.analysis.attention import attention_grid, peak_of
+    from qdebug.render.heatmap import heatmap, legend
 
     doc = view.doc
     if doc is None:
@@ -82,17 +104,21 @@ def attention_renderable(view: View, width: int, height: int):
     if grid is None:
         why = "not captured for this query" if pos not in trace.attn_queries else "not captured for this layer yet"
         return Group(head, Text(f"no attention: {why} (←/→ move between query tokens, [/] change layer)", style="dim"))
-    s = _scale(img.rows, img.cols, max(8, (width - 4) // 2), max(3, height - 3))  # title, legend, note
+    frame = 2 if plain else 0  # the ramp is framed (its blank low end must not hide the grid)
+    s = _scale(img.rows, img.cols, max(8, (width - 4) // 2), max(3, height - 3 - frame))  # title, legend, note
     size = s * max(img.rows, img.cols)
     peak = peak_of(grid, index)
     pictures = Table.grid(padding=(0, 3))
     pictures.add_column()
     pictures.add_column()
-    thumb = _thumbnail(doc, index, img, size, s)
-    pictures.add_row(heatmap_text(grid, width=size, marker=(peak.row, peak.col)), thumb)
-    legend = legend_text(float(grid.min()), float(grid.max()), width=min(24, max(8, size - 10)))
-    legend.append(f"   peak row {peak.row}, col {peak.col}", style="bold")
-    parts = [head, pictures, legend]
+    cells = [heatmap(grid, width=size, marker=(peak.row, peak.col), plain=plain)]
+    if thumbnail:
+        cells.append(_thumbnail(doc, index, img, size, s, plain))
+    pictures.add_row(*cells)
+    bar = Table.grid(padding=(0, 3))
+    bar.add_row(legend(float(grid.min()), float(grid.max()), width=min(24, max(8, size - 10)), plain=plain),
+                Text(f"peak row {peak.row}, col {peak.col}", style="bold"))
+    parts = [head, pictures, bar]
     if trace.meta.get("attn_capture"):
         parts.append(Text(trace.meta["attn_capture"], style="dim"))
     return Group(*parts)
@@ -105,18 +131,9 @@ class AttentionView(ViewPanel):
         """The document, layer, head, image and query."""
         return (view.doc, view.sel.layer, view.sel.head, view.sel.image, view.pos)
 
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self._cache: dict = {}
+    PRERENDER = True
+    pixels = False  # the image is drawn in pixels beside this panel (Sixel / Kitty), not as half blocks here
 
-    def render(self):
-        """Draw the heatmap for the current selection at the widget's size."""
-        if self.view is None:
-            return Text("")
-        v = self.view
-        key = (v.doc, v.sel.layer, v.sel.head, v.sel.image, v.pos, self.size.width, self.size.height)
-        if key not in self._cache:
-            if len(self._cache) > 64:
-                self._cache.clear()
-            self._cache[key] = attention_renderable(v, self.size.width, self.size.height)
-        return self._cache[key]
+    def renderable(self, view: View):
+        """The heatmap for `view` at the widget's size."""
+        return attention_renderable(view, self.size.width, self.size.height, plain=self.app.no_color, thumbnail=not self.pixels)

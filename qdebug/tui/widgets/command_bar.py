@@ -1,4 +1,4 @@
-"""CommandBar: the REPL line at the bottom, with history (↑/↓) and Tab completion."""
+"""CommandBar: the REPL line at the bottom, with history (↑/↓) and Tab completion; Enter returns to the main view."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from textual.widgets import Input
 
 from ..commands import CommandSuggester
 from ..messages import CommandEntered
+from .typeahead import pass_on
 
 
 class CommandBar(Input):
@@ -22,15 +23,40 @@ class CommandBar(Input):
     ]
 
     def __init__(self, stages: Callable[[], list[str]], **kwargs):
-        super().__init__(placeholder=": command (help lists them; Tab completes, ↑/↓ history)", suggester=CommandSuggester(stages), **kwargs)
+        super().__init__(placeholder=": command (help lists them; Tab completes, ↑/↓ history)", suggester=CommandSuggester(stages),
+                         select_on_focus=False, **kwargs)  # a line filled in (palette) is continued, not replaced
         self.history: list[str] = []
         self._index = 0  # position in history while browsing; len(history) = the line being typed
         self._draft = ""
+        self._away = False  # Enter was pressed: keys still queued here were typed for the main view
+
+    def action_submit(self) -> None:
+        """Run the line now, not when a Submitted message comes round: a key typed right after Enter is
+        already queued to this bar, and must step the run instead of landing in the next command."""
+        self._away = True
+        self.action_leave()
+        self.post_message(self.Submitted(self, self.value))
+
+    async def _on_key(self, event) -> None:
+        # Enter is handled here, not as a binding: bindings run after the keys already queued behind it
+        if self._away and pass_on(self, event):  # typed ahead after Enter: the key is the main view's
+            return
+        if event.key == "enter":
+            event.prevent_default()
+            event.stop()
+            self.action_submit()
+            return
+        # anything else: Textual goes on to the base classes' key handlers
+
+    def on_focus(self) -> None:
+        """Typing here again."""
+        self._away = False
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         """Send the line up and remember it."""
         event.stop()
         line = event.value.strip()
+        # Enter ran the line and handed the keys back to the main view (vim, lazygit): the next `n` steps
         if not line:
             return
         if not self.history or self.history[-1] != line:
@@ -56,9 +82,9 @@ class CommandBar(Input):
             self.cursor_position = len(self.value)
 
     def action_leave(self) -> None:
-        """Give the focus back to the screen's main widget."""
+        """Give the focus back to the screen's main widget (at once: keys already queued follow it)."""
         for selector in ("#stages", "#requests"):
             found = self.screen.query(selector)
             if found:
-                found.first().focus()
+                self.screen.set_focus(found.first())
                 return

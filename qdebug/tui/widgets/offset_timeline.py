@@ -146,8 +146,8 @@ class OffsetTimeline(ViewPanel):
         """The document and the cursor."""
         return (view.doc, view.pos)
 
-    def render(self):
-        """Draw at the widget's width."""
-        if self.view is None:
-            return Text("")
-        return timeline_renderable(self.view, self.size.width)
+    PRERENDER = True
+
+    def renderable(self, view: View):
+        """The timeline at the widget's width."""
+        return timeline_renderable(view, self.size.width)

@@ -14,8 +14,10 @@ _SKIP = {"shape"}  # rows/dim say it already
 _WAITING = {
     "pending": "pending: not reached yet",
     "running": "running: the worker is computing this stage",
-    "paused": "paused here: the forward pass waits inside this stage's hook (n next stage · c continue · g next token)",
+    "paused": "the forward pass waits inside this stage's hook (n next stage · c continue · g next token)",
 }
+# a run stops at its start, as pdb does: nothing has run through the model yet
+_AT_START = "a run stops at its start, as pdb does: the model has not run yet (n next stage · c continue · g first token)"
 
 
 def fmt(value) -> str:
@@ -73,6 +75,27 @@ def summary_renderables(summary: dict) -> list:
     return out
 
 
+def tokens_text(trace, limit: int = 400) -> Text:
+    """The prompt's tokens in order, each image's placeholder run shown once as `<image I: N tokens @start>`."""
+    text = Text("tokens ", style="dim")
+    spans = {img.span[0]: img for img in trace.images if img.span}
+    pos, shown = 0, 0
+    while pos < len(trace.tokens) and shown < limit:
+        img = spans.get(pos)
+        if img is not None:
+            start, end = img.span
+            text.append(f"<image {img.index}: {end - start} tokens @{start}>", style="bold cyan")
+            pos = end
+        else:
+            text.append(trace.tokens[pos].replace("\n", "⏎").replace("Ċ", "⏎").replace("Ġ", "·"))
+            pos += 1
+        text.append(" ")
+        shown += 1
+    if pos < len(trace.tokens):
+        text.append(f"… {len(trace.tokens) - pos} more", style="dim")
+    return text
+
+
 def checks_text(checks) -> Text:
     """Each check on a line with ✓/✗ and its detail."""
     text = Text()
@@ -127,15 +150,23 @@ def detail_renderable(view: View):
     """The whole panel for the selected stage."""
     name = view.sel.stage
     if view.doc is None or name is None:
+        if view.run_line:  # a run started but has nothing to show yet
+            return Text(f"{view.run_line}…", style="yellow")
         return Text("no request yet: `image PATH`, `prompt TEXT`, then `run` (or `open FILE.qdt`)", style="dim")
     stage = view.doc.trace.stages.get(name)
     title = Text(name, style="bold")
     parts: list = [title]
-    if view.stage_status in _WAITING:
+    if view.stage_status == "paused" and view.run_line:
+        why = _AT_START if name == "preprocess" else _WAITING["paused"]
+        parts[0] = Text(view.run_line, style="bold black on yellow")
+        parts.append(Text(why, style="yellow"))
+    elif view.stage_status in _WAITING:
         parts.append(Text(_WAITING[view.stage_status], style="yellow" if view.stage_status != "pending" else "dim"))
     if stage is None:
         return Group(*parts)
     parts.extend(summary_renderables(stage.summary))
+    if name == "preprocess":
+        parts.append(tokens_text(view.doc.trace))
     other = view.doc.counterpart
     if other is not None:
         parts.append(compare_text(stage, other.trace.stages.get(name), other.role))
@@ -170,16 +201,33 @@ class StageDetail(ViewPanel):
         super().__init__(**kwargs)
         self.offset_y = 0
         self._lines: list = []
+        self._all: dict = {}
 
     def view_key(self, view: View) -> tuple:
         """The document, the stage and its status."""
-        return (view.doc, view.sel.stage, view.stage_status)
+        return (view.doc, view.sel.stage, view.stage_status, view.run_line)
 
     def watch_view(self, old: View | None, new: View | None) -> None:
         """A new stage starts at the top."""
         if old is None or new is None or self.view_key(old) != self.view_key(new):
             self.offset_y = 0
         super().watch_view(old, new)
+
+    def all_lines(self, view: View) -> list:
+        """Every line of the detail of `view` at the panel's width (cached; prefetch fills it ahead)."""
+        width = max(10, self.size.width)
+        key = (self.view_key(view), width)
+        if key not in self._all:
+            if len(self._all) > 64:
+                self._all.clear()
+            console = self.app.console
+            self._all[key] = console.render_lines(detail_renderable(view), console.options.update(width=width, height=None), pad=False)
+        return self._all[key]
+
+    def prefetch(self, view: View) -> None:
+        """Render the detail of `view` ahead (idle time)."""
+        if self.size.width:
+            self.all_lines(view)
 
     def scroll_lines(self, delta: int) -> None:
         """Scroll the detail by `delta` lines."""
@@ -200,7 +248,7 @@ class StageDetail(ViewPanel):
             return Text("")
         console = self.app.console
         width, height = max(10, self.size.width), max(1, self.size.height)
-        self._lines = console.render_lines(detail_renderable(self.view), console.options.update(width=width, height=None), pad=False)
+        self._lines = self.all_lines(self.view)
         total = len(self._lines)
         if total <= height:
             return _Lines(self._lines)

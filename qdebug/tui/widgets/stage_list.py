@@ -10,11 +10,12 @@ from textual.widgets.option_list import Option
 
 from ..messages import StageHighlighted
 from ..state import StageRow
+from .typeahead import FollowsFocus
 
 _STATUS = {
     "pending": ("·", "dim", "pending"),
     "running": ("»", "yellow", "running"),
-    "paused": ("▶", "bold black on yellow", "paused here"),
+    "paused": ("▶", "bold black on yellow", "paused"),
     "done": ("✓", "green", "done"),
 }
 
@@ -33,7 +34,7 @@ def row_text(row: StageRow) -> Text:
     return text
 
 
-class StageList(OptionList, inherit_bindings=False):
+class StageList(FollowsFocus, OptionList, inherit_bindings=False):
     """The stage list; set `rows` to redraw, call `select(name)` to move the cursor. Posts StageHighlighted.
 
     ↑/↓ are left to the screen, which moves the cursor and redraws every panel in one handler (one frame per key).

@@ -64,8 +64,8 @@ class TopKPanel(ViewPanel):
         """The document, the cursor and how many rows."""
         return (view.doc, view.pos, view.sel.topk)
 
-    def render(self):
-        """Draw from the current view."""
-        if self.view is None:
-            return Text("")
-        return topk_renderable(self.view)
+    PRERENDER = True
+
+    def renderable(self, view: View):
+        """The bars for `view`."""
+        return topk_renderable(view)
