@@ -21,14 +21,21 @@ class Candidate:
     rows: object
 
 
+def media_spans(trace) -> list[tuple[int, tuple[int, int]]]:
+    """(index, placeholder span) of each image, or of each audio clip for the audio families."""
+    spans = [(i.index, tuple(i.span)) for i in trace.images if i.span]
+    spans += [(c["index"], tuple(c["span"])) for c in trace.meta.get("audio") or [] if c.get("span")]
+    return spans
+
+
 def candidates_from_references(references: dict) -> list[Candidate]:
-    """Every image of every isolated reference trace, as Candidates."""
+    """Every image (or audio clip) of every isolated reference trace, as Candidates."""
     out = []
     for rid, trace in references.items():
-        for img in trace.images:
-            rows = trace.tensors.get(f"encode.{img.index}")
+        for index, _span in media_spans(trace):
+            rows = trace.tensors.get(f"encode.{index}")
             if rows is not None:
-                out.append(Candidate(rid, img.index, rows))
+                out.append(Candidate(rid, index, rows))
     return out
 
 

@@ -7,7 +7,7 @@ from qdebug.replay.batch import Batch
 from qdebug.replay.engine import ReplayRun, encoded_rows, landed_rows
 from qdebug.replay.report import ReplayReport, RequestOutcome
 
-from .offsets import candidates_from_references, measure_stream
+from .offsets import candidates_from_references, measure_stream, media_spans
 from .detectors.contamination import contamination_from_donors, contamination_matrix, donor_of, is_mixed, row_shares
 from .detectors.divergence import first_token_divergence, observed_source, topk_overlap
 from .detectors.log_findings import contamination_from_events, findings_from_events, offsets_from_events, request_verdicts_from_events
@@ -136,7 +136,7 @@ def _fill_replayed(out: RequestOutcome, trace, batched: dict | None, reference, 
     """
     if trace is not None:
         out.replayed = trace.generated_text
-        out.images = measure_stream(trace.tensors.get("sync.embeds"), [(i.index, tuple(i.span)) for i in trace.images if i.span], out.id, candidates)
+        out.images = measure_stream(trace.tensors.get("sync.embeds"), media_spans(trace), out.id, candidates)
         out.first_token_kl, out.first_token_topk_overlap = first_token_divergence(reference, trace)
     elif batched is not None:
         out.images = measure_stream(batched.get("embeds"), list(enumerate(tuple(s) for s in batched.get("spans", []))), out.id, candidates)
