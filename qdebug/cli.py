@@ -95,7 +95,8 @@ def attn(
 @app.command()
 @friendly
 def replay(
-    file: Annotated[Path, typer.Argument(help="A request capture (JSONL of chat-completions bodies) or a runtime log.")],
+    file: Annotated[Path, typer.Argument(help="A request capture (JSONL of chat-completions bodies) or a runtime log (.gz too).")],
+    more_files: Annotated[Optional[list[Path]], typer.Argument(help="More runtime logs (rotated files): merged in time order.", show_default=False)] = None,
     fmt: Annotated[Optional[str], typer.Option("--format", help="capture | runtime-log (default: detected).")] = None,
     mode: Annotated[str, typer.Option("--mode", help="threads (N threads share one model) | batched (one padded batch).")] = "threads",
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Threads running at once in threads mode.")] = 4,
@@ -111,29 +112,51 @@ def replay(
     json_out: Annotated[Optional[str], typer.Option("--json", help="Write the report as JSON to PATH, or `-` for stdout.")] = None,
     save: Annotated[Optional[Path], typer.Option("--save", help="Save the report with every trace (.qdr) for `repl`.")] = None,
     tui: Annotated[bool, typer.Option("--tui", help="Open the batch screen of the interactive debugger.")] = False,
+    since: Annotated[Optional[str], typer.Option("--since", help="Logs: only events at or after this ISO time.")] = None,
+    until: Annotated[Optional[str], typer.Option("--until", help="Logs: only events at or before this ISO time.")] = None,
+    request: Annotated[Optional[str], typer.Option("--request", help="Logs: one request's whole story (its events and those naming it as donor).")] = None,
+    kind: Annotated[Optional[list[str]], typer.Option("--kind", help="Logs: only events of a kind: overwrite | desync | shape | oob (repeatable).")] = None,
+    jsonl: Annotated[Optional[str], typer.Option("--jsonl", help="Write the events as JSON Lines to PATH, or `-` for stdout.")] = None,
 ) -> None:
     """Replay a captured burst (or read a runtime log) and show who got whose visual tokens, at which offsets, when."""
-    from qdebug.commands.common import consoles, emit_json
+    from qdebug.commands.common import consoles
+    from qdebug.commands.log_replay import make_filter
     from qdebug.commands.replay import ReplayArgs, run_replay, write_replay_outputs
+    from qdebug.render.replay_json import write_events_jsonl, write_report_json
 
-    report_console, status = consoles(json_to_stdout=json_out == "-")
-    report = run_replay(ReplayArgs(file, fmt, mode, concurrency, inject, seed, allow_paths, model, device, dtype, kernel), status)
+    report_console, status = consoles(json_to_stdout="-" in (json_out, jsonl))
+    log_filter = make_filter(since, until, request, kind)
+    report = run_replay(ReplayArgs(file, fmt, mode, concurrency, inject, seed, allow_paths, model, device, dtype, kernel,
+                                   tuple(more_files or ()), log_filter), status)
     write_replay_outputs(report, emit_log, timeline_png, save)
-    emit_json(report.to_json(), json_out)
+    write_report_json(report, json_out)
+    if jsonl is not None:
+        write_events_jsonl(report, jsonl)
     if tui:
         from qdebug.tui.app import build_app
 
         build_app(report=report).run()
-    elif json_out != "-" or report_console.is_terminal:
+    elif "-" not in (json_out, jsonl) or report_console.is_terminal:
         from qdebug.render.attn_report import findings_panel
         from qdebug.render.replay_report import matrix_table, requests_table, timeline_table
 
-        for renderable in (requests_table(report), matrix_table(report), timeline_table(report), findings_panel(report.findings)):
+        if report.kind == "runtime-log":
+            from qdebug.render.log_summary import log_renderables
+
+            renderables = log_renderables(report)
+        else:
+            renderables = (requests_table(report), matrix_table(report), timeline_table(report), findings_panel(report.findings))
+        for renderable in renderables:
             report_console.print(renderable)
         if report.kind == "runtime-log":
             status.print(f"{report.unknown_lines} unrecognised line(s) kept and counted")
     if report.interrupted:
-        status.print("interrupted: the report covers the requests that finished")
+        meta = getattr(report.log_index, "meta", None)
+        if meta:
+            status.print(f"interrupted after {meta['total_lines']:,} lines ({meta['bytes_read']:,} of {meta['bytes_total']:,} bytes): "
+                         "the report covers what was read")
+        else:
+            status.print("interrupted: the report covers the requests that finished")
         raise typer.Exit(130)
     if report.kind == "capture" and any(r.verdict == "error" for r in report.requests):
         raise typer.Exit(1)  # some captured requests could not be replayed
