@@ -61,3 +61,27 @@ async def test_large_log_pages_events_from_the_index(tmp_path, monkeypatch):
         table = app.screen.query_one(RequestTable)
         top = [str(c) for c in table.get_row_at(0)]
         assert top[1] == "contaminated" and top[2] == truth.contaminated[top[0]]
+
+
+async def test_o_shows_the_offset_timeline_picture(tmp_path, monkeypatch):
+    from qdebug.tui.screens.timeline_picture import TimelinePictureScreen
+
+    report = _log_report([SAMPLE], tmp_path, monkeypatch)
+    app = build_app(report=report)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("o")
+        await wait_for(pilot, lambda: isinstance(app.screen, TimelinePictureScreen))
+        screen = app.screen
+        await wait_for(pilot, lambda: screen.picture is not None and screen.query("#picture"), what="the picture")
+        assert screen.picture.width > 600 and screen.picture.height > 300
+        # the picture is the PNG --timeline-png writes
+        from PIL import Image, ImageChops
+
+        png = tmp_path / "t.png"
+        from qdebug.render.offset_timeline import draw_timeline
+
+        draw_timeline(report, png)
+        with Image.open(png) as im:
+            assert ImageChops.difference(im.convert("RGB"), screen.picture).getbbox() is None
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, BatchScreen))

@@ -29,6 +29,7 @@ class BatchScreen(Screen):
         Binding("question_mark", "help", "help"),
         Binding("escape", "back", "back", show=False),
         Binding("q", "quit", "quit"),
+        Binding("o", "picture", "offset picture"),
         Binding("right_square_bracket", "page('next')", "next events", show=False),
         Binding("left_square_bracket", "page('previous')", "previous events", show=False),
         Binding("right_curly_bracket", "page('last')", "last events", show=False),
@@ -77,6 +78,12 @@ class BatchScreen(Screen):
         """A log larger than the events the report holds is paged from its index."""
         index = getattr(self.report, "log_index", None)
         return index is not None and index.count_events(self.report.event_filter) > len(self.report.events)
+
+    def action_picture(self) -> None:
+        """The offset timeline as a picture (the PNG `--timeline-png` writes)."""
+        from .timeline_picture import TimelinePictureScreen
+
+        self.app.push_screen(TimelinePictureScreen(self.report))
 
     def action_page(self, where: str) -> None:
         """Next / previous / first / last page of a large log's events."""
