@@ -69,11 +69,10 @@ def run_log_replay(files: list[Path], flt, console=None, use_cache: bool = True)
             def on_progress(done: int, total: int, lines: int) -> None:
                 bar.update(task, completed=done, total=total, lines=lines)
 
-            index, reused, interrupted = open_log_index(files, on_progress, use_cache)
+            index, _reused, interrupted = open_log_index(files, on_progress, use_cache)
     else:
-        index, reused, interrupted = open_log_index(files, None, use_cache)
+        index, _reused, interrupted = open_log_index(files, None, use_cache)
     if flt.active:
         index.ensure_filter_indexes()
     report = report_from_index(index, flt, interrupted)
-    report.reused_index = reused
     return report
