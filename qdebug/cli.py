@@ -124,6 +124,8 @@ def replay(
     from qdebug.commands.replay import ReplayArgs, run_replay, write_replay_outputs
     from qdebug.render.replay_json import write_events_jsonl, write_report_json
 
+    if json_out == "-" and jsonl == "-":
+        _fail("--json - and --jsonl - would both write to stdout (expected a file for one of them)", 2)
     report_console, status = consoles(json_to_stdout="-" in (json_out, jsonl))
     log_filter = make_filter(since, until, request, kind)
     report = run_replay(ReplayArgs(file, fmt, mode, concurrency, inject, seed, allow_paths, model, device, dtype, kernel,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 
 from qdebug.findings import Finding
@@ -14,6 +15,7 @@ from .detectors.log_findings import finding_for_event
 REQUEST_PAGE = 2_000
 EVENT_PAGE = 5_000
 FINDING_PAGE = 2_000
+CELL_PAGE = 2_000
 
 
 def outcome_from_row(row: tuple) -> RequestOutcome:
@@ -40,8 +42,8 @@ def iter_cells(index: LogIndex, request: str | None = None) -> Iterator[dict]:
 def report_from_index(index: LogIndex, flt: EventFilter | None = None, interrupted: bool = False) -> ReplayReport:
     """The report of a log: verdicts of the whole log; events and findings as the filter selects.
 
-    Small logs are held whole; a large one keeps its worst REQUEST_PAGE requests and first EVENT_PAGE events
-    in memory and is read from `report.log_index` by whoever needs the rest.
+    Small logs are held whole; a large one keeps its worst REQUEST_PAGE requests, first EVENT_PAGE events and
+    CELL_PAGE cells in memory and is read from `report.log_index` by whoever needs the rest (JSON streams all).
     """
     flt = flt or EventFilter()
     meta = index.meta
@@ -50,7 +52,7 @@ def report_from_index(index: LogIndex, flt: EventFilter | None = None, interrupt
     requests = [outcome_from_row(r) for r in index.requests(flt.request, worst_first=worst_first, limit=REQUEST_PAGE)]
     events = list(index.events(flt, limit=EVENT_PAGE))
     findings = list(iter_findings(index, flt, FINDING_PAGE))
-    cells = list(iter_cells(index, flt.request))
+    cells = list(itertools.islice(iter_cells(index, flt.request), CELL_PAGE))
     sources = meta.get("sources") or [str(index.path)]
     return ReplayReport(
         source=sources[0] if len(sources) == 1 else " + ".join(sources), kind="runtime-log",

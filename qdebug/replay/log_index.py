@@ -137,7 +137,8 @@ class LogIndex:
         if not path.is_file():
             return None
         try:
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+            # rw (never create): filter indexes can be added later; a write-protected file opens read-only.
+            conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=rw", uri=True, check_same_thread=False)
             meta = {k: json.loads(v) for k, v in conn.execute("SELECT key, value FROM meta")}
         except sqlite3.Error:
             return None
@@ -207,15 +208,29 @@ class LogIndex:
         """How many requests the log mentions."""
         return self.conn.execute("SELECT count(*) FROM requests").fetchone()[0]
 
-    def requests(self, request: str | None = None, worst_first: bool = False, limit: int = -1, offset: int = 0) -> Iterator[tuple]:
+    def requests(self, request: str | None = None, worst_first: bool = False, limit: int = -1) -> Iterator[tuple]:
         """(id, verdict, donor, text_offset, visual_offset, line) in order of first mention (or worst first)."""
-        where, params = ("rid = ?", [request]) if request is not None else ("1", [])
-        order = "rank DESC, ord" if worst_first else "ord"
-        cur = self.conn.execute(
-            "SELECT rid, rank, donor, CASE WHEN has_d THEN d_text END, CASE WHEN has_d THEN d_vis WHEN has_w THEN w_vis END, line "
-            f"FROM requests WHERE {where} ORDER BY {order} LIMIT ? OFFSET ?", [*params, limit, offset],
-        )
-        return ((rid, VERDICT_OF_RANK[rank], donor, t, v, line) for rid, rank, donor, t, v, line in cur)
+        cols = ("SELECT rid, rank, donor, CASE WHEN has_d THEN d_text END, "
+                "CASE WHEN has_d THEN d_vis WHEN has_w THEN w_vis END, line FROM requests")
+        if request is not None:
+            parts = [(f"{cols} WHERE rid = ?", [request])]
+        elif worst_first:  # the few flagged ones sorted, then the rest in order (no sort of every request)
+            parts = [(f"{cols} WHERE rank > 0 ORDER BY rank DESC, ord LIMIT ?", [limit]),
+                     (f"{cols} WHERE rank = 0 ORDER BY ord LIMIT ?", [limit])]
+        else:
+            parts = [(f"{cols} ORDER BY ord LIMIT ?", [limit])]
+
+        def rows():
+            left = limit
+            for sql, params in parts:
+                if left == 0:
+                    return
+                if params and params[-1] == limit:
+                    params = [*params[:-1], left]
+                for rid, rank, donor, t, v, line in self.conn.execute(sql, params):
+                    yield rid, VERDICT_OF_RANK[rank], donor, t, v, line
+                    left -= 1
+        return rows()
 
     def verdict_counts(self) -> dict[str, int]:
         """Requests per verdict."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from qdebug.errors import ReplayFormatError
-from qdebug.replay.batch import BUFFER_OVERWRITE, BUFFER_WRITE, ENCODE_START, EVENT_KINDS, FIRST_TOKEN, STITCH
+from qdebug.replay.batch import BUFFER_WRITE, ENCODE_START, EVENT_KINDS, FIRST_TOKEN, STITCH
 
 from .runtime_log import MAX_LINE_BYTES, _prefix, open_log, recognise_line
 
@@ -94,7 +94,7 @@ def order_files(paths: list[Path]) -> list[Path]:
     return [p for _, _, p in with_t] + [p for t, _, p in keyed if t is None]
 
 
-def _chunks(f, stats: ScanStats, progress: Callable[[int], None] | None) -> Iterator[list[bytes]]:
+def _chunks(f, progress: Callable[[int], None] | None) -> Iterator[list[bytes]]:
     """Lists of complete lines (no newline) from a binary file; an over-long line becomes one None."""
     carry = b""
     skipping = False
@@ -147,7 +147,7 @@ def scan_files(
 
         try:
             with open_log(path) as f:
-                for lines in _chunks(f, stats, tick):
+                for lines in _chunks(f, tick):
                     rows, seq, unknown = _scan_lines(lines, stats.total_lines, seq, clock)
                     stats.total_lines += len(lines)
                     entry["lines"] += len(lines)
@@ -240,5 +240,3 @@ def log_paths(paths: list[str | os.PathLike]) -> list[Path]:
         out.append(p)
     return out
 
-
-OVERWRITE_CODE = KIND_CODE[BUFFER_OVERWRITE]
