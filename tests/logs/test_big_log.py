@@ -91,3 +91,28 @@ def test_rotated_files_in_any_order_give_the_same_findings(big_log, whole, tmp_p
     assert [f["path"] for f in index.meta["files"]] == [str(p) for p in parts]
     assert [f["lines"] for f in index.meta["files"]] == [700_000, 700_000, 600_000]
     assert _digest(index) == whole[1]
+
+
+def test_ctrl_c_on_the_installed_command_reports_what_was_read(big_log, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    path, _ = big_log
+    cache, out = tmp_path / "cache", tmp_path / "r.json"
+    env = {**os.environ, "QDEBUG_CACHE_DIR": str(cache)}
+    proc = subprocess.Popen([sys.executable, "-m", "qdebug", "replay", str(path), "--json", str(out)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    # wait until rows reach the index on disk (some lines read), then interrupt mid-read
+    while proc.poll() is None and time.monotonic() < deadline and not any(p.stat().st_size > 2**20 for p in cache.glob("*.building")):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 130, stderr
+    assert "interrupted after" in stderr and "Traceback" not in stderr
+    doc = json.loads(out.read_text())
+    assert doc["interrupted"] is True and doc["events"]
+    assert not list(cache.glob("*.sqlite"))  # nothing cached from a partial read
