@@ -29,7 +29,7 @@ class BatchScreen(Screen):
         Binding("question_mark", "help", "help"),
         Binding("escape", "back", "back", show=False),
         Binding("q", "quit", "quit"),
-        Binding("o", "picture", "offset picture"),
+        Binding("o", "picture", "offset picture", show=False),
         Binding("right_square_bracket", "page('next')", "next events", show=False),
         Binding("left_square_bracket", "page('previous')", "previous events", show=False),
         Binding("right_curly_bracket", "page('last')", "last events", show=False),
