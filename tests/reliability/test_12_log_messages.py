@@ -67,3 +67,13 @@ def test_time_zone_out_of_range_is_not_a_time():
     assert bad.t is None and bad.kind == "first_token"
     worse, _ = recognise_line("2024-07-12T14:23:07-1575 DEBUG Generator::decode: request_id=1 first_token")
     assert worse.t is None
+
+
+def test_text_log_that_starts_with_the_gzip_magic_is_read_as_text(tmp_path):
+    p = tmp_path / "odd.log"
+    p.write_bytes(b"\x1f\x8b\n2024-07-12T14:23:07Z DEBUG VisualEncoder::encode_image: request_id=2 start\n")
+    batch = parse_runtime_log(p)
+    assert (batch.total_lines, batch.unknown_lines) == (2, 1)
+    assert [e.request_id for e in batch.events] == ["2"]
+    data = json.loads(_cli(["replay", str(p), "--json", "-"], tmp_path).stdout)
+    assert [e["request_id"] for e in data["events"]] == ["2"] and data["unknown_lines"] == 1

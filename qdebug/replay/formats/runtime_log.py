@@ -271,8 +271,14 @@ def open_log(path: str | os.PathLike):
     if f.read(2) == GZIP_MAGIC:
         import gzip
 
-        f.close()
-        return gzip.open(path, "rb")
+        packed = gzip.open(path, "rb")
+        try:
+            packed.peek(1)  # the gzip header: a text file that merely starts with 1f 8b is read as text
+        except (OSError, EOFError, zlib.error):
+            packed.close()
+        else:
+            f.close()
+            return packed
     f.seek(0)
     return f
 
