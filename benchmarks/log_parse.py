@@ -1,23 +1,19 @@
-"""Benchmark parse_runtime_log on a synthetic runtime log: lines/s and peak memory."""
+"""Benchmark reading runtime logs: naive baseline vs qdebug's indexed parse, peak memory, index size, re-open time."""
 
 from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import gc
+import json
 import os
 import random
-import resource
+import re
+import subprocess
 import sys
 import tempfile
 import time
-import tracemalloc
 from pathlib import Path
 
-# Runs as a script from anywhere: make the repository's package importable.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from qdebug.replay.formats.runtime_log import parse_runtime_log  # noqa: E402
 
 _NOISE = (
     "INFO POST /v1/chat/completions accepted request_id={rid} images=1",
@@ -87,63 +83,96 @@ def generate_log(path: str | os.PathLike, n_lines: int, seed: int = 0) -> Path:
     return out
 
 
-def _maxrss_mb() -> float:
-    """This process's peak resident set so far, in MiB (Linux reports KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+_NAIVE_RE = re.compile(rb"request_id=(\S+) (wrote|consumed|overwrote|start|first_token)")
 
 
-def measure(path: str | os.PathLike) -> dict:
-    """Parse the log twice: once timed (with the ru_maxrss delta), once under tracemalloc for its peak."""
-    size = os.path.getsize(path)
-    gc.collect()
-    rss_before = _maxrss_mb()
+def naive(path: str | os.PathLike) -> dict:
+    """The obvious baseline: a substring prefilter, then one compiled regex on the lines that pass (keeps nothing)."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    lines = hits = 0
+    with open(path, "rb") as f:
+        for line in f:
+            lines += 1
+            if b"request_id" in line and _NAIVE_RE.search(line):
+                hits += 1
+    return {"lines": lines, "hits": hits, "seconds": time.perf_counter() - t0, "cpu": time.process_time() - c0}
+
+
+def disk_read(path: str | os.PathLike) -> dict:
+    """Reading the file in 4 MiB chunks and counting lines: the ceiling for any line-based parser."""
     t0 = time.perf_counter()
-    batch = parse_runtime_log(path)
+    lines = size = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(4 << 20):
+            lines += chunk.count(b"\n")
+            size += len(chunk)
     seconds = time.perf_counter() - t0
-    rss_delta = _maxrss_mb() - rss_before
-    result = {
-        "lines": batch.total_lines,
-        "bytes": size,
-        "events": len(batch.events),
-        "requests": len(batch.requests),
-        "unknown_lines": batch.unknown_lines,
-        "seconds": seconds,
-        "lines_per_s": batch.total_lines / seconds if seconds else float("inf"),
-        "mb_per_s": size / 2**20 / seconds if seconds else float("inf"),
-        "maxrss_delta_mb": rss_delta,
-    }
-    del batch
-    gc.collect()
-    # tracemalloc slows the parse several-fold, so it gets its own run and no timing.
-    tracemalloc.start()
-    batch = parse_runtime_log(path)
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    result["tracemalloc_peak_mb"] = peak / 2**20
-    result["bytes_per_event"] = peak / max(1, len(batch.events))
-    return result
+    return {"lines": lines, "seconds": seconds, "mb_per_s": size / 2**20 / seconds}
+
+
+_CHILD = """
+import json, os, resource, sys, time
+from qdebug.analysis.log_index_build import open_log_index
+from qdebug.analysis.log_report import report_from_index
+t0, c0 = time.perf_counter(), time.process_time()
+index, reused, _ = open_log_index([sys.argv[1]])
+report = report_from_index(index)
+out = {"seconds": time.perf_counter() - t0, "cpu": time.process_time() - c0, "reused": reused,
+       "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "index_bytes": os.path.getsize(index.path),
+       "lines": index.meta["total_lines"], "events": index.meta["events"], "requests": index.request_count(),
+       "findings": index.finding_counts()}
+print(json.dumps(out))
+"""
+
+
+def qdebug_run(path: str | os.PathLike, cache: str) -> dict:
+    """One `open_log_index` + report in a fresh process (its own peak RSS): builds, or reopens when cached."""
+    env = {**os.environ, "QDEBUG_CACHE_DIR": cache, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    out = subprocess.run([sys.executable, "-c", _CHILD, str(path)], capture_output=True, text=True, env=env, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def bench(n_lines: int, seed: int, keep: str | None) -> None:
+    """Generate one log and print every figure for it."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(keep) if keep else Path(tmp) / "synthetic.log"
+        t0 = time.perf_counter()
+        generate_log(path, n_lines, seed)
+        size = path.stat().st_size
+        print(f"\n== {n_lines:,} lines ({size / 2**20:.0f} MiB), generated in {time.perf_counter() - t0:.1f} s")
+        disk = disk_read(path)
+        base = naive(path)
+        built = qdebug_run(path, str(Path(tmp) / "cache"))
+        again = qdebug_run(path, str(Path(tmp) / "cache"))
+        base2 = naive(path)  # again after, so machine load drifting during the run shows
+    n = base["lines"]
+    best_naive = min(base["seconds"], base2["seconds"])
+    print(f"disk read (4 MiB chunks):  {disk['mb_per_s']:,.0f} MiB/s = {disk['lines'] / disk['seconds']:,.0f} lines/s")
+    print(f"naive baseline:            {n / best_naive:,.0f} lines/s ({best_naive:.2f} s wall, {base['cpu']:.2f} s cpu)")
+    rate = n / built["seconds"]
+    print(f"qdebug (parse + index):    {rate:,.0f} lines/s ({built['seconds']:.2f} s wall, {built['cpu']:.2f} s cpu; "
+          f"{n / built['cpu']:,.0f} lines per cpu-second)")
+    print(f"ratio qdebug / naive:      {rate / (n / best_naive):.2f} (wall), {base['cpu'] / built['cpu']:.2f} (cpu)")
+    print(f"share of disk read rate:   {rate / (disk['lines'] / disk['seconds']):.1%}")
+    print(f"peak memory (RSS):         {built['maxrss_mb']:.0f} MiB building, {again['maxrss_mb']:.0f} MiB re-opening")
+    print(f"index size:                {built['index_bytes'] / 2**20:.0f} MiB ({built['index_bytes'] / size:.0%} of the log)")
+    print(f"re-open (cached index):    {again['seconds']:.3f} s (reused={again['reused']})")
+    print(f"events {built['events']:,}, requests {built['requests']:,}, findings {built['findings']}")
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Generate a log, parse it, print the figures."""
+    """Generate logs of the given sizes and print naive vs qdebug figures for each."""
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--lines", type=int, default=1_000_000, help="lines in the synthetic log")
+    ap.add_argument("--lines", default="1000000,10000000", help="comma-separated log sizes in lines")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--keep", help="write the log here and keep it (default: a temp file, removed)")
+    ap.add_argument("--keep", help="write the (last) log here and keep it (default: a temp file, removed)")
     args = ap.parse_args(argv)
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(args.keep) if args.keep else Path(tmp) / "synthetic.log"
-        t0 = time.perf_counter()
-        generate_log(path, args.lines, args.seed)
-        gen_s = time.perf_counter() - t0
-        r = measure(path)
-    print(f"generated {r['lines']:,} lines ({r['bytes'] / 2**20:.1f} MiB) in {gen_s:.1f} s")
-    print(f"parsed in {r['seconds']:.2f} s: {r['lines_per_s']:,.0f} lines/s, {r['mb_per_s']:.1f} MiB/s")
-    print(f"events {r['events']:,}, requests {r['requests']:,}, unknown lines {r['unknown_lines']:,}")
-    print(
-        f"peak memory: tracemalloc {r['tracemalloc_peak_mb']:.1f} MiB "
-        f"({r['bytes_per_event']:.0f} B per event), ru_maxrss delta {r['maxrss_delta_mb']:.1f} MiB"
-    )
+    for n in (int(x) for x in args.lines.split(",")):
+        try:
+            bench(n, args.seed, args.keep)
+        except KeyboardInterrupt:
+            print(f"\ninterrupted during the {n:,}-line run: figures above are what was measured")
+            return
 
 
 if __name__ == "__main__":

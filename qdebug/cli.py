@@ -118,7 +118,8 @@ def attn(
 @app.command()
 @friendly
 def replay(
-    file: Annotated[Path, typer.Argument(help="A request capture (JSONL of chat-completions bodies) or a runtime log.")],
+    file: Annotated[Path, typer.Argument(help="A request capture (JSONL of chat-completions bodies) or a runtime log (.gz too).")],
+    more_files: Annotated[Optional[list[Path]], typer.Argument(help="More runtime logs (rotated files): merged in time order.", show_default=False)] = None,
     fmt: Annotated[Optional[str], typer.Option("--format", help="capture | runtime-log (default: detected).")] = None,
     mode: Annotated[str, typer.Option("--mode", help="threads (N threads share one model) | batched (one padded batch).")] = "threads",
     concurrency: Annotated[Optional[int], typer.Option("--concurrency", min=1, help="Threads running at once in threads mode (default 4); with --endpoint, requests in flight at once instead of the arrival_ts schedule.")] = None,
@@ -141,14 +142,23 @@ def replay(
     repeat: Annotated[int, typer.Option("--repeat", min=1, help="With --endpoint: run the burst this many times.")] = 1,
     timeout: Annotated[float, typer.Option("--timeout", help="With --endpoint: seconds to wait for each answer.")] = 120.0,
     retries: Annotated[int, typer.Option("--retries", min=0, help="With --endpoint: retries on connection resets and 5xx.")] = 2,
+    since: Annotated[Optional[str], typer.Option("--since", help="Logs: only events at or after this ISO time.")] = None,
+    until: Annotated[Optional[str], typer.Option("--until", help="Logs: only events at or before this ISO time.")] = None,
+    request: Annotated[Optional[str], typer.Option("--request", help="Logs: one request's whole story (its events and those naming it as donor).")] = None,
+    kind: Annotated[Optional[list[str]], typer.Option("--kind", help="Logs: only events of a kind: overwrite | desync | shape | oob (repeatable).")] = None,
+    jsonl: Annotated[Optional[str], typer.Option("--jsonl", help="Write the events as JSON Lines to PATH, or `-` for stdout.")] = None,
 ) -> None:
     """Replay a captured burst (or read a runtime log) and show who got whose visual tokens, at which offsets, when."""
-    from qdebug.commands.common import consoles, emit_json
+    from qdebug.commands.common import consoles
+    from qdebug.commands.log_replay import make_filter
     from qdebug.commands.replay import ReplayArgs, run_replay, write_replay_outputs
     from qdebug.outputs import OutputPlan
+    from qdebug.render.replay_json import write_events_jsonl, write_report_json
 
-    plan = OutputPlan({"--emit-log": emit_log, "--timeline-png": timeline_png, "--save": save, "--json": json_out}).check()
-    report_console, status = consoles(json_to_stdout=json_out == "-")
+    if json_out == "-" and jsonl == "-":
+        _fail("--json - and --jsonl - would both write to stdout (expected a file for one of them)", 2)
+    plan = OutputPlan({"--emit-log": emit_log, "--timeline-png": timeline_png, "--save": save, "--json": json_out, "--jsonl": jsonl}).check()
+    report_console, status = consoles(json_to_stdout="-" in (json_out, jsonl))
     if endpoint is not None:
         from qdebug.commands.replay_endpoint import EndpointArgs, check_local_only_options, run_endpoint_replay
 
@@ -157,26 +167,41 @@ def replay(
         with terminate_as_interrupt() as terminated:
             report = run_endpoint_replay(file, fmt, allow_paths, eargs, status)
     else:
+        log_filter = make_filter(since, until, request, kind)
         with terminate_as_interrupt() as terminated:
-            report = run_replay(ReplayArgs(file, fmt, mode, concurrency or 4, inject, seed, allow_paths, model or "demo", device, dtype, kernel), status)
+            report = run_replay(ReplayArgs(file, fmt, mode, concurrency or 4, inject, seed, allow_paths, model or "demo", device, dtype, kernel,
+                                           tuple(more_files or ()), log_filter), status)
     with plan:
         write_replay_outputs(report, emit_log, timeline_png, save)
-        emit_json(report.to_json(), json_out)
+        write_report_json(report, json_out)
+        if jsonl is not None:
+            write_events_jsonl(report, jsonl)
     if tui:
         from qdebug.tui.app import build_app
 
         build_app(report=report).run()
-    elif json_out != "-" or report_console.is_terminal:
+    elif "-" not in (json_out, jsonl) or report_console.is_terminal:
         from qdebug.render.attn_report import findings_panel
         from qdebug.render.replay_report import matrix_table, requests_table, timeline_table
 
-        parts = (requests_table(report), matrix_table(report)) + (() if report.endpoint else (timeline_table(report),)) + (findings_panel(report.findings),)
-        for renderable in parts:
+        if report.kind == "runtime-log":
+            from qdebug.render.log_summary import log_renderables
+
+            renderables = log_renderables(report)
+        else:
+            renderables = (requests_table(report), matrix_table(report)) + (() if report.endpoint else (timeline_table(report),)) + (findings_panel(report.findings),)
+        for renderable in renderables:
             report_console.print(renderable)
         if report.kind == "runtime-log":
             status.print(f"{report.unknown_lines} unrecognised line(s) kept and counted")
     if report.interrupted:
-        status.print(f"{'terminated' if terminated.is_set() else 'interrupted'}: the report covers the requests that finished")
+        word = "terminated" if terminated.is_set() else "interrupted"
+        meta = getattr(report.log_index, "meta", None)
+        if meta:
+            status.print(f"{word} after {meta['total_lines']:,} lines ({meta['bytes_read']:,} of {meta['bytes_total']:,} bytes): "
+                         "the report covers what was read")
+        else:
+            status.print(f"{word}: the report covers the requests that finished")
         raise typer.Exit(143 if terminated.is_set() else 130)
     if report.kind == "capture" and any(r.verdict == "error" for r in report.requests):
         raise typer.Exit(1)  # some captured requests could not be replayed

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import tempfile
 
 import pytest
 
@@ -53,3 +54,7 @@ def demo_trace(demo):
 
     s = scene(11, width=140, height=196, colour="red", shape="circle", quadrant="bottom left")
     return trace_request(demo, build_request("Describe the image.", [], images=[s.image], max_new_tokens=12)), s
+
+
+# Runtime-log indexes of the tests go to a throwaway cache, never the user's ~/.cache (subprocesses inherit it).
+os.environ.setdefault("QDEBUG_CACHE_DIR", tempfile.mkdtemp(prefix="qdebug-test-cache-"))

@@ -21,6 +21,8 @@ class ReplayArgs:
     device: str = "auto"
     dtype: str = "auto"
     kernel: str = "eager"
+    more_files: tuple = ()  # more runtime logs (rotated files), merged in time order
+    log_filter: object | None = None  # qdebug.replay.log_index.EventFilter for --since/--until/--request/--kind
 
 
 def run_replay(args: ReplayArgs, console=None):
@@ -29,6 +31,11 @@ def run_replay(args: ReplayArgs, console=None):
     from qdebug.replay.engine import ReplaySettings, check_settings, replay
     from qdebug.replay.formats.detect import read_batch
 
+    from .log_replay import is_runtime_log, make_filter, run_log_replay
+
+    files = [Path(args.file), *map(Path, args.more_files)]
+    if is_runtime_log(files, args.format):  # indexed on disk: any size, cached, filtered
+        return run_log_replay(files, args.log_filter or make_filter(None, None, None, None), console)
     batch = read_batch(args.file, args.format, args.allow_paths)
     if batch.kind == "runtime-log":
         return report_from_log(batch)

@@ -98,43 +98,7 @@ _MARKERS = {
 
 
 def timeline_png(report, path: str | Path) -> Path:
-    """The offset timeline: one row per request, its events over time, overwrites as red arrows from the donor."""
-    import matplotlib
+    """The offset timeline (time × buffer offset, overwrites with their donors, stitches, request lanes)."""
+    from .offset_timeline import draw_timeline
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    ids = [r.id for r in report.requests]
-    extra = sorted({e.request_id for e in report.events if e.request_id is not None and e.request_id not in ids})
-    ids += extra
-    row = {rid: i for i, rid in enumerate(ids)}
-    # A log's timestamps are the story; a replay's story is the order its schedule imposed (waves are ms apart).
-    use_time = report.kind == "runtime-log" and report.events and all(e.t is not None for e in report.events)
-    x_of = (lambda e: e.t) if use_time else (lambda e: e.seq)
-    fig, ax = plt.subplots(figsize=(10, max(2.5, 0.38 * len(ids) + 1.2)))
-    seen = set()
-    for e in report.events:
-        if e.request_id not in row:
-            continue
-        marker, colour = _MARKERS.get(e.kind, ("o", "grey"))
-        y = row[e.request_id]
-        ax.scatter(x_of(e), y, marker=marker, color=colour, s=46, zorder=3, label=None if e.kind in seen else e.kind)
-        seen.add(e.kind)
-        if e.kind in ("buffer_write", "stitch", "buffer_overwrite") and e.offset is not None:
-            tag = {"buffer_write": "W", "stitch": "S", "buffer_overwrite": "X"}[e.kind]
-            ax.annotate(f"{tag}@{e.offset}", (x_of(e), y), xytext=(-6, 6), textcoords="offset points", fontsize=6)
-        if e.kind == "buffer_overwrite" and e.donor in row:
-            ax.annotate("", (x_of(e), y), xytext=(x_of(e), row[e.donor]), arrowprops={"arrowstyle": "->", "color": "tab:red", "lw": 1.4})
-    verdicts = {r.id: r.verdict for r in report.requests}
-    ax.set_yticks(range(len(ids)), [f"{rid} ({verdicts.get(rid, '')})" for rid in ids], fontsize=7)
-    ax.invert_yaxis()
-    ax.set_xlabel("time (s)" if use_time else "event order (W@ buffer offset, S@ token position where the rows were stitched)")
-    ax.set_title(f"offset timeline: {Path(str(report.source)).name}", fontsize=9)
-    ax.grid(axis="x", alpha=0.3)
-    if seen:
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
-    fig.tight_layout()
-    try:
-        return write_atomically(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
-    finally:
-        plt.close(fig)
+    return draw_timeline(report, path)

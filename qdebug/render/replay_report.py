@@ -67,6 +67,8 @@ def _offsets(r) -> tuple[str, str]:
 
 def matrix_table(report, limit: int = 24) -> Table | Text:
     """The contamination matrix: rows = whose token stream, columns = whose isolated encoder rows."""
+    if report.contamination is None and report.cells is not None:
+        return cells_table(report, limit)
     ids = report.contamination_ids[:limit]
     if not ids or report.contamination is None:
         return Text("no contamination matrix (no request was re-executed)", style="dim")
@@ -115,4 +117,19 @@ def timeline_table(report, limit: int = 40) -> Table:
             line.append(label, style=style)
             line.append(" ")
         table.add_row(rid, line)
+    return table
+
+
+def cells_table(report, limit: int = 24) -> Table | Text:
+    """The sparse contamination matrix: one row per non-empty cell (victim, donor, score, evidence)."""
+    cells = report.contamination_cells()
+    if not cells:
+        return Text("no contamination: no request received another request's visual rows", style="green")
+    table = Table(title=f"contamination: {len(cells)} request(s) received another request's visual rows")
+    for col in ("request", "rows of", "score", "evidence"):
+        table.add_column(col, overflow="fold", no_wrap=col != "evidence")
+    for cell in cells[:limit]:
+        table.add_row(cell["request_id"], Text(cell["donor"], style="bold red"), f"{cell['score']:.2f}", cell["evidence"])
+    if len(cells) > limit:
+        table.caption = f"first {limit} of {len(cells)}"
     return table

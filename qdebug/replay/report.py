@@ -17,6 +17,8 @@ from .batch import Event
 REPORT_FORMAT = "qdebug-replay"
 REPORT_VERSION = 1
 VERDICTS = ("ok", "contaminated", "desync", "diverged", "error")
+# A dense contamination matrix is written only for replayed captures up to this many requests.
+MATRIX_MAX_REQUESTS = 256
 
 
 @dataclass
@@ -64,6 +66,12 @@ class ReplayReport:
     findings: list[Finding] = field(default_factory=list)
     unknown_lines: int = 0
     interrupted: bool = False
+    # Sparse contamination: {request_id, donor, score, evidence} per contaminated request (None: from the matrix).
+    cells: list[dict] | None = None
+    # A runtime log's SQLite index (qdebug.replay.log_index.LogIndex) when the lists above hold only a page
+    # of a large log; JSON, the TUI and the summary read the whole log from it.
+    log_index: object | None = None
+    event_filter: object | None = None
     traces: dict = field(default_factory=dict)  # id → replayed Trace
     references: dict = field(default_factory=dict)  # id → isolated reference Trace
     endpoint: str | None = None  # endpoint replays: the server's base URL
@@ -87,11 +95,37 @@ class ReplayReport:
             "interrupted": self.interrupted,
             "unknown_lines": self.unknown_lines,
             "requests": [r.to_json() for r in self.requests],
-            "contamination": {"ids": self.contamination_ids, "matrix": self.contamination},
+            "contamination": {"ids": self.contamination_ids, "matrix": self.dense_matrix(), "cells": self.contamination_cells()},
             "events": [e.to_json() for e in self.events],
             "findings": [f.to_json() for f in self.findings],
             **({"endpoint": self.endpoint, "repeats": self.repeats, **self.extra} if self.endpoint is not None else {}),
         }
+
+    def dense_matrix(self) -> list[list[float]] | None:
+        """The dense N×N cosines: only for a replayed capture of at most MATRIX_MAX_REQUESTS requests."""
+        if self.kind != "capture" or len(self.contamination_ids) > MATRIX_MAX_REQUESTS:
+            return None
+        return self.contamination
+
+    def contamination_cells(self) -> list[dict]:
+        """The non-empty cells: who received whose rows, how sure, and the evidence (matrix cosines or log lines)."""
+        if self.cells is not None:
+            return self.cells
+        ids, matrix = self.contamination_ids, self.contamination
+        cells = []
+        if not matrix:
+            return cells
+        for r in self.requests:
+            if r.donor is None or r.id not in ids or r.donor not in ids:
+                continue
+            i, j = ids.index(r.id), ids.index(r.donor)
+            score, own = matrix[i][j], matrix[i][i]
+            if score is None:
+                continue
+            own_text = "unknown" if own is None else f"{own:.4f}"
+            cells.append({"request_id": r.id, "donor": r.donor, "score": score,
+                          "evidence": f"rows in {r.id}'s stream match {r.donor}'s isolated encoder rows: cosine {score:.4f} (its own: {own_text})"})
+        return cells
 
     @classmethod
     def from_json(cls, data: dict) -> "ReplayReport":
@@ -103,6 +137,7 @@ class ReplayReport:
                 seed=data.get("seed"), interrupted=data.get("interrupted", False), unknown_lines=data.get("unknown_lines", 0),
                 requests=[RequestOutcome(**r) for r in data["requests"]],
                 contamination_ids=list(data["contamination"]["ids"]), contamination=data["contamination"]["matrix"],
+                cells=data["contamination"].get("cells"),
                 events=[Event(**{k: v for k, v in e.items() if k in event_fields}) for e in data["events"]],
                 findings=[Finding(**f) for f in data["findings"]],
                 endpoint=data.get("endpoint"), repeats=data.get("repeats"),

@@ -63,38 +63,39 @@ def findings_from_events(events: Iterable[Event]) -> list[Finding]:
     """One Finding per contaminating overwrite, desync, shape mismatch and index-out-of-bounds, in event order."""
     events = list(events)
     contaminating = {id(e) for e in _contaminating(events)}
-    findings: list[Finding] = []
-    for e in events:
-        if id(e) in contaminating:
-            at = "" if e.offset is None else f" at offset {e.offset}"
-            findings.append(Finding(
-                kind="contamination", severity="error", request_id=e.request_id, donor=e.donor,
-                message=(
-                    f"request {e.request_id}'s visual buffer{at} was overwritten by request {e.donor} "
-                    f"before it was stitched{_at_line(e)}"
-                ),
-            ))
-        elif e.kind == DESYNC:
-            who = "" if e.request_id is None else f" for request {e.request_id}"
-            findings.append(Finding(
-                kind="desync", severity="warning", request_id=e.request_id,
-                message=(
-                    f"visual token offset {_num(e.offset)} differs from textual offset "
-                    f"{_num(e.text_offset)}{who}{_at_line(e)}"
-                ),
-            ))
-        elif e.kind == SHAPE_MISMATCH:
-            detail = e.message.strip() or "visual embedding shape mismatch"
-            findings.append(Finding(
-                kind="shape_mismatch", severity="error", request_id=e.request_id,
-                message=f"{detail}{_at_line(e)}",
-            ))
-        elif e.kind == INDEX_OUT_OF_BOUNDS:
-            findings.append(Finding(
-                kind="index_out_of_bounds", severity="error", request_id=e.request_id,
-                message=f"token index {_num(e.offset)} exceeds sequence length {_num(e.tokens)}{_at_line(e)}",
-            ))
-    return findings
+    found = (finding_for_event(e, id(e) in contaminating) for e in events)
+    return [f for f in found if f is not None]
+
+
+def finding_for_event(e: Event, contaminating: bool = False) -> Finding | None:
+    """The Finding one event stands for (an overwrite only when it is `contaminating`), or None."""
+    if contaminating:
+        at = "" if e.offset is None else f" at offset {e.offset}"
+        return Finding(
+            kind="contamination", severity="error", request_id=e.request_id, donor=e.donor,
+            message=(
+                f"request {e.request_id}'s visual buffer{at} was overwritten by request {e.donor} "
+                f"before it was stitched{_at_line(e)}"
+            ),
+        )
+    if e.kind == DESYNC:
+        who = "" if e.request_id is None else f" for request {e.request_id}"
+        return Finding(
+            kind="desync", severity="warning", request_id=e.request_id,
+            message=(
+                f"visual token offset {_num(e.offset)} differs from textual offset "
+                f"{_num(e.text_offset)}{who}{_at_line(e)}"
+            ),
+        )
+    if e.kind == SHAPE_MISMATCH:
+        detail = e.message.strip() or "visual embedding shape mismatch"
+        return Finding(kind="shape_mismatch", severity="error", request_id=e.request_id, message=f"{detail}{_at_line(e)}")
+    if e.kind == INDEX_OUT_OF_BOUNDS:
+        return Finding(
+            kind="index_out_of_bounds", severity="error", request_id=e.request_id,
+            message=f"token index {_num(e.offset)} exceeds sequence length {_num(e.tokens)}{_at_line(e)}",
+        )
+    return None
 
 
 def request_verdicts_from_events(batch: Batch) -> dict[str, str]:

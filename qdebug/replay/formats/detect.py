@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import zlib
 from pathlib import Path
 
 from qdebug.errors import ReplayFormatError
@@ -24,9 +25,11 @@ def detect_format(path: str | os.PathLike) -> str:
         raise ReplayFormatError(f"replay input not found: {p} (expected a JSONL capture or a runtime log)")
     if p.is_dir():
         raise ReplayFormatError(f"replay input is a directory: {p} (expected a JSONL capture or a runtime log)")
+    from qdebug.replay.formats.runtime_log import open_log
+
     seen = blank_bytes = 0
     try:
-        with open(p, "rb") as f:
+        with open_log(p) as f:
             while seen < PEEK_LINES:
                 raw = f.readline(PEEK_LINE_BYTES)
                 if not raw:
@@ -49,8 +52,9 @@ def detect_format(path: str | os.PathLike) -> str:
                             return "capture"
                     except (ValueError, RecursionError):
                         pass
-    except OSError as exc:
-        raise ReplayFormatError(f"cannot read {p}: {exc.strerror or exc} (expected a readable file)") from None
+    except (OSError, EOFError, zlib.error) as exc:  # EOFError, zlib.error: a truncated or corrupt .gz
+        reason = getattr(exc, "strerror", None) or exc
+        raise ReplayFormatError(f"cannot read {p}: {reason} (expected a readable file)") from None
     if seen == 0:
         raise ReplayFormatError(f"empty file {p}: expected a JSONL capture or a runtime log")
     return "runtime-log"
@@ -63,6 +67,11 @@ def read_batch(path: str | os.PathLike, format: str | None = None, allow_paths: 
     kind = format or detect_format(path)
     if kind == "capture":
         from qdebug.replay.formats.capture import parse_capture
+        from qdebug.replay.formats.runtime_log import GZIP_MAGIC
+
+        with open(path, "rb") as f:
+            if f.read(2) == GZIP_MAGIC:
+                raise ReplayFormatError(f"{path} is a gzip-compressed capture (expected an uncompressed JSONL capture: gunzip it first)")
 
         return parse_capture(path, allow_paths=allow_paths)
     from qdebug.replay.formats.runtime_log import parse_runtime_log

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import re
+import zlib
 from collections.abc import Iterable, Iterator
 from functools import partial
 from pathlib import Path
@@ -26,8 +27,10 @@ from qdebug.replay.batch import (
 
 # journalctl's short format has no year; a fixed one keeps parses reproducible.
 JOURNAL_YEAR = 2024
-# Longer lines are cut here (the rest is skipped) so one runaway line cannot fill memory.
+# Longer lines are not examined (counted as unknown, the rest skipped): one runaway line cannot fill memory
+# or time.
 MAX_LINE_BYTES = 1 << 20
+GZIP_MAGIC = b"\x1f\x8b"
 # Events keep at most this much of their line: memory follows events, not line length.
 MAX_MESSAGE_CHARS = 500
 
@@ -51,26 +54,30 @@ _JOURNAL_RE = re.compile(
 _LEVELS = r"(?:DEBUG|INFO|WARN(?:ING)?|ERROR|CRITICAL|FATAL|TRACE)"
 _LEVEL_RE = re.compile(r"\s*(?:\[" + _LEVELS + r"\]|" + _LEVELS + r"\b):?\s*", re.I)
 
-_RID_RE = re.compile(r"""request_id\s*[=:]\s*(?:"([^"\n]*)"|'([^'\n]*)'|([^\s,;)\]}"']+))""")
-_WROTE_RE = re.compile(r"\bwrote\s+(?:(\d+)\s+)?tokens?\b(?:\s+at\s+offset\s+(\d+))?")
+# Every quantifier that can run to the end of a line is bounded or anchored: each regex is linear in the line.
+# A whole number: "1e400" or "3.5" is no offset, and int() never sees thousands of digits. Ids are <= 256 chars.
+_NUM = r"(\d{1,18})(?!\w|\.\d)"
+_RID_RE = re.compile(r"""request_id\s*[=:]\s*(?:"([^"\n]{0,256})"|'([^'\n]{0,256})'|([^\s,;)\]}"']{1,256}))""")
+_WROTE_RE = re.compile(r"\bwrote\s+(?:" + _NUM + r"\s+)?tokens?\b(?:\s+at\s+offset\s+" + _NUM + ")?")
 _OVERWROTE_RE = re.compile(
-    r"\boverwrote\s+(?:the\s+)?(?:visual\s+)?buffer(?:\s+at\s+offset\s+(\d+))?"
-    r"(?:\s+with\s+(\d+)\s+tokens?)?"
+    r"\boverwrote\s+(?:the\s+)?(?:visual\s+)?buffer(?:\s+at\s+offset\s+" + _NUM + ")?"
+    r"(?:\s+with\s+" + _NUM + r"\s+tokens?)?"
     r"\s*\(\s*previously\s+(?:(?:by\s+)?request_id\s*[=:]\s*)?"
-    r"(?:\"([^\"\n]*)\"|'([^'\n]*)'|([^\s)\"',]+))\s*\)"
+    r"(?:\"([^\"\n]{0,256})\"|'([^'\n]{0,256})'|([^\s)\"',]{1,256}))\s*\)"
 )
 # The exception names as logged; the lookbehind keeps longer identifiers that merely end in one out.
 _EXC_RE = re.compile(r"(?<!\w)(" + "|".join((_DESYNC_KEY, _SHAPE_KEY, _OOB_KEY)) + r")")
-_WITH_TOKENS_RE = re.compile(r"\bwith\s+(\d+)\s+tokens?\b")
-_ENCODE_RE = re.compile(r"encode_image\b.*\bstart(?:ed|ing)?\b")
+_WITH_TOKENS_RE = re.compile(r"\bwith\s+" + _NUM + r"\s+tokens?\b")
+# Searched only after the first "encode_image" (a `encode_image\b.*\bstart` search is quadratic in the line).
+_ENCODE_RE = re.compile(r"\bstart(?:ed|ing)?\b")
 _STITCH_RE = re.compile(r"(?:stitch|concat)|\bconsumed\b")
-_TOKENS_RE = re.compile(r"\b(\d+)\s+(?:visual\s+)?tokens?\b")
-_OFFSET_RE = re.compile(r"\boffset\s*[=:]?\s*(\d+)")
+_TOKENS_RE = re.compile(r"\b" + _NUM + r"\s+(?:visual\s+)?tokens?\b")
+_OFFSET_RE = re.compile(r"\boffset(?:\s*[=:])?\s*" + _NUM)
 _FIRST_TOKEN_RE = re.compile(r"\bfirst[_ ]token\b")
-_VISUAL_OFFSET_RE = re.compile(r"visual\s+(?:token\s+)?offset\s+(\d+)")
-_TEXT_OFFSET_RE = re.compile(r"text(?:ual)?\s+(?:token\s+)?offset\s+(\d+)")
-_INDEX_RE = re.compile(r"token\s+index\s+(\d+)")
-_SEQLEN_RE = re.compile(r"sequence\s+length\s+(\d+)")
+_VISUAL_OFFSET_RE = re.compile(r"visual\s+(?:token\s+)?offset\s+" + _NUM)
+_TEXT_OFFSET_RE = re.compile(r"text(?:ual)?\s+(?:token\s+)?offset\s+" + _NUM)
+_INDEX_RE = re.compile(r"token\s+index\s+" + _NUM)
+_SEQLEN_RE = re.compile(r"sequence\s+length\s+" + _NUM)
 
 _EPOCH_ORDINAL = _dt.date(1970, 1, 1).toordinal()
 _day_cache: dict[tuple[int, int, int], int] = {}
@@ -96,12 +103,15 @@ def _clock(day: int, h: str, mi: str, s: str, frac: str | None) -> float | None:
     return t + int(frac) / 10 ** len(frac) if frac else float(t)
 
 
-def _tz_seconds(tz: str | None) -> int:
-    """A `Z` / `+05:30` / `-0800` / `+05` suffix as seconds east of UTC (no suffix: UTC)."""
+def _tz_seconds(tz: str | None) -> int | None:
+    """A `Z` / `+05:30` / `-0800` / `+05` suffix as seconds east of UTC (no suffix: UTC); None when out of range."""
     if not tz or tz in "Zz":
         return 0
     digits = tz[1:].replace(":", "")
-    secs = int(digits[:2]) * 3600 + (int(digits[2:4]) * 60 if len(digits) >= 4 else 0)
+    hours, minutes = int(digits[:2]), int(digits[2:4]) if len(digits) >= 4 else 0
+    if hours > 14 or minutes > 59:  # real zones run from -12:00 to +14:00: "+99:99" is no zone
+        return None
+    secs = hours * 3600 + minutes * 60
     return -secs if tz[0] == "-" else secs
 
 
@@ -116,8 +126,9 @@ def _prefix(text: str) -> tuple[float | None, int]:
             clock = _clock(_day_seconds(int(y), int(mo), int(d)), h, mi, s, frac)
         except ValueError:  # e.g. month 13: not a timestamp after all
             clock = None
-        if clock is not None:
-            t, pos = clock - _tz_seconds(tz), m.end()
+        zone = _tz_seconds(tz)
+        if clock is not None and zone is not None:
+            t, pos = clock - zone, m.end()
     elif text[:1].isalpha() or text[:1].isspace():
         m = _JOURNAL_RE.match(text)
         if m is not None:
@@ -234,7 +245,8 @@ def recognise_line(text: str, line: int | None = None, seq: int = 0) -> tuple[Ev
             tokens=_int(wm.group(1)), offset=_int(wm.group(2)),
         )
         return event, (rid,)
-    if "encode_image" in text and _ENCODE_RE.search(text):
+    i = text.find("encode_image")
+    if i >= 0 and _ENCODE_RE.search(text, i + 12):
         t, msg = split_prefix(text)
         return Event(ENCODE_START, rid, t=t, seq=seq, line=line, message=msg), (rid,)
     if "first" in text and _FIRST_TOKEN_RE.search(text):
@@ -253,9 +265,27 @@ def recognise_line(text: str, line: int | None = None, seq: int = 0) -> tuple[Ev
     return None
 
 
+def open_log(path: str | os.PathLike):
+    """A binary file object for a log: gzip-compressed files (by their magic bytes) are decompressed as read."""
+    f = open(path, "rb")
+    if f.read(2) == GZIP_MAGIC:
+        import gzip
+
+        packed = gzip.open(path, "rb")
+        try:
+            packed.peek(1)  # the gzip header: a text file that merely starts with 1f 8b is read as text
+        except (OSError, EOFError, zlib.error):
+            packed.close()
+        else:
+            f.close()
+            return packed
+    f.seek(0)
+    return f
+
+
 def _file_lines(path: Path) -> Iterator[bytes]:
     """The raw lines of a file, read one at a time; an over-long line yields only its first MAX_LINE_BYTES."""
-    with open(path, "rb") as f:
+    with open_log(path) as f:
         read = partial(f.readline, MAX_LINE_BYTES)
         skipping = False
         for raw in iter(read, b""):
@@ -281,13 +311,19 @@ def _consume(lines: Iterable, batch: Batch) -> None:
                 if raw and not raw.isspace():
                     unknown += 1
                 continue
-            text = bytes(raw[:MAX_LINE_BYTES]).decode("utf-8", "replace")
+            if len(raw) >= MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                unknown += 1  # too long to be a runtime event: not examined
+                continue
+            text = bytes(raw).decode("utf-8", "replace")
         elif isinstance(raw, str):
             if not (_RID_KEY in raw or _DESYNC_KEY in raw or _SHAPE_KEY in raw or _OOB_KEY in raw):
                 if raw and not raw.isspace():
                     unknown += 1
                 continue
-            text = raw[:MAX_LINE_BYTES]
+            if len(raw) > MAX_LINE_BYTES:
+                unknown += 1
+                continue
+            text = raw
         else:
             raise TypeError(f"log lines must be str or bytes, got {type(raw).__name__} at line {total}")
         found = recognise_line(text, total, len(events))
@@ -316,8 +352,8 @@ def parse_runtime_log(source: str | os.PathLike | Iterable[str | bytes]) -> Batc
         batch = Batch(source=str(path), kind="runtime-log")
         try:
             _consume(_file_lines(path), batch)
-        except OSError as exc:
-            reason = exc.strerror or exc
+        except (OSError, EOFError, zlib.error) as exc:  # EOFError, zlib.error: a truncated or corrupt .gz
+            reason = getattr(exc, "strerror", None) or exc
             raise ReplayFormatError(f"cannot read runtime log {shown}: {reason} (expected a readable file)") from None
         return batch
     if isinstance(source, bytes | bytearray):

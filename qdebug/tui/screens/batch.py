@@ -29,6 +29,11 @@ class BatchScreen(Screen):
         Binding("question_mark", "help", "help"),
         Binding("escape", "back", "back", show=False),
         Binding("q", "quit", "quit"),
+        Binding("o", "picture", "offset picture", show=False),
+        Binding("right_square_bracket", "page('next')", "next events", show=False),
+        Binding("left_square_bracket", "page('previous')", "previous events", show=False),
+        Binding("right_curly_bracket", "page('last')", "last events", show=False),
+        Binding("left_curly_bracket", "page('first')", "first events", show=False),
     ]
 
     def __init__(self, report, *, source: str = "", **kwargs):
@@ -42,7 +47,12 @@ class BatchScreen(Screen):
         yield RequestTable(id="requests")
         with Horizontal(id="batch-lower"):
             with VerticalScroll(id="timeline-box"):
-                yield EventTimeline(id="events")
+                if self._paged():
+                    from ..widgets.log_pager import LogEventPager
+
+                    yield LogEventPager(self.report, id="events")
+                else:
+                    yield EventTimeline(id="events")
             with Vertical(id="matrix-box"):
                 yield ContaminationView(id="matrix")
                 yield Static(self._findings(), id="findings")
@@ -57,10 +67,30 @@ class BatchScreen(Screen):
         self.query_one("#matrix-box").border_title = "contamination"
         table = self.query_one(RequestTable)
         table.show(self.report)
-        self.query_one(EventTimeline).report = self.report
+        events = self.query_one("#events")
+        if isinstance(events, EventTimeline):
+            events.report = self.report
         self.query_one(ContaminationView).report = self.report
-        self.query_one(EventTimeline).selected = table.current_id
+        events.selected = table.current_id
         table.focus()
+
+    def _paged(self) -> bool:
+        """A log larger than the events the report holds is paged from its index."""
+        index = getattr(self.report, "log_index", None)
+        return index is not None and index.count_events(self.report.event_filter) > len(self.report.events)
+
+    def action_picture(self) -> None:
+        """The offset timeline as a picture (the PNG `--timeline-png` writes)."""
+        from .timeline_picture import TimelinePictureScreen
+
+        self.app.push_screen(TimelinePictureScreen(self.report))
+
+    def action_page(self, where: str) -> None:
+        """Next / previous / first / last page of a large log's events."""
+        from ..widgets.log_pager import LogEventPager
+
+        for pager in self.query(LogEventPager):
+            pager.move(where)
 
     def _title(self) -> Text:
         r = self.report
@@ -82,7 +112,7 @@ class BatchScreen(Screen):
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         """Highlight the request's lane in the timeline."""
-        self.query_one(EventTimeline).selected = event.row_key.value
+        self.query_one("#events").selected = event.row_key.value
 
     def on_request_chosen(self, event: RequestChosen) -> None:
         """Open the request's replayed trace (t toggles to its isolated reference)."""

@@ -15,6 +15,8 @@ def matrix_text(report) -> Text:
     """Cells coloured by cosine (scaled to the matrix's range), columns numbered like the rows; a row wholly
     filled by another request's rows is flagged."""
     ids, matrix = report.contamination_ids, report.contamination
+    if not matrix and report.cells is not None:
+        return cells_text(report)
     if not ids or not matrix:
         return Text("no contamination matrix in this report", style="dim")
     values = [v for row in matrix for v in row if v is not None]
@@ -47,6 +49,22 @@ def matrix_text(report) -> Text:
     out.append("cosine; column j = request j's isolated encoder rows; red cell = donor", style="dim")
     for note, style in notes:
         out.append("\n" + note, style=style)
+    out.no_wrap, out.overflow = True, "ellipsis"
+    return out
+
+
+def cells_text(report, limit: int = 200) -> Text:
+    """A log's sparse contamination: one line per contaminated request, its donor and the line that shows it."""
+    cells = report.contamination_cells()
+    if not cells:
+        return Text("no request received another request's visual rows", style="green")
+    out = Text(f"{len(cells):,} request(s) received another request's rows\n", style="bold")
+    for cell in cells[:limit]:
+        out.append(f"{cell['request_id']} ◀ {cell['donor']}'s rows", style="bold red")
+        out.append(f"  {cell['evidence']}\n", style="dim")
+    if len(cells) > limit:
+        out.append(f"… {len(cells) - limit:,} more (qdebug replay --json for all)", style="dim")
+    out.rstrip()
     out.no_wrap, out.overflow = True, "ellipsis"
     return out
 

@@ -1,0 +1,202 @@
+"""The offset-timeline PNG: buffer writes over time and offset, overwrites with their donors, stitches, request lanes.
+
+x is time in milliseconds from the first event (wall-clock start in the axis label; event order only when the
+events carry no time), y the visual-buffer offset. A large log is drawn binned by time from its index.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+from qdebug.replay.batch import BUFFER_OVERWRITE, BUFFER_WRITE, EVENT_KINDS
+
+from .files import write_atomically
+
+_WRITES = f"({EVENT_KINDS.index(BUFFER_WRITE)}, {EVENT_KINDS.index(BUFFER_OVERWRITE)})"  # kind codes in the index
+
+# Up to this many events the picture shows every write; beyond it, writes are binned by time and offset.
+DETAILED_EVENTS = 3_000
+MAX_LANES = 40
+_TAB = ("tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan", "tab:gray")
+
+
+class _Labels:
+    """Places text labels without overlaps: each tries a few staggered positions, else it is dropped."""
+
+    def __init__(self, ax, fontsize: float = 6.5):
+        self.ax, self.fontsize, self.boxes, self.dropped = ax, fontsize, [], 0
+
+    def add(self, x: float, y: float, text: str, colour: str = "black") -> bool:
+        fig = self.ax.figure
+        px, py = self.ax.transData.transform((x, y))
+        w, h = 0.62 * self.fontsize * len(text) * fig.dpi / 72, 1.3 * self.fontsize * fig.dpi / 72
+        for dy in (4, 4 + h, 4 - 2 * h, 4 + 2 * h, 4 - 3 * h):
+            box = (px + 3, py + dy, px + 3 + w, py + dy + h)
+            if all(box[2] <= b[0] or box[0] >= b[2] or box[3] <= b[1] or box[1] >= b[3] for b in self.boxes):
+                self.boxes.append(box)
+                self.ax.annotate(text, (x, y), xytext=(3, dy), textcoords="offset pixels", fontsize=self.fontsize, color=colour,
+                                 va="bottom", ha="left", annotation_clip=False)
+                return True
+        self.dropped += 1
+        return False
+
+
+def _clock(events):
+    """(x of an event, x-axis label): ms from the first timestamp, or event order without timestamps."""
+    times = [e.t for e in events if e.t is not None]
+    if events and len(times) == len(events):
+        t0 = min(times)
+        label = "ms since the first event"
+        if t0 > 1e8:  # an absolute clock (a log): say when that was
+            label += f" ({dt.datetime.fromtimestamp(t0, dt.timezone.utc).isoformat(timespec='milliseconds')[:-6]} UTC)"
+        return (lambda e: (e.t - t0) * 1000.0), label
+    return (lambda e: float(e.seq)), "event order (the events carry no time)"
+
+
+def _text_offsets(report) -> dict[str, int]:
+    """Each request's textual offset: its outcome's, else its last desync event's."""
+    out = {r.id: r.text_offset for r in report.requests if r.text_offset is not None}
+    for e in report.events:
+        if e.kind == "desync" and e.request_id is not None and e.text_offset is not None:
+            out.setdefault(e.request_id, e.text_offset)
+    return out
+
+
+def _detailed(report, fig, top, lanes) -> None:
+    """Every write as a bar over [offset, offset + tokens) from when it landed until its request stitched."""
+    import matplotlib.patches as mpatches
+
+    events = sorted(report.events, key=lambda e: e.seq)
+    x_of, xlabel = _clock(events)
+    xs = [x_of(e) for e in events]
+    span = (max(xs) - min(xs)) or 1.0
+    min_w = span * 0.012
+    ids = list(dict.fromkeys([r.id for r in report.requests] + [e.request_id for e in events if e.request_id]))
+    colour = {rid: _TAB[i % len(_TAB)] for i, rid in enumerate(ids)}
+    stitch_x: dict[str, float] = {}
+    for e in events:
+        if e.kind == "stitch" and e.request_id is not None:
+            stitch_x[e.request_id] = x_of(e)
+    # Limits first: labels are placed (and kept apart) in pixels, which depend on them.
+    top_y = max([e.offset + float(e.tokens or 1) for e in events if e.offset is not None and e.kind in ("buffer_write", "buffer_overwrite", "stitch")] or [1.0])
+    top.set_ylim(0, top_y * 1.15)
+    top.set_xlim(min(xs) - span * 0.03, max(xs) + span * 0.15)
+    labels = _Labels(top)
+    last_write: dict[str, tuple[float, float]] = {}
+    for e in events:
+        if e.kind not in ("buffer_write", "buffer_overwrite") or e.offset is None:
+            continue
+        x, height = x_of(e), float(e.tokens or 1)
+        end = stitch_x.get(e.request_id, x + min_w)
+        width = max(min_w, end - x)
+        if e.kind == "buffer_write":
+            top.add_patch(mpatches.Rectangle((x, e.offset), width, height, color=colour[e.request_id], alpha=0.55, lw=0))
+            last_write[e.request_id] = (x, e.offset + height / 2)
+            labels.add(x, e.offset + height, f"W {e.request_id}@{e.offset}", colour[e.request_id])
+            continue
+        # An overwrite: the donor's rows land in the victim's slot (red), arrow from the donor's own write.
+        contaminating = any(c.get("request_id") == e.request_id and c.get("donor") == e.donor for c in report.contamination_cells())
+        top.add_patch(mpatches.Rectangle((x, e.offset), width, height, facecolor="tab:red", alpha=0.8 if contaminating else 0.35,
+                                         hatch=None if contaminating else "//", lw=0.8, edgecolor="darkred"))
+        src = last_write.get(e.donor, (x - min_w * 2, e.offset + height * 1.5))
+        top.annotate("", (x, e.offset + height / 2), xytext=src, arrowprops={"arrowstyle": "->", "color": "darkred", "lw": 1.3})
+        last_write[e.donor] = (x, e.offset + height / 2)
+        labels.add(x, e.offset + height / 2, f"{e.donor}→{e.request_id}@{e.offset}" + ("" if contaminating else " (after stitch)"), "darkred")
+    text_at = _text_offsets(report)
+    for e in events:
+        if e.kind == "stitch" and e.offset is not None:
+            x = x_of(e)
+            top.plot([x], [e.offset], marker="D", color="tab:green", ms=5, zorder=4)
+            t = text_at.get(e.request_id)
+            labels.add(x, e.offset, f"S {e.request_id}: visual@{e.offset}" + (f" text@{t}" if t is not None else ""), "darkgreen")
+    top.set_ylabel("visual buffer offset (tokens)")
+    # Lanes: encode → stitch → first token, one thin line per request (the worst first when there are many).
+    order = sorted(ids, key=lambda r: {"contaminated": 0, "desync": 1, "error": 2}.get(getattr(report.outcome(r), "verdict", "ok"), 3))
+    shown = order[:MAX_LANES]
+    row = {rid: i for i, rid in enumerate(shown)}
+    marks = {"encode_start": ("o", "E"), "stitch": ("D", "S"), "first_token": ("|", "T"), "buffer_overwrite": ("X", "X"),
+             "desync": ("^", "D"), "shape_mismatch": ("*", "!"), "index_out_of_bounds": ("*", "!")}
+    for rid in shown:
+        own = [e for e in events if e.request_id == rid]
+        if own:
+            lanes.plot([x_of(own[0]), x_of(own[-1])], [row[rid]] * 2, color=colour[rid], lw=1.2)
+        for e in own:
+            if e.kind in marks:
+                lanes.plot([x_of(e)], [row[rid]], marker=marks[e.kind][0], ms=4,
+                           color="tab:red" if e.kind in ("buffer_overwrite", "desync", "shape_mismatch", "index_out_of_bounds") else colour[rid])
+    verdicts = {r.id: r.verdict for r in report.requests}
+    lanes.set_yticks(range(len(shown)), [f"{rid} {verdicts.get(rid, '')}" for rid in shown], fontsize=6)
+    lanes.set_ylim(len(shown) - 0.5, -0.5)
+    lanes.set_xlabel(xlabel)
+    note = "" if len(order) <= MAX_LANES else f"; lanes: the {MAX_LANES} worst of {len(order)} requests"
+    if labels.dropped:
+        note += f"; {labels.dropped} overlapping labels left out"
+    lanes.set_title("requests: o encode · ◆ stitch · | first token · ✕ overwritten · ▲ desync" + note, fontsize=7, loc="left")
+
+
+def _binned(report, fig, top, lanes) -> None:
+    """A large log from its index: writes per (time bin, offset bin) as a heat map, contaminating overwrites in red."""
+    import numpy as np
+
+    index = report.log_index
+    t_lo, t_hi = index.time_range()
+    conn = index.conn
+    if t_lo is None:
+        top.text(0.5, 0.5, "this log has no timestamps to bin by", ha="center", transform=top.transAxes)
+        return
+    span_ms = max(1.0, (t_hi - t_lo) * 1000)
+    y_hi = conn.execute("SELECT max(offset + coalesce(tokens, 1)) FROM events WHERE kind IN " + _WRITES).fetchone()[0] or 1
+    bins_x, bins_y = 240, 64
+    grid = np.zeros((bins_y, bins_x))
+    cur = conn.execute(f"SELECT t, offset FROM events WHERE kind IN {_WRITES} AND t IS NOT NULL AND offset IS NOT NULL")
+    while rows := cur.fetchmany(100_000):
+        arr = np.asarray(rows, dtype=float)
+        h, _, _ = np.histogram2d(arr[:, 1], (arr[:, 0] - t_lo) * 1000, bins=(bins_y, bins_x), range=((0, y_hi), (0, span_ms)))
+        grid += h
+    top.imshow(np.log1p(grid), origin="lower", aspect="auto", cmap="Greys", extent=(0, span_ms, 0, y_hi))
+    bad = conn.execute("SELECT e.t, e.offset FROM contam c JOIN events e ON e.seq = c.seq WHERE e.t IS NOT NULL LIMIT 20000").fetchall()
+    if bad:
+        arr = np.asarray([(t, o if o is not None else 0) for t, o in bad], dtype=float)
+        top.scatter((arr[:, 0] - t_lo) * 1000, arr[:, 1], s=6, color="tab:red", label="contaminating overwrite", zorder=3)
+        top.legend(fontsize=7, loc="upper right")
+    top.set_ylabel("visual buffer offset (tokens)")
+    per_min = index.per_minute(contaminating_only=True)
+    if per_min:
+        xs = [(m * 60 - t_lo) * 1000 for m, _ in per_min]
+        lanes.bar(xs, [n for _, n in per_min], width=60_000, align="edge", color="tab:red")
+    top.set_xlim(0, span_ms)
+    lanes.set_ylabel("overwrites / min", fontsize=7)
+    start = dt.datetime.fromtimestamp(t_lo, dt.timezone.utc).isoformat(timespec="milliseconds")[:-6]
+    lanes.set_xlabel(f"ms since the first event ({start} UTC); writes binned by time and offset (grey, log scale)")
+
+
+def draw_timeline(report, path: str | Path) -> Path:
+    """Write the offset timeline of a replay or a runtime log as a PNG (atomically)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    index = getattr(report, "log_index", None)
+    binned = index is not None and index.count_events(report.event_filter) > min(DETAILED_EVENTS, len(report.events))
+    n_lanes = 6 if binned else min(MAX_LANES, len({r.id for r in report.requests} | {e.request_id for e in report.events if e.request_id}))
+    fig = plt.figure(figsize=(12, 5.5 + 0.16 * n_lanes))
+    grid = fig.add_gridspec(2, 1, height_ratios=(5, max(1.2, 0.16 * n_lanes)), hspace=0.12)
+    top = fig.add_subplot(grid[0])
+    lanes = fig.add_subplot(grid[1], sharex=top)
+    top.tick_params(labelbottom=False)
+    top.set_title(f"offset timeline: {Path(str(report.source)).name}", fontsize=9)
+    top.grid(alpha=0.25)
+    lanes.grid(axis="x", alpha=0.25)
+    if not report.events and not binned:
+        top.text(0.5, 0.5, "no events", ha="center", transform=top.transAxes)
+    elif binned:
+        _binned(report, fig, top, lanes)
+    else:
+        _detailed(report, fig, top, lanes)
+    fig.subplots_adjust(left=0.1, right=0.98, top=0.95, bottom=0.08)
+    try:
+        return write_atomically(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
+    finally:
+        plt.close(fig)

@@ -1,0 +1,242 @@
+"""Fast chunked scan of runtime logs (plain or .gz, several files in time order) into compact event rows.
+
+Same events as `recognise_line` (a fast path for the common line shapes, the general recogniser for the
+rest), but read in large chunks and emitted as plain tuples so a day of logs never becomes Python objects.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from qdebug.errors import ReplayFormatError
+from qdebug.replay.batch import BUFFER_WRITE, ENCODE_START, EVENT_KINDS, FIRST_TOKEN, STITCH
+
+from .runtime_log import MAX_LINE_BYTES, _prefix, open_log, recognise_line
+
+CHUNK_BYTES = 4 << 20
+KIND_CODE = {kind: i for i, kind in enumerate(EVENT_KINDS)}
+_ENCODE, _WRITE, _STITCH, _FIRST = (KIND_CODE[k] for k in (ENCODE_START, BUFFER_WRITE, STITCH, FIRST_TOKEN))
+
+# The shapes a busy service prints millions of times, recognised by splitting on spaces (several times faster
+# than a regex): `<ISO time>Z LEVEL <where>: request_id=<id> <words>`. Ids are plain ([0-9A-Za-z-]) so none
+# can hide a keyword the general recogniser would react to; anything else goes to recognise_line.
+_LEVEL_WORDS = frozenset((b"DEBUG", b"INFO", b"WARN", b"WARNING", b"ERROR", b"TRACE"))
+_SHORT = {b"VisualEncoder::encode_image:": (_ENCODE, b"start"), b"Generator::decode:": (_FIRST, b"first_token")}
+_LONG = {b"VisualEncoder::write_buffer:": (_WRITE, b"wrote"), b"TokenSynchronizer::stitch:": (_STITCH, b"consumed")}
+_TAIL = [b"tokens", b"at", b"offset"]
+_EXC_KEYS = (b"TokenStreamDesync", b"VisualEmbeddingShapeMismatch", b"CrossAttentionIndexOutOfBounds")
+_EXC_SEARCH = re.compile(b"|".join(_EXC_KEYS)).search
+# Without an exception name, a line is an event only if it has one of these words (as recognise_line decides).
+_EVENT_WORD = re.compile(rb"wrote|encode_image|first|stitch|concat|consumed").search
+# The fast shapes' messages are stored as NULL and rebuilt from the fields on reading (see fast_message).
+_FAST_MESSAGE = {
+    _ENCODE: "VisualEncoder::encode_image: request_id={rid} start",
+    _WRITE: "VisualEncoder::write_buffer: request_id={rid} wrote {tokens} tokens at offset {offset}",
+    _STITCH: "TokenSynchronizer::stitch: request_id={rid} consumed {tokens} tokens at offset {offset}",
+    _FIRST: "Generator::decode: request_id={rid} first_token",
+}
+
+# Row: (seq, line, t, kind code, request id, donor, offset, text_offset, tokens, message or None: see fast_message)
+Row = tuple
+
+
+@dataclass
+class ScanStats:
+    """What a scan read: lines, unknown lines, bytes and the files in the order they were read."""
+
+    total_lines: int = 0
+    unknown_lines: int = 0
+    events: int = 0
+    bytes_read: int = 0
+    files: list[dict] = field(default_factory=list)  # {path, first_line, lines}
+
+
+def _seconds_cache() -> tuple[dict, Callable[[bytes], float | None]]:
+    """(cache, fill): epoch seconds of `YYYY-MM-DDTHH:MM:SS`, cached per second (a log repeats each many times)."""
+    cache: dict[bytes, float | None] = {}
+
+    def seconds(stamp: bytes) -> float | None:
+        if len(cache) > 200_000:
+            cache.clear()
+        t = cache[stamp] = _prefix(stamp.decode("ascii"))[0]
+        return t
+
+    return cache, seconds
+
+
+def first_timestamp(path: Path, max_lines: int = 200) -> float | None:
+    """The first timestamp among a file's first lines (None when there is none): orders rotated files."""
+    try:
+        with open_log(path) as f:
+            for _ in range(max_lines):
+                raw = f.readline(4096)
+                if not raw:
+                    break
+                t, _pos = _prefix(raw.decode("utf-8", "replace"))
+                if t is not None:
+                    return t
+    except (OSError, EOFError, zlib.error):
+        return None
+    return None
+
+
+def order_files(paths: list[Path]) -> list[Path]:
+    """Files in time order (by first timestamp; files without one keep their place after those with one)."""
+    if len(paths) < 2:
+        return list(paths)
+    keyed = [(first_timestamp(p), i, p) for i, p in enumerate(paths)]
+    with_t = sorted((t, i, p) for t, i, p in keyed if t is not None)
+    return [p for _, _, p in with_t] + [p for t, _, p in keyed if t is None]
+
+
+def _chunks(f, progress: Callable[[int], None] | None) -> Iterator[list[bytes]]:
+    """Lists of complete lines (no newline) from a binary file; an over-long line becomes one None."""
+    carry = b""
+    skipping = False
+    raw = getattr(f, "fileobj", None) or f  # a .gz reports progress in compressed bytes
+    while True:
+        data = f.read(CHUNK_BYTES)
+        if progress is not None:
+            progress(raw.tell())
+        if not data:
+            break
+        if skipping:
+            cut = data.find(b"\n")
+            if cut < 0:
+                continue
+            data, skipping = data[cut + 1 :], False
+        lines = (carry + data).split(b"\n") if carry else data.split(b"\n")
+        carry = lines.pop()
+        if len(carry) >= MAX_LINE_BYTES:
+            lines.append(None)  # counted once as an unknown line; the rest of it is skipped
+            carry, skipping = b"", True
+        yield lines
+    if carry:
+        yield [carry]
+
+
+def scan_files(
+    paths: list[Path],
+    on_rows: Callable[[list[Row]], None],
+    progress: Callable[[int, int, int], None] | None = None,
+    stats: ScanStats | None = None,
+) -> ScanStats:
+    """Read the files in order, call on_rows with each chunk's event rows; progress(bytes, total, lines).
+
+    A KeyboardInterrupt stops the scan after the rows handed over so far (stats say how far it got).
+    """
+    stats = stats if stats is not None else ScanStats()
+    total_bytes = sum(p.stat().st_size for p in paths)
+    done_before = 0
+    clock = _seconds_cache()
+    seq = 0
+    for path in paths:
+        shown = str(path) if len(str(path)) <= 200 else str(path)[:200] + "..."
+        entry = {"path": str(path), "first_line": stats.total_lines + 1, "lines": 0}
+        stats.files.append(entry)
+
+        def tick(pos: int, _base=done_before) -> None:
+            stats.bytes_read = _base + pos
+            if progress is not None:
+                progress(stats.bytes_read, total_bytes, stats.total_lines)
+
+        try:
+            with open_log(path) as f:
+                for lines in _chunks(f, tick):
+                    rows, seq, unknown = _scan_lines(lines, stats.total_lines, seq, clock)
+                    stats.total_lines += len(lines)
+                    entry["lines"] += len(lines)
+                    stats.unknown_lines += unknown
+                    stats.events = seq
+                    if rows:
+                        on_rows(rows)
+        except (OSError, EOFError, zlib.error) as exc:  # EOFError, zlib.error: a truncated or corrupt .gz
+            reason = getattr(exc, "strerror", None) or exc
+            raise ReplayFormatError(f"cannot read runtime log {shown}: {reason} (expected a readable log file)") from None
+        done_before += path.stat().st_size
+    return stats
+
+
+def _scan_lines(lines: list, line0: int, seq: int, clock) -> tuple[list[Row], int, int]:
+    """The event rows of one chunk's lines (numbered from line0 + 1), the next seq, and the unknown count."""
+    rows: list[Row] = []
+    append = rows.append
+    unknown = 0
+    cache, seconds = clock
+    line_no = line0
+    for raw in lines:
+        line_no += 1
+        if raw is None:
+            unknown += 1
+            continue
+        if b"request_id" in raw:
+            parts = raw.split(b" ")
+            n = len(parts)
+            if (n == 5 or n == 10) and parts[1] in _LEVEL_WORDS and parts[3][:11] == b"request_id=":
+                shape = (_SHORT if n == 5 else _LONG).get(parts[2])
+                last = parts[-1]
+                if last[-1:] == b"\r":
+                    last = last[:-1]
+                stamp, rid = parts[0], parts[3][11:]
+                if (
+                    shape is not None and stamp[-1:] == b"Z" and 0 < len(rid) <= 64 and (rid.isdigit() or (
+                        rid.replace(b"-", b"").isalnum() and _EXC_SEARCH(raw) is None))
+                    and (last == shape[1] if n == 5 else (
+                        parts[4] == shape[1] and parts[6:9] == _TAIL and parts[5].isdigit() and last.isdigit()
+                        and len(parts[5]) <= 18 and len(last) <= 18))
+                ):
+                    key = stamp[:19]
+                    t = cache.get(key, -1.0)
+                    if t == -1.0:
+                        t = seconds(key)
+                    frac = stamp[20:-1]
+                    if t is not None and (
+                        len(stamp) == 20 or (stamp[19:20] == b"." and 0 < len(frac) <= 9 and frac.isdigit())
+                    ):
+                        if frac:
+                            t = t + int(frac) / 10 ** len(frac)
+                        if n == 5:
+                            append((seq, line_no, t, shape[0], rid.decode(), None, None, None, None, None))
+                        else:
+                            append((seq, line_no, t, shape[0], rid.decode(), None, int(last), None, int(parts[5]), None))
+                        seq += 1
+                        continue
+        elif not (_EXC_KEYS[0] in raw or _EXC_KEYS[1] in raw or _EXC_KEYS[2] in raw):
+            if raw and not raw.isspace():
+                unknown += 1
+            continue
+        if len(raw) >= MAX_LINE_BYTES or (_EVENT_WORD(raw) is None and _EXC_SEARCH(raw) is None):
+            unknown += 1
+            continue
+        found = recognise_line(raw.decode("utf-8", "replace"), line_no, seq)
+        if found is None:
+            unknown += 1
+            continue
+        e = found[0]
+        append((seq, line_no, e.t, KIND_CODE[e.kind], e.request_id, e.donor, e.offset, e.text_offset, e.tokens, e.message))
+        seq += 1
+    return rows, seq, unknown
+
+
+def fast_message(kind: int, rid: str | None, offset: int | None, tokens: int | None) -> str:
+    """The message of a fast-path row (stored as NULL: its text follows from the kind and fields)."""
+    return _FAST_MESSAGE[kind].format(rid=rid, offset=offset, tokens=tokens)
+
+
+def log_paths(paths: list[str | os.PathLike]) -> list[Path]:
+    """Checked log paths (one-line errors for missing files and directories)."""
+    out = []
+    for p in map(Path, paths):
+        shown = str(p) if len(str(p)) <= 200 else str(p)[:200] + "..."
+        if not p.exists():
+            raise ReplayFormatError(f"runtime log not found: {shown} (expected an existing log file)")
+        if p.is_dir():
+            raise ReplayFormatError(f"runtime log is a directory: {shown} (expected a log file)")
+        out.append(p)
+    return out
+

@@ -1,0 +1,87 @@
+"""The batch screen on runtime logs: a small log whole, a large one paged from its index."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from qdebug.tui.app import build_app
+from qdebug.tui.screens.batch import BatchScreen
+from qdebug.tui.widgets.contamination_view import ContaminationView
+from qdebug.tui.widgets.event_timeline import EventTimeline
+from qdebug.tui.widgets.log_pager import LogEventPager
+from qdebug.tui.widgets.request_table import RequestTable
+
+from .conftest import SIZE, text_of, wait_for
+
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_data" / "burst.log"
+
+
+def _log_report(paths, tmp_path, monkeypatch):
+    monkeypatch.setenv("QDEBUG_CACHE_DIR", str(tmp_path / "cache"))
+    from qdebug.commands.log_replay import make_filter, run_log_replay
+
+    return run_log_replay([Path(p) for p in paths], make_filter(None, None, None, None))
+
+
+async def test_small_log_shows_timeline_and_sparse_cells(tmp_path, monkeypatch):
+    report = _log_report([SAMPLE], tmp_path, monkeypatch)
+    app = build_app(report=report)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert isinstance(app.screen, BatchScreen)
+        assert app.screen.query_one(RequestTable).row_count == 8
+        assert app.screen.query(EventTimeline) and not app.screen.query(LogEventPager)
+        cells = text_of(app.screen.query_one(ContaminationView), width=120)
+        assert "42 ◀ 43's rows" in cells and "45 ◀ 46's rows" in cells and "line 14" in cells
+
+
+async def test_large_log_pages_events_from_the_index(tmp_path, monkeypatch):
+    from qdebug.replay.formats.log_synth import generate_log
+
+    log = tmp_path / "svc.log"
+    truth = generate_log(log, 40_000, seed=9)
+    report = _log_report([log], tmp_path, monkeypatch)
+    assert len(report.events) < truth.events  # the report holds one page; the index holds the rest
+    app = build_app(report=report)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        pager = app.screen.query_one(LogEventPager)
+        first = text_of(pager, width=130)
+        assert f"events 1–200 of {truth.events:,}" in first
+        await pilot.press("right_square_bracket")
+        await wait_for(pilot, lambda: pager.page == 1)
+        assert "events 201–400" in text_of(pager, width=130)
+        await pilot.press("right_curly_bracket")
+        await wait_for(pilot, lambda: pager.page == pager.pages - 1)
+        last = text_of(pager, width=130)
+        assert f"of {truth.events:,}" in last and f"–{truth.events:,} of" in last
+        await pilot.press("left_curly_bracket")
+        await wait_for(pilot, lambda: pager.page == 0)
+        # the worst requests come first in the table: contaminated ones with their donors
+        table = app.screen.query_one(RequestTable)
+        top = [str(c) for c in table.get_row_at(0)]
+        assert top[1] == "contaminated" and top[2] == truth.contaminated[top[0]]
+
+
+async def test_o_shows_the_offset_timeline_picture(tmp_path, monkeypatch):
+    from qdebug.tui.screens.timeline_picture import TimelinePictureScreen
+
+    report = _log_report([SAMPLE], tmp_path, monkeypatch)
+    app = build_app(report=report)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("o")
+        await wait_for(pilot, lambda: isinstance(app.screen, TimelinePictureScreen))
+        screen = app.screen
+        await wait_for(pilot, lambda: screen.picture is not None and screen.query("#picture"), what="the picture")
+        assert screen.picture.width > 600 and screen.picture.height > 300
+        # the picture is the PNG --timeline-png writes
+        from PIL import Image, ImageChops
+
+        png = tmp_path / "t.png"
+        from qdebug.render.offset_timeline import draw_timeline
+
+        draw_timeline(report, png)
+        with Image.open(png) as im:
+            assert ImageChops.difference(im.convert("RGB"), screen.picture).getbbox() is None
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, BatchScreen))
