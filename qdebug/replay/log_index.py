@@ -156,7 +156,20 @@ class LogIndex:
     # -- writing ---------------------------------------------------------------------------------------
     def add_events(self, rows: list) -> None:
         """Append event rows (seq, line, t, kind code, rid, donor, offset, text_offset, tokens, message)."""
-        self.conn.executemany("INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
+        # Binding a parameter costs about as much as storing it: the common rows bind only their non-NULL columns
+        # (omitted columns are NULL, so the stored rows are the same; rowid order does not depend on insert order).
+        short = [r[:5] for r in rows if r[5] is None and r[6] is None and r[7] is None and r[8] is None and r[9] is None]
+        mid = [r[:5] + (r[6], r[8]) for r in rows if r[5] is None and r[6] is not None and r[7] is None and r[9] is None]
+        if len(short) + len(mid) == len(rows):
+            rest = ()
+        else:
+            rest = [r for r in rows if not (r[5] is None and r[7] is None and r[9] is None and (r[6] is not None or r[8] is None))]
+        if short:
+            self.conn.executemany("INSERT INTO events(seq, line, t, kind, rid) VALUES (?,?,?,?,?)", short)
+        if mid:
+            self.conn.executemany("INSERT INTO events(seq, line, t, kind, rid, offset, tokens) VALUES (?,?,?,?,?,?,?)", mid)
+        if rest:
+            self.conn.executemany("INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?)", rest)
 
     def add_requests(self, rows: list) -> None:
         """Merge per-request aggregates (a request seen again later merges into its first row)."""

@@ -120,6 +120,36 @@ def _chunks(f, progress: Callable[[int], None] | None) -> Iterator[list[bytes]]:
         yield [carry]
 
 
+def _blocks(f, progress: Callable[[int], None] | None) -> Iterator[tuple[bytes, int, bool]]:
+    """(buf, stop, overlong) per chunk: buf[0] is a newline, the complete lines are buf[1:stop], each ending in one.
+
+    Same lines as `_chunks` (the reference): overlong says an over-long line followed them (one unknown line).
+    """
+    carry = b""
+    skipping = False
+    raw = getattr(f, "fileobj", None) or f  # a .gz reports progress in compressed bytes
+    while True:
+        data = f.read(CHUNK_BYTES)
+        if progress is not None:
+            progress(raw.tell())
+        if not data:
+            break
+        if skipping:
+            cut = data.find(b"\n")
+            if cut < 0:
+                continue
+            data, skipping = data[cut + 1 :], False
+        buf = b"\n" + carry + data
+        stop = buf.rfind(b"\n") + 1
+        carry = buf[stop:]
+        overlong = len(carry) >= MAX_LINE_BYTES
+        if overlong:
+            carry, skipping = b"", True
+        yield buf, stop, overlong
+    if carry:
+        yield b"\n" + carry + b"\n", len(carry) + 2, False
+
+
 def scan_files(
     paths: list[Path],
     on_rows: Callable[[list[Row]], None],
@@ -147,10 +177,13 @@ def scan_files(
 
         try:
             with open_log(path) as f:
-                for lines in _chunks(f, tick):
-                    rows, seq, unknown = _scan_lines(lines, stats.total_lines, seq, clock)
-                    stats.total_lines += len(lines)
-                    entry["lines"] += len(lines)
+                for buf, stop, overlong in _blocks(f, tick):
+                    rows, seq, lines, unknown = _scan_block(buf, stop, stats.total_lines, seq, clock)
+                    if overlong:  # counted once as an unknown line, after the chunk's complete lines
+                        lines += 1
+                        unknown += 1
+                    stats.total_lines += lines
+                    entry["lines"] += lines
                     stats.unknown_lines += unknown
                     stats.events = seq
                     if rows:
@@ -162,65 +195,177 @@ def scan_files(
     return stats
 
 
-def _scan_lines(lines: list, line0: int, seq: int, clock) -> tuple[list[Row], int, int]:
-    """The event rows of one chunk's lines (numbered from line0 + 1), the next seq, and the unknown count."""
-    rows: list[Row] = []
-    append = rows.append
-    unknown = 0
+def _scan_line(raw: bytes, line_no: int, seq: int, clock) -> Row | None:
+    """One line's event row (numbered line_no, seq), or None when it is no event (unknown, or blank)."""
     cache, seconds = clock
+    if b"request_id" in raw:
+        parts = raw.split(b" ")
+        n = len(parts)
+        if (n == 5 or n == 10) and parts[1] in _LEVEL_WORDS and parts[3][:11] == b"request_id=":
+            shape = (_SHORT if n == 5 else _LONG).get(parts[2])
+            last = parts[-1]
+            if last[-1:] == b"\r":
+                last = last[:-1]
+            stamp, rid = parts[0], parts[3][11:]
+            if (
+                shape is not None and stamp[-1:] == b"Z" and 0 < len(rid) <= 64 and (rid.isdigit() or (
+                    rid.replace(b"-", b"").isalnum() and _EXC_SEARCH(raw) is None))
+                and (last == shape[1] if n == 5 else (
+                    parts[4] == shape[1] and parts[6:9] == _TAIL and parts[5].isdigit() and last.isdigit()
+                    and len(parts[5]) <= 18 and len(last) <= 18))
+            ):
+                key = stamp[:19]
+                t = cache.get(key, -1.0)
+                if t == -1.0:
+                    t = seconds(key)
+                frac = stamp[20:-1]
+                if t is not None and (
+                    len(stamp) == 20 or (stamp[19:20] == b"." and 0 < len(frac) <= 9 and frac.isdigit())
+                ):
+                    if frac:
+                        t = t + int(frac) / 10 ** len(frac)
+                    if n == 5:
+                        return (seq, line_no, t, shape[0], rid.decode(), None, None, None, None, None)
+                    return (seq, line_no, t, shape[0], rid.decode(), None, int(last), None, int(parts[5]), None)
+    elif not (_EXC_KEYS[0] in raw or _EXC_KEYS[1] in raw or _EXC_KEYS[2] in raw):
+        return None
+    if len(raw) >= MAX_LINE_BYTES or (_EVENT_WORD(raw) is None and _EXC_SEARCH(raw) is None):
+        return None
+    found = recognise_line(raw.decode("utf-8", "replace"), line_no, seq)
+    if found is None:
+        return None
+    e = found[0]
+    return (seq, line_no, e.t, KIND_CODE[e.kind], e.request_id, e.donor, e.offset, e.text_offset, e.tokens, e.message)
+
+
+def _scan_lines(lines: list, line0: int, seq: int, clock) -> tuple[list[Row], int, int]:
+    """Reference scan, line by line (what _scan_block must equal): one chunk's rows, the next seq, the unknown count."""
+    rows: list[Row] = []
+    unknown = 0
     line_no = line0
     for raw in lines:
         line_no += 1
         if raw is None:
             unknown += 1
             continue
-        if b"request_id" in raw:
-            parts = raw.split(b" ")
-            n = len(parts)
-            if (n == 5 or n == 10) and parts[1] in _LEVEL_WORDS and parts[3][:11] == b"request_id=":
-                shape = (_SHORT if n == 5 else _LONG).get(parts[2])
-                last = parts[-1]
-                if last[-1:] == b"\r":
-                    last = last[:-1]
-                stamp, rid = parts[0], parts[3][11:]
-                if (
-                    shape is not None and stamp[-1:] == b"Z" and 0 < len(rid) <= 64 and (rid.isdigit() or (
-                        rid.replace(b"-", b"").isalnum() and _EXC_SEARCH(raw) is None))
-                    and (last == shape[1] if n == 5 else (
-                        parts[4] == shape[1] and parts[6:9] == _TAIL and parts[5].isdigit() and last.isdigit()
-                        and len(parts[5]) <= 18 and len(last) <= 18))
-                ):
-                    key = stamp[:19]
-                    t = cache.get(key, -1.0)
-                    if t == -1.0:
-                        t = seconds(key)
-                    frac = stamp[20:-1]
-                    if t is not None and (
-                        len(stamp) == 20 or (stamp[19:20] == b"." and 0 < len(frac) <= 9 and frac.isdigit())
-                    ):
-                        if frac:
-                            t = t + int(frac) / 10 ** len(frac)
-                        if n == 5:
-                            append((seq, line_no, t, shape[0], rid.decode(), None, None, None, None, None))
-                        else:
-                            append((seq, line_no, t, shape[0], rid.decode(), None, int(last), None, int(parts[5]), None))
-                        seq += 1
-                        continue
-        elif not (_EXC_KEYS[0] in raw or _EXC_KEYS[1] in raw or _EXC_KEYS[2] in raw):
+        row = _scan_line(raw, line_no, seq, clock)
+        if row is None:
             if raw and not raw.isspace():
                 unknown += 1
             continue
-        if len(raw) >= MAX_LINE_BYTES or (_EVENT_WORD(raw) is None and _EXC_SEARCH(raw) is None):
-            unknown += 1
-            continue
-        found = recognise_line(raw.decode("utf-8", "replace"), line_no, seq)
-        if found is None:
-            unknown += 1
-            continue
-        e = found[0]
-        append((seq, line_no, e.t, KIND_CODE[e.kind], e.request_id, e.donor, e.offset, e.text_offset, e.tokens, e.message))
+        rows.append(row)
         seq += 1
     return rows, seq, unknown
+
+
+# The fast shapes again, as one regex over a whole chunk, tried at each newline of a line with a request id: groups
+# stamp (19 bytes), fraction, where (the shape; a lookahead pairs it with its own words), request id, tokens, offset.
+# The second alternative (no groups) is any other line with a request id: it goes to _scan_line when it has an event
+# word or exception name (without either, it is unknown there). Bounded or line-anchored quantifiers only: linear.
+_RID = rb"[0-9A-Za-z-]{1,64}"
+_NUM = rb"[0-9]{1,18}"
+_SHAPES = {
+    b"VisualEncoder::encode_image": rb"start",
+    b"VisualEncoder::write_buffer": rb"wrote " + _NUM + rb" tokens at offset " + _NUM,
+    b"TokenSynchronizer::stitch": rb"consumed " + _NUM + rb" tokens at offset " + _NUM,
+    b"Generator::decode": rb"first_token",
+}
+_WHERE_KIND = {b"VisualEncoder::encode_image": _ENCODE, b"VisualEncoder::write_buffer": _WRITE,
+               b"TokenSynchronizer::stitch": _STITCH, b"Generator::decode": _FIRST}
+_BLOCK_RE = re.compile(
+    rb"\n(?=[^\n]*request_id)(?:([^ \n]{19})(?:\.([0-9]{1,9}))?Z (?:DEBUG|INFO|WARN|WARNING|ERROR|TRACE) ("
+    + b"|".join(re.escape(w) + rb"(?=: request_id=" + _RID + b" " + tail + rb"\r?\n)" for w, tail in _SHAPES.items())
+    + rb"): request_id=(" + _RID + rb") (?:start|first_token|(?:wrote|consumed) (" + _NUM + rb") tokens at offset ("
+    + _NUM + rb"))\r?(?=\n)|[^\n]*)"
+)
+_EVENT_OR_EXC = re.compile(_EVENT_WORD.__self__.pattern + b"|" + b"|".join(_EXC_KEYS)).search
+_BLANK_RE = re.compile(rb"\n[ \t\r\x0b\x0c]*(?=\n)")  # a blank line (bytes.isspace): neither event nor unknown
+_MAYBE_BLANK = re.compile(rb"\n[ \t\r\x0b\x0c\n]").search  # a quick look first: most chunks have none
+
+
+def _scan_block(buf: bytes, stop: int, line0: int, seq: int, clock) -> tuple[list[Row], int, int, int]:
+    """The rows of the lines in buf[1:stop] (see _blocks; numbered from line0 + 1): rows, next seq, lines, unknown.
+
+    Equal to _scan_lines on the same lines, without a Python step per line: the fast shapes come out of one regex,
+    other lines with a request id or an exception name go to _scan_line, the rest are unknown unless blank.
+    """
+    cache, seconds = clock
+    n_lines = buf.count(b"\n", 1, stop)
+    rows: list[Row] = []
+    append = rows.append
+    # Lines with an exception name but no request id (rare): the regex does not see them. Their '\n' positions.
+    extra: list[int] = []
+    for key in _EXC_KEYS:
+        i = buf.find(key, 0, stop)
+        while i >= 0:
+            s = buf.rfind(b"\n", 0, i)
+            e = buf.find(b"\n", i)
+            if buf.find(b"request_id", s, e) < 0:
+                extra.append(s)
+            i = buf.find(key, e, stop)
+    if extra:
+        extra = sorted(set(extra))
+        extra.append(stop)
+    nxt = extra[0] if extra else stop
+    xi = 0
+    line_no = line0
+    last = 0
+    count = buf.count
+    fracs = _FRACS
+    kinds = _WHERE_KIND
+    for m in _BLOCK_RE.finditer(buf, 0, stop):
+        stamp, frac, where, rid, tokens, offset = m.groups()
+        if where is None and _EVENT_OR_EXC(buf, m.start(), m.end()) is None:
+            continue  # unknown: counted below
+        p = m.start()
+        while nxt < p:  # exception lines before this one
+            line_no += count(b"\n", last, nxt + 1)
+            last = nxt + 1
+            row = _scan_line(buf[last : buf.find(b"\n", last)], line_no, seq, clock)
+            if row is not None:
+                append(row)
+                seq += 1
+            xi += 1
+            nxt = extra[xi]
+        line_no += count(b"\n", last, p + 1)
+        last = p + 1
+        if where is not None and (rid.isdigit() or (rid.replace(b"-", b"") and _EXC_SEARCH(m[0]) is None)):
+            t = cache.get(stamp, -1.0)
+            if t == -1.0:
+                t = seconds(stamp)
+            if t is not None:
+                if frac:
+                    f = fracs.get(frac)
+                    if f is None:
+                        if len(fracs) > 100_000:
+                            fracs.clear()
+                        f = fracs[frac] = int(frac) / 10 ** len(frac)
+                    t = t + f
+                if tokens is None:
+                    append((seq, line_no, t, kinds[where], rid.decode(), None, None, None, None, None))
+                else:
+                    append((seq, line_no, t, kinds[where], rid.decode(), None, int(offset), None, int(tokens), None))
+                seq += 1
+                continue
+        row = _scan_line(m[0][1:], line_no, seq, clock)
+        if row is not None:
+            append(row)
+            seq += 1
+    while nxt < stop:  # exception lines after the last match
+        line_no += count(b"\n", last, nxt + 1)
+        last = nxt + 1
+        row = _scan_line(buf[last : buf.find(b"\n", last)], line_no, seq, clock)
+        if row is not None:
+            append(row)
+            seq += 1
+        xi += 1
+        nxt = extra[xi]
+    blank = len(_BLANK_RE.findall(buf, 0, stop)) if _MAYBE_BLANK(buf, 0, stop) else 0
+    return rows, seq, n_lines, n_lines - blank - len(rows)
+
+
+# A fraction of a second by its digits (`t + int(frac) / 10 ** len(frac)`, the same float as _scan_line's), cached.
+_FRACS: dict[bytes, float] = {}
 
 
 def fast_message(kind: int, rid: str | None, offset: int | None, tokens: int | None) -> str:

@@ -1,0 +1,63 @@
+"""The chunk-at-a-time scanner (one regex per chunk) gives exactly the rows and counts of the line-by-line reference."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from qdebug.replay.formats import log_scan
+from qdebug.replay.formats.log_scan import ScanStats, _chunks, _scan_lines, _seconds_cache, scan_files
+
+STAMPS = ["2024-07-12T14:23:07.103Z", "2024-07-12T14:23:07Z", "2024-07-12T14:23:07.1234567891Z", "2024-13-12T14:23:07.1Z",
+          "2024-07-12T14:23:07.Z", "[2024-07-12T14:23:07Z", "2024-07-12T14:23:07.000001Z", "2024-07-12 14:23:07.100Z", ""]
+LEVELS = ["DEBUG", "INFO", "WARN", "WARNING", "ERROR", "TRACE", "debug"]
+IDS = ["42", "req-7", "-", "--", "TokenStreamDesync", "a" * 64, "a" * 65, "", "é", "0042", "x.y"]
+BODIES = [
+    "VisualEncoder::encode_image: request_id={rid} start",
+    "VisualEncoder::encode_image: request_id={rid} first_token",
+    "VisualEncoder::write_buffer: request_id={rid} wrote {n} tokens at offset {m}",
+    "VisualEncoder::write_buffer: request_id={rid} consumed {n} tokens at offset {m}",
+    "TokenSynchronizer::stitch: request_id={rid} consumed {n} tokens at offset {m}",
+    "Generator::decode: request_id={rid} first_token",
+    "VisualEncoder::write_buffer: request_id={rid} overwrote buffer at offset {m} (previously {rid})",
+    "WARN TokenStreamDesyncWarning: visual token offset {m} differs from textual offset {n} (request_id={rid})",
+    "TokenStreamDesyncWarning: visual token offset {m} differs from textual offset {n}",
+    "ERROR VisualEmbeddingShapeMismatchError: expected shape (batch, seq_len, dim) but got (batch, dim)",
+    "ERROR CrossAttentionIndexOutOfBounds: token index {n} exceeds sequence length {m}",
+    "INFO POST /v1/chat/completions accepted request_id={rid} images=1",
+    "DEBUG gc: freed {n} blocks",
+]
+NUMS = ["0", "256", "9" * 18, "9" * 19, "-1"]
+
+line = st.one_of(
+    st.builds(
+        lambda stamp, level, body, rid, n, m, sep, end: f"{stamp}{sep}{level}{sep}{body.format(rid=rid, n=n, m=m)}{end}",
+        st.sampled_from(STAMPS), st.sampled_from(LEVELS), st.sampled_from(BODIES), st.sampled_from(IDS),
+        st.sampled_from(NUMS), st.sampled_from(NUMS), st.sampled_from([" ", " ", "  "]), st.sampled_from(["", "\r", " "]),
+    ),
+    st.sampled_from(["", " ", "\t", "\r", " \x0b\x0c ", "\x1c", "x" * 300, "request_id=1 " + "y" * 300]),
+)
+
+
+def reference(path):
+    stats = ScanStats()
+    rows, seq, clock = [], 0, _seconds_cache()
+    with open(path, "rb") as f:
+        for lines in _chunks(f, None):
+            got, seq, unknown = _scan_lines(lines, stats.total_lines, seq, clock)
+            rows += got
+            stats.total_lines += len(lines)
+            stats.unknown_lines += unknown
+    return rows, stats.total_lines, stats.unknown_lines
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.lists(line, max_size=40), st.sampled_from([16, 64, 200, 4096]), st.booleans())
+def test_block_scan_equals_line_scan(tmp_path, monkeypatch, sample, chunk, final_newline):
+    monkeypatch.setattr(log_scan, "CHUNK_BYTES", chunk)
+    monkeypatch.setattr(log_scan, "MAX_LINE_BYTES", 256)  # some lines are over-long, some span chunks
+    p = tmp_path / "x.log"
+    p.write_bytes(("\n".join(sample) + ("\n" if final_newline else "")).encode("utf-8"))
+    rows = []
+    stats = scan_files([p], rows.extend)
+    assert (rows, stats.total_lines, stats.unknown_lines) == reference(p)
