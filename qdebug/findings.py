@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-SEVERITIES = ("info", "warning", "error")
+from qdebug.vocab import SEVERITIES  # noqa: F401  (re-exported)
 
 
 @dataclass

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from qdebug.errors import IncompatibleTracesError
 from qdebug.findings import Finding
+from qdebug.vocab import FindingKind, Severity, StageVerdict
 
 from .tolerances import Tolerance, tolerance_for
 
@@ -118,7 +119,7 @@ def _compare(a, b, tol: Tolerance, name: str, kinds: list[str] | None = None, of
     if a is None or b is None:
         return StageDiff(name, float("nan"), float("nan"), float("nan"), "missing", detail="not captured in both runs")
     if a.shape != b.shape:
-        return StageDiff(name, float("inf"), float("inf"), 0.0, "diverged", detail=f"shapes differ: {list(a.shape)} vs {list(b.shape)}")
+        return StageDiff(name, float("inf"), float("inf"), 0.0, StageVerdict.DIVERGED, detail=f"shapes differ: {list(a.shape)} vs {list(b.shape)}")
     x, y = a.float(), b.float()
     delta = (x - y).abs()
     max_abs = float(delta.max()) if delta.numel() else 0.0
@@ -128,7 +129,7 @@ def _compare(a, b, tol: Tolerance, name: str, kinds: list[str] | None = None, of
     excess = tol.excess(rows_a, y.reshape(rows_a.shape))
     parts = ~(excess <= 0)  # NaN parts too
     bad_rows = parts.any(dim=-1)
-    result = StageDiff(name, max_abs, max_abs / scale if scale else max_abs, cos, "diverged" if bool(bad_rows.any()) else "ok")
+    result = StageDiff(name, max_abs, max_abs / scale if scale else max_abs, cos, StageVerdict.DIVERGED if bool(bad_rows.any()) else StageVerdict.OK)
     if x.ndim == 2 and x.shape[0] > 0 and max_abs > 0:
         per_row = delta.max(dim=-1).values
         top = per_row.topk(min(5, per_row.shape[0]))
@@ -138,7 +139,7 @@ def _compare(a, b, tol: Tolerance, name: str, kinds: list[str] | None = None, of
         ]
         result.token_index = result.top_tokens[0]["index"]
         result.token_kind = result.top_tokens[0]["kind"]
-    if result.verdict == "diverged":
+    if result.verdict == StageVerdict.DIVERGED:
         row = int(bad_rows.nonzero()[0])
         result.channel = int(excess[row].nan_to_num(nan=float("inf")).argmax())
         if x.ndim == 2:
@@ -187,7 +188,7 @@ def diff_traces(a, b, *, atol: float | None = None, rtol: float | None = None, a
     stages: list[StageDiff] = []
     findings: list[Finding] = list(extra_findings)
 
-    stages.append(StageDiff("preprocess", 0.0, 0.0, 1.0, "ok", detail="same input ids and image grids"))
+    stages.append(StageDiff("preprocess", 0.0, 0.0, 1.0, StageVerdict.OK, detail="same input ids and image grids"))
     enc_a = [a.tensors.get(f"encode.{i.index}") for i in a.images]
     enc_b = [b.tensors.get(f"encode.{i.index}") for i in b.images]
     if not a.images and a.meta.get("audio"):  # audio families: one encode tensor per clip
@@ -195,7 +196,7 @@ def diff_traces(a, b, *, atol: float | None = None, rtol: float | None = None, a
     if (a.images or a.meta.get("audio")) and all(t is not None for t in enc_a + enc_b):
         stages.append(_compare(torch.cat(enc_a), torch.cat(enc_b), tol, "encode"))
     else:
-        stages.append(StageDiff("encode", 0.0, 0.0, 1.0, "ok", detail="no images"))
+        stages.append(StageDiff("encode", 0.0, 0.0, 1.0, StageVerdict.OK, detail="no images"))
 
     sync = _compare(a.tensors.get("sync.embeds"), b.tensors.get("sync.embeds"), tol, "sync", kinds)
     pa, pb = a.tensors.get("sync.position_ids"), b.tensors.get("sync.position_ids")
@@ -203,14 +204,14 @@ def diff_traces(a, b, *, atol: float | None = None, rtol: float | None = None, a
         moved = (pa != pb).any(0) if pa.shape == pb.shape else None
         count = int(moved.sum()) if moved is not None else "all"
         first = int(moved.nonzero()[0]) if moved is not None and moved.any() else None
-        sync.verdict = "diverged"
+        sync.verdict = StageVerdict.DIVERGED
         sync.detail = (f"position ids the decoder received differ at {count} positions"
                        + (f" (first at {first}: A (t,h,w)={pa[:, first].tolist()}, B={pb[:, first].tolist()})" if first is not None else ""))
         if first is not None and sync.max_abs == 0:
             sync.token_index, sync.token_kind = first, kinds[first]
         b_text_only = pb.shape == pa.shape and bool((pb[0] == pb[1]).all() and (pb[1] == pb[2]).all())
         findings.append(Finding(
-            kind="position_ids", severity="error", stage="sync",
+            kind=FindingKind.POSITION_IDS, severity=Severity.ERROR, stage="sync",
             message=sync.detail + (": B got plain 1-D text positions, not the MRoPE (t, h, w) ids" if b_text_only else ""),
         ))
     stages.append(sync)
@@ -238,22 +239,22 @@ def diff_traces(a, b, *, atol: float | None = None, rtol: float | None = None, a
 
     partial = [s.name for s in stages if s.name.startswith("layer.") and s.detail.startswith("last prompt row only")]
     if partial:
-        findings.append(Finding(kind="partial_comparison", severity="info", stage=partial[0],
+        findings.append(Finding(kind=FindingKind.PARTIAL_COMPARISON, severity=Severity.INFO, stage=partial[0],
                                 message=f"{len(partial)} layer(s) compared at the last prompt row only: a trace was saved without "
                                         "--keep hidden, so the other prompt rows could not be compared"))
     missing = [s.name for s in stages if s.verdict == "missing" and not s.name.startswith("step.")]
     if missing:
-        findings.append(Finding(kind="partial_comparison", severity="info", stage=missing[0],
+        findings.append(Finding(kind=FindingKind.PARTIAL_COMPARISON, severity=Severity.INFO, stage=missing[0],
                                 message=f"not captured in both runs, so not compared: {', '.join(missing)}"))
-    first = next((s for s in stages if s.verdict == "diverged"), None)
+    first = next((s for s in stages if s.verdict == StageVerdict.DIVERGED), None)
     if first is not None:
         where = f" at token {first.token_index} ({first.token_kind})" if first.token_index is not None else ""
         where += f", channel {first.channel}" if first.channel is not None else ""
-        findings.insert(0, Finding(kind="first_divergence", severity="warning", stage=first.name,
+        findings.insert(0, Finding(kind=FindingKind.FIRST_DIVERGENCE, severity=Severity.WARNING, stage=first.name,
                                    message=f"runs part at {first.name}{where}: max |diff| {first.max_abs:.3g}, cosine {first.cosine:.6f} (tolerance atol {tol.atol:g}, rtol {tol.rtol:g})"))
     if first_apart is not None:
         s = steps[first_apart]
-        findings.append(Finding(kind="generation_diverged", severity="error", stage=f"step.{first_apart}",
+        findings.append(Finding(kind=FindingKind.GENERATION_DIVERGED, severity=Severity.ERROR, stage=f"step.{first_apart}",
                                 message=f"generated texts part at step {first_apart}: A chose {s.a_token!r}, B chose {s.b_token!r}"))
     return DiffResult(a_label, b_label, tol, stages, steps, first, first_apart, a.generated_text, b.generated_text, findings,
                       images=image_report(a, b))

@@ -16,6 +16,7 @@ from qdebug.findings import Finding
 from qdebug.replay.batch import Batch
 from qdebug.replay.endpoint import EndpointRun
 from qdebug.replay.report import ReplayReport, RequestOutcome
+from qdebug.vocab import FindingKind, Severity, Verdict
 
 from .replay import _judge_observed
 
@@ -35,18 +36,18 @@ def judge(answer: str, own: str, others: dict[str, str]) -> tuple[str, list[str]
     whose cannot be told from the text alone.
     """
     if answer.strip() == own.strip():
-        return "ok", []
+        return Verdict.OK, []
     exact = [rid for rid, text in others.items() if text is not None and answer.strip() == text.strip()]
     if exact:
-        return "contaminated", exact
+        return Verdict.CONTAMINATED, exact
     mine = similarity(answer, own)
     scored = sorted(((similarity(answer, text), rid) for rid, text in others.items() if text is not None), reverse=True)
     if scored:
         best, donor = scored[0]
         unique = len(scored) == 1 or best - scored[1][0] > 1e-9
         if unique and best >= CLOSE and best - mine >= MARGIN:
-            return "contaminated", [donor]
-    return "diverged", []
+            return Verdict.CONTAMINATED, [donor]
+    return Verdict.DIVERGED, []
 
 
 def first_token_shift(ref: dict | None, got: dict | None) -> tuple[float | None, float | None]:
@@ -80,16 +81,16 @@ def report_from_endpoint(batch: Batch, run: EndpointRun, local: dict | None = No
         out = RequestOutcome(id=rid, image=req.image_label, observed=req.observed, line=req.line)
         outcomes.append(out)
         if req.error:
-            out.verdict, out.error = "error", req.error
-            findings.append(Finding("request_error", "error", f"request {rid}: {req.error}", request_id=rid))
+            out.verdict, out.error = Verdict.ERROR, req.error
+            findings.append(Finding(FindingKind.REQUEST_ERROR, Severity.ERROR, f"request {rid}: {req.error}", request_id=rid))
             continue
         ref = run.references.get(rid)
         if ref is None:
-            out.verdict, out.error = "error", "interrupted before it ran"
+            out.verdict, out.error = Verdict.ERROR, "interrupted before it ran"
             continue
         if ref.error is not None:
-            out.verdict, out.error = "error", f"isolated request failed: {ref.error}"
-            findings.append(Finding("request_error", "error", f"request {rid}: isolated request failed: {ref.error}", request_id=rid))
+            out.verdict, out.error = Verdict.ERROR, f"isolated request failed: {ref.error}"
+            findings.append(Finding(FindingKind.REQUEST_ERROR, Severity.ERROR, f"request {rid}: isolated request failed: {ref.error}", request_id=rid))
             continue
         out.reference = ref.text
         answers = [burst.get(rid) for burst in run.bursts]
@@ -99,11 +100,11 @@ def report_from_endpoint(batch: Batch, run: EndpointRun, local: dict | None = No
         others = {k: v for k, v in refs.items() if k != rid}
         for a in answers:
             if a is None:
-                verdicts.append("error")
+                verdicts.append(Verdict.ERROR)
                 errors.append("interrupted before it answered")
                 continue
             if a.error is not None:
-                verdicts.append("error")
+                verdicts.append(Verdict.ERROR)
                 errors.append(a.error)
                 continue
             verdict, candidates = judge(a.text, ref.text, others)
@@ -112,40 +113,39 @@ def report_from_endpoint(batch: Batch, run: EndpointRun, local: dict | None = No
             donors.extend(candidates)
             for d in candidates:
                 matches[rid][d] += 1
-            if verdict == "ok":
+            if verdict == Verdict.OK:
                 matches[rid][rid] += 1
         out.burst_verdicts = verdicts
         out.replayed = out.burst_answers[0] if out.burst_answers else None
         first = next((a for a in answers if a is not None and a.error is None), None)
         if first is not None:
             out.first_token_kl, out.first_token_topk_overlap = first_token_shift(ref.first_top, first.first_top)
-        contaminated_runs += verdicts.count("contaminated")
-        error_runs += verdicts.count("error")
+        contaminated_runs += verdicts.count(Verdict.CONTAMINATED)
+        error_runs += verdicts.count(Verdict.ERROR)
         if donors:
-            out.verdict = "contaminated"
+            out.verdict = Verdict.CONTAMINATED
             ranked = Counter(donors).most_common()
             if len(ranked) == 1 or ranked[0][1] > ranked[1][1]:
                 out.donor = ranked[0][0]
             named = out.donor or " or ".join(sorted(d for d, n in ranked if n == ranked[0][1]))
-            hits = verdicts.count("contaminated")
-            findings.append(Finding(
-                "contamination", "error",
+            hits = verdicts.count(Verdict.CONTAMINATED)
+            findings.append(Finding(FindingKind.CONTAMINATION, Severity.ERROR,
                 f"request {rid} answered {hits}/{len(verdicts)} burst(s) with another request's isolated answer ({named}: "
                 f"{refs[ranked[0][0]]!r}); its own is {ref.text!r}", request_id=rid, donor=out.donor,
             ))
-        elif "diverged" in verdicts:
-            out.verdict = "diverged"
+        elif Verdict.DIVERGED in verdicts:
+            out.verdict = Verdict.DIVERGED
             nondeterministic += 1
             varied = sorted({t for t in out.burst_answers if t is not None and t.strip() != ref.text.strip()})
-            findings.append(Finding("nondeterminism", "warning",
-                                    f"request {rid}: {verdicts.count('diverged')}/{len(verdicts)} burst answer(s) differ from its isolated answer "
+            findings.append(Finding(FindingKind.NONDETERMINISM, Severity.WARNING,
+                                    f"request {rid}: {verdicts.count(Verdict.DIVERGED)}/{len(verdicts)} burst answer(s) differ from its isolated answer "
                                     f"{ref.text!r} and match no other request ({', '.join(repr(v) for v in varied[:3])})", request_id=rid))
-        elif verdicts and all(v == "error" for v in verdicts):
-            out.verdict = "error"
+        elif verdicts and all(v == Verdict.ERROR for v in verdicts):
+            out.verdict = Verdict.ERROR
         if errors:
             out.error = errors[0]
             for cause in sorted(set(errors)):
-                findings.append(Finding("request_error", "error", f"request {rid}: {errors.count(cause)} burst request(s) failed: {cause}", request_id=rid))
+                findings.append(Finding(FindingKind.REQUEST_ERROR, Severity.ERROR, f"request {rid}: {errors.count(cause)} burst request(s) failed: {cause}", request_id=rid))
         if local is not None and rid in local:
             _against_local(out, local, rid, findings)
         # What production returned is reported, but the verdict here is about this server's own answers.
@@ -159,7 +159,7 @@ def report_from_endpoint(batch: Batch, run: EndpointRun, local: dict | None = No
         "counts": {
             "burst_answers": sum(len(o.burst_verdicts or []) for o in outcomes),
             "contaminated": contaminated_runs, "errors": error_runs,
-            "requests_contaminated": sum(o.verdict == "contaminated" for o in outcomes),
+            "requests_contaminated": sum(o.verdict == Verdict.CONTAMINATED for o in outcomes),
             "requests_nondeterministic": nondeterministic,
         },
         "local_references": local is not None,
@@ -179,14 +179,14 @@ def _against_local(out: RequestOutcome, local: dict, rid: str, findings: list[Fi
         return
     verdict, candidates = judge(out.reference, truth, {k: v for k, v in local.items() if k != rid})
     donor = candidates[0] if len(candidates) == 1 else None
-    if verdict == "contaminated":
-        findings.append(Finding("server_mismatch", "error",
+    if verdict == Verdict.CONTAMINATED:
+        findings.append(Finding(FindingKind.SERVER_MISMATCH, Severity.ERROR,
                                 f"request {rid}: the server's isolated answer {out.reference!r} is request {' or '.join(candidates)}'s answer under the local model; "
                                 f"the model says {truth!r}", request_id=rid, donor=donor))
-        if out.verdict in ("ok", "diverged"):
-            out.verdict, out.donor = "contaminated", donor
+        if out.verdict in (Verdict.OK, Verdict.DIVERGED):
+            out.verdict, out.donor = Verdict.CONTAMINATED, donor
     else:
-        findings.append(Finding("server_mismatch", "error",
+        findings.append(Finding(FindingKind.SERVER_MISMATCH, Severity.ERROR,
                                 f"request {rid}: the server answers {out.reference!r} even alone; the model itself says {truth!r}", request_id=rid))
-        if out.verdict == "ok":
-            out.verdict = "diverged"
+        if out.verdict == Verdict.OK:
+            out.verdict = Verdict.DIVERGED

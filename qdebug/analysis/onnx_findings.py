@@ -10,6 +10,7 @@ wrong position ids, missing deepstack) move values by 0.1 and more.
 from __future__ import annotations
 
 from qdebug.findings import Finding
+from qdebug.vocab import FindingKind, Severity, StageVerdict
 
 ONNX_TOLERANCE = (1e-5, 1e-4)  # (atol, rtol) for float32 exports
 
@@ -34,7 +35,7 @@ def mark_unexposed(result, exposed: list[str]) -> None:
         s.token_index = s.token_kind = None
         s.top_tokens = []
     if result.first_divergence is not None and result.first_divergence.verdict == "missing":
-        result.first_divergence = next((s for s in result.stages if s.verdict == "diverged"), None)
+        result.first_divergence = next((s for s in result.stages if s.verdict == StageVerdict.DIVERGED), None)
         result.findings = [f for f in result.findings if f.kind != "first_divergence" or result.first_divergence is not None and f.stage == result.first_divergence.name]
 
 
@@ -57,12 +58,12 @@ def explain_onnx(result, run) -> list[Finding]:
     sync = _stage(result, "sync")
     if run.position_input == "text":
         emb = f"the merged embeddings agree ({_where(sync)})" if sync and _within(result, sync) else "the merged embeddings differ too"
-        then = f"; layer.0 is the first stage computed with them ({_where(layer0)})" if layer0 and layer0.verdict == "diverged" else ""
-        out.append(Finding(kind="position_ids", severity="error", stage="sync",
+        then = f"; layer.0 is the first stage computed with them ({_where(layer0)})" if layer0 and layer0.verdict == StageVerdict.DIVERGED else ""
+        out.append(Finding(kind=FindingKind.POSITION_IDS, severity=Severity.ERROR, stage="sync",
                            message=f"the export's position_ids input is {run.position_shape} (rank 2): it takes 1-D text positions, so the MRoPE (t, h, w) "
                                    f"ids never reach it. sync is where the decoder's inputs part: {emb}, the position ids do not{then}"))
     elif run.position_input == "none" and "logits" in run.exposed:
-        out.append(Finding(kind="position_ids", severity="warning", stage="sync",
+        out.append(Finding(kind=FindingKind.POSITION_IDS, severity=Severity.WARNING, stage="sync",
                            message="the prefill graph has no position_ids input: it computes positions itself, so MRoPE (t, h, w) ids cannot reach it"))
     if run.deepstack_model and not run.deepstack_fed and "logits" in run.exposed:
         seen = ""
@@ -70,27 +71,27 @@ def explain_onnx(result, run) -> list[Finding]:
             image = sum(1 for t in first.top_tokens if t["kind"] == "image")
             seen = (f"; the first divergent stage is {first.name} ({_where(first)}: {image} of the {len(first.top_tokens)} most-moved tokens are image "
                     "tokens, where deepstack adds)")
-            if first.name == "layer.1" and layer0 is not None and layer0.verdict == "ok":
+            if first.name == "layer.1" and layer0 is not None and layer0.verdict == StageVerdict.OK:
                 seen += (". The additions follow a layer's output, so layer.0's own output is unchanged and layer.1 is the first layer "
                          "output computed from them")
-        out.append(Finding(kind="deepstack", severity="error", stage=first.name if first else "layer.1",
+        out.append(Finding(kind=FindingKind.DEEPSTACK, severity=Severity.ERROR, stage=first.name if first else "layer.1",
                            message=f"the model's vision tower makes {run.deepstack_model} deepstack feature sets, added to the image rows' hidden states "
                                    f"after decoder layers 0..{run.deepstack_model - 1}, but the prefill graph takes none" + seen))
     if first is not None and first.name.startswith("layer.") and not out:
         prev = _before(result, first.name)
-        given = f"its input ({prev.name}) agrees within tolerance" if prev is not None and prev.verdict == "ok" else "its input is not compared"
-        out.append(Finding(kind="export_layer", severity="error", stage=first.name, layer=int(first.name.split(".")[1]),
+        given = f"its input ({prev.name}) agrees within tolerance" if prev is not None and prev.verdict == StageVerdict.OK else "its input is not compared"
+        out.append(Finding(kind=FindingKind.EXPORT_LAYER, severity=Severity.ERROR, stage=first.name, layer=int(first.name.split(".")[1]),
                            message=f"{first.name} is the first stage the export computes differently: {given} and its output does not ({_where(first)}, "
                                    f"cosine {first.cosine:.4f}); the cause is inside decoder layer {first.name.split('.')[1]} of the export "
                                    "(its weights — e.g. one written transposed — or its attention/MLP/norm ops)"))
     elif first is not None and first.name == "encode":
-        out.append(Finding(kind="export_vision", severity="error", stage="encode",
+        out.append(Finding(kind=FindingKind.EXPORT_VISION, severity=Severity.ERROR, stage="encode",
                            message=f"the vision graph's rows differ from the reference encoder's ({_where(first)}); every later stage inherits it"))
     elif first is not None and first.name == "logits" and not out:
-        layers = [s for s in result.stages if s.name.startswith("layer.") and s.verdict == "ok"]
+        layers = [s for s in result.stages if s.name.startswith("layer.") and s.verdict == StageVerdict.OK]
         message = (f"every exposed layer agrees (up to {layers[-1].name}) but the logits do not ({_where(first)}): the export differs after it"
                    if layers else f"the logits differ ({_where(first)}) and the export exposes no layer outputs: map layer.N outputs to find the layer")
-        out.append(Finding(kind="export_head", severity="error", stage="logits", message=message))
+        out.append(Finding(kind=FindingKind.EXPORT_HEAD, severity=Severity.ERROR, stage="logits", message=message))
     result.findings.extend(out)
     return out
 
@@ -103,16 +104,16 @@ def explain_weights(result, layer: int, layouts: list[dict]) -> list[Finding]:
         usual = max(w["others"], key=w["others"].get) if w["others"] else None
         name = f"decoder layer {layer}'s {w['name']}"
         if w["layout"] == "rearranged":
-            out.append(Finding(kind="export_weight", severity="error", stage=stage, layer=layer,
+            out.append(Finding(kind=FindingKind.EXPORT_WEIGHT, severity=Severity.ERROR, stage=stage, layer=layer,
                                message=f"{name}: the export holds the reference's values only in another order (the same numbers, neither as W nor as Wᵀ): a transposed or reshaped write"))
         elif w["layout"] == "absent":
-            out.append(Finding(kind="export_weight", severity="error", stage=stage, layer=layer,
+            out.append(Finding(kind=FindingKind.EXPORT_WEIGHT, severity=Severity.ERROR, stage=stage, layer=layer,
                                message=f"{name}: its values appear nowhere in the export (neither as W, Wᵀ nor rearranged): another weight was written"))
         elif usual in ("W", "Wᵀ") and w["layout"] != usual:
-            out.append(Finding(kind="export_weight", severity="error", stage=stage, layer=layer,
+            out.append(Finding(kind=FindingKind.EXPORT_WEIGHT, severity=Severity.ERROR, stage=stage, layer=layer,
                                message=f"{name} is stored as {w['layout']} while the same weight of the other {w['others'][usual]} layer(s) is stored as {usual}: it was written transposed"))
     if layouts and not out:
-        out.append(Finding(kind="export_weight", severity="info", stage=stage, layer=layer,
+        out.append(Finding(kind=FindingKind.EXPORT_WEIGHT, severity=Severity.INFO, stage=stage, layer=layer,
                            message=f"every weight matrix of decoder layer {layer} is in the export as in the other layers; the difference is in its ops"))
     result.findings.extend(out)
     return out

@@ -6,6 +6,7 @@ from qdebug.findings import Finding
 from qdebug.replay.batch import Batch
 from qdebug.replay.engine import ReplayRun, encoded_rows, landed_rows
 from qdebug.replay.report import ReplayReport, RequestOutcome
+from qdebug.vocab import FindingKind, Severity, Verdict
 
 from .offsets import candidates_from_references, measure_stream, media_spans
 from .detectors.contamination import contamination_from_donors, contamination_matrix, donor_of, is_mixed, row_shares
@@ -24,7 +25,7 @@ def report_from_log(batch: Batch) -> ReplayReport:
     for r in batch.requests:
         text_offset, visual_offset = offsets.get(r.request_id, (None, None))
         outcomes.append(RequestOutcome(
-            id=r.request_id, verdict=verdicts.get(r.request_id, "ok"), donor=donors.get(r.request_id),
+            id=r.request_id, verdict=verdicts.get(r.request_id, Verdict.OK), donor=donors.get(r.request_id),
             text_offset=text_offset, visual_offset=visual_offset, line=r.line,
         ))
     return ReplayReport(
@@ -56,25 +57,25 @@ def report_from_replay(batch: Batch, run: ReplayRun) -> ReplayReport:
     for e in labels:
         if (e.request_id, e.message) not in seen:
             seen.add((e.request_id, e.message))
-            from_events.append(Finding("injected", "info", f"request {e.request_id}: {e.message} (the fault's own word; offsets are measured)",
+            from_events.append(Finding(FindingKind.INJECTED, Severity.INFO, f"request {e.request_id}: {e.message} (the fault's own word; offsets are measured)",
                                        stage="sync", request_id=e.request_id))
     findings = [f for f in from_events if f.kind != "contamination"]
-    findings += [Finding("overwrite", f.severity, f.message, f.stage, f.request_id, f.donor) for f in from_events if f.kind == "contamination"]
+    findings += [Finding(FindingKind.OVERWRITE, f.severity, f.message, f.stage, f.request_id, f.donor) for f in from_events if f.kind == "contamination"]
     outcomes = []
     for req in batch.requests:
         rid = req.request_id
         out = RequestOutcome(id=rid, image=req.image_label, observed=req.observed, line=req.line)
         outcomes.append(out)
         if run.interrupted and not req.error and rid not in run.errors and rid not in run.references:
-            out.verdict, out.error = "error", "interrupted before it ran"
+            out.verdict, out.error = Verdict.ERROR, "interrupted before it ran"
             continue
         if req.error or rid in run.errors or rid not in run.references or (rid not in landed and not run.interrupted):
-            out.verdict = "error"
+            out.verdict = Verdict.ERROR
             out.error = req.error or run.errors.get(rid) or "not replayed"
-            findings.append(Finding("request_error", "error", f"request {rid}: {out.error}", request_id=rid))
+            findings.append(Finding(FindingKind.REQUEST_ERROR, Severity.ERROR, f"request {rid}: {out.error}", request_id=rid))
             continue
         if rid not in landed:  # interrupted before its replay
-            out.verdict, out.error = "error", "interrupted before replay"
+            out.verdict, out.error = Verdict.ERROR, "interrupted before replay"
             out.reference = references[rid]
             continue
         out.reference = references[rid]
@@ -87,36 +88,34 @@ def report_from_replay(batch: Batch, run: ReplayRun) -> ReplayReport:
         failed = [c for c in (trace.stages["sync"].checks if trace else []) if not c.ok]
         moved = [im for im in out.images if im["visual_offset"] != im["text_offset"]]
         if donor is not None:
-            out.verdict, out.donor = "contaminated", donor
+            out.verdict, out.donor = Verdict.CONTAMINATED, donor
             score = matrix[ran.index(rid)]
-            findings.append(Finding(
-                "contamination", "error",
+            findings.append(Finding(FindingKind.CONTAMINATION, Severity.ERROR,
                 f"request {rid} received request {donor}'s visual rows (similarity {score[ran.index(donor)]:.3f} vs its own {score[ran.index(rid)]:.3f})"
                 + (f"; it answered {out.replayed!r}, {donor}'s reference is {references[donor]!r}" if out.replayed is not None else ""),
                 stage="sync", request_id=rid, donor=donor,
             ))
         elif mixed or failed or moved:
-            out.verdict = "desync"
+            out.verdict = Verdict.DESYNC
             if mixed:
                 shares = row_shares(rid, ran, landed, encoded)
                 parts = ", ".join(f"{d} ({share:.0%} of its rows)" for d, share in shares.items())
-                findings.append(Finding(
-                    "mixed_rows", "error",
+                findings.append(Finding(FindingKind.MIXED_ROWS, Severity.ERROR,
                     f"request {rid}'s stream holds a mix of visual rows: partly overwritten by {parts or 'an unknown request'}",
                     stage="sync", request_id=rid, donor=next(iter(shares), None),
                 ))
                 out.donor = next(iter(shares), None)
             for check in failed:
-                findings.append(Finding("desync" if check.kind == "desync" else "shape_mismatch", "error",
+                findings.append(Finding(FindingKind.DESYNC if check.kind == FindingKind.DESYNC else FindingKind.SHAPE_MISMATCH, Severity.ERROR,
                                         f"request {rid}: {check.name} failed ({check.detail})", stage="sync", request_id=rid))
             if not failed:  # batched streams carry no checks: say what the measurement found
                 for im in moved:
                     where = "nowhere in the stream" if im["visual_offset"] is None else f"at {im['visual_offset']}"
-                    findings.append(Finding("desync", "error", f"request {rid} image {im['index']}: visual rows landed {where}, placeholders start at {im['text_offset']}",
+                    findings.append(Finding(FindingKind.DESYNC, Severity.ERROR, f"request {rid} image {im['index']}: visual rows landed {where}, placeholders start at {im['text_offset']}",
                                             stage="sync", request_id=rid))
         elif out.replayed is not None and out.replayed != out.reference:
-            out.verdict = "diverged"
-            findings.append(Finding("diverged", "warning",
+            out.verdict = Verdict.DIVERGED
+            findings.append(Finding(FindingKind.DIVERGED, Severity.WARNING,
                                     f"request {rid}: replayed {out.replayed!r} but its isolated reference says {out.reference!r} (first-token KL {out.first_token_kl})",
                                     request_id=rid))
         _judge_observed(out, references, findings)
@@ -160,14 +159,14 @@ def _judge_observed(out: RequestOutcome, references: dict[str, str], findings: l
         return
     source = observed_source(out.observed, {k: v for k, v in references.items() if k != out.id})
     if source is not None:
-        findings.append(Finding("observed_contamination", "error",
+        findings.append(Finding(FindingKind.OBSERVED_CONTAMINATION, Severity.ERROR,
                                 f"request {out.id}: production returned {out.observed!r}, which is request {source}'s reference answer; its own is {out.reference!r}",
                                 request_id=out.id, donor=source))
-        if out.verdict in ("ok", "diverged"):
-            out.verdict, out.donor = "contaminated", source
+        if out.verdict in (Verdict.OK, Verdict.DIVERGED):
+            out.verdict, out.donor = Verdict.CONTAMINATED, source
     else:
-        findings.append(Finding("observed_diverged", "warning",
+        findings.append(Finding(FindingKind.OBSERVED_DIVERGED, Severity.WARNING,
                                 f"request {out.id}: production returned {out.observed!r}; the isolated reference says {out.reference!r}",
                                 request_id=out.id))
-        if out.verdict == "ok":
-            out.verdict = "diverged"
+        if out.verdict == Verdict.OK:
+            out.verdict = Verdict.DIVERGED

@@ -4,25 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-# Event kinds shared by parsed runtime logs and qdebug's own replays.
-ENCODE_START = "encode_start"
-BUFFER_WRITE = "buffer_write"
-BUFFER_OVERWRITE = "buffer_overwrite"
-STITCH = "stitch"
-DESYNC = "desync"
-SHAPE_MISMATCH = "shape_mismatch"
-INDEX_OUT_OF_BOUNDS = "index_out_of_bounds"
-FIRST_TOKEN = "first_token"
-EVENT_KINDS = (
-    ENCODE_START,
-    BUFFER_WRITE,
-    BUFFER_OVERWRITE,
-    STITCH,
-    DESYNC,
-    SHAPE_MISMATCH,
-    INDEX_OUT_OF_BOUNDS,
-    FIRST_TOKEN,
-)
+from qdebug.vocab import EVENT_KINDS, EventKind
+
+# Event kinds shared by parsed runtime logs and qdebug's own replays (aliases of `qdebug.vocab.EventKind`).
+ENCODE_START = EventKind.ENCODE_START
+BUFFER_WRITE = EventKind.BUFFER_WRITE
+BUFFER_OVERWRITE = EventKind.BUFFER_OVERWRITE
+STITCH = EventKind.STITCH
+DESYNC = EventKind.DESYNC
+SHAPE_MISMATCH = EventKind.SHAPE_MISMATCH
+INDEX_OUT_OF_BOUNDS = EventKind.INDEX_OUT_OF_BOUNDS
+FIRST_TOKEN = EventKind.FIRST_TOKEN
 
 
 @dataclass(slots=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from qdebug.trace.hooks import recording, to_cpu
 from qdebug.trace.runner import placeholder_spans, prepare
+from qdebug.vocab import EventKind
 
 
 class BatchCapture:
@@ -18,7 +19,7 @@ class BatchCapture:
 
     def vision_input(self) -> None:
         for rid in self.ids:
-            self.events.add("encode_start", rid)
+            self.events.add(EventKind.ENCODE_START, rid)
 
     def vision_output(self, output):
         return None  # a batch has no shared buffer: nothing is written anywhere but the batch's own tensor
@@ -29,7 +30,7 @@ class BatchCapture:
             self.embeds = to_cpu(kwargs["inputs_embeds"])  # the one device boundary: rows and references both on CPU
             for rid, spans in zip(self.ids, self.spans):
                 if spans:
-                    self.events.add("stitch", rid, offset=spans[0][0], tokens=sum(e - s for s, e in spans))
+                    self.events.add(EventKind.STITCH, rid, offset=spans[0][0], tokens=sum(e - s for s, e in spans))
         return None
 
     def layer_output(self, layer, output) -> None:
@@ -44,7 +45,7 @@ class BatchCapture:
 
             self.first_logits = to_cpu(logits[:, -1], torch.float32)
             for rid in self.ids:
-                self.events.add("first_token", rid)
+                self.events.add(EventKind.FIRST_TOKEN, rid)
 
     def attention_tap(self, call, proceed):
         return proceed(call.query, call.key, call.value)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from qdebug.vocab import EventKind
+
 from .shared_buffer import SharedVisualBuffer
 
 
@@ -64,10 +66,10 @@ class OffsetShift:
         out[0, target[inside]] = rows[inside]
         rec.stitch_offset = rec.image_positions[0] + self.shift
         # The fault's own word, a label for reports; where the rows landed is measured from the embeddings.
-        rec.notify("desync", offset=rec.stitch_offset, text_offset=rec.image_positions[0], message=f"injected: offset-shift:{self.shift}")
+        rec.notify(EventKind.DESYNC, offset=rec.stitch_offset, text_offset=rec.image_positions[0], message=f"injected: offset-shift:{self.shift}")
         if not bool(inside.all()):
             bad = int(target[~inside][0])
-            rec.notify("index_out_of_bounds", offset=bad, tokens=seq, message=f"injected: offset-shift:{self.shift} pushed rows past the sequence")
+            rec.notify(EventKind.INDEX_OUT_OF_BOUNDS, offset=bad, tokens=seq, message=f"injected: offset-shift:{self.shift} pushed rows past the sequence")
         return out
 
 

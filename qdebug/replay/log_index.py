@@ -10,12 +10,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from qdebug.vocab import EventKind, Verdict
+
 from .batch import EVENT_KINDS, Event
 
 # Bump when the parser or the tables change: an index built by another version is rebuilt, never misread.
 INDEX_VERSION = 1
-VERDICT_OF_RANK = ("ok", "error", "desync", "contaminated")
-KIND_ALIASES = {"overwrite": "buffer_overwrite", "desync": "desync", "shape": "shape_mismatch", "oob": "index_out_of_bounds"}
+VERDICT_OF_RANK = (Verdict.OK, Verdict.ERROR, Verdict.DESYNC, Verdict.CONTAMINATED)
+KIND_ALIASES = {"overwrite": EventKind.BUFFER_OVERWRITE, EventKind.DESYNC: EventKind.DESYNC, "shape": EventKind.SHAPE_MISMATCH, "oob": EventKind.INDEX_OUT_OF_BOUNDS}
 
 _SCHEMA = """
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);
@@ -280,7 +282,7 @@ class LogIndex:
         )
         return ((row[0], row[1], event_from_row(row[2:])) for row in cur)
 
-    def per_minute(self, kind: str = "buffer_overwrite", contaminating_only: bool = False) -> list[tuple[int, int]]:
+    def per_minute(self, kind: str = EventKind.BUFFER_OVERWRITE, contaminating_only: bool = False) -> list[tuple[int, int]]:
         """(minute since the epoch, count) of one kind of event, for events with a time."""
         if contaminating_only:
             sql = "SELECT CAST(e.t / 60 AS INTEGER) m, count(*) FROM contam c JOIN events e ON e.seq = c.seq WHERE e.t IS NOT NULL GROUP BY m ORDER BY m"

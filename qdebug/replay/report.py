@@ -11,12 +11,12 @@ from pathlib import Path
 from qdebug.atomic import atomic_path
 from qdebug.errors import TraceFormatError
 from qdebug.findings import Finding
+from qdebug.vocab import VERDICTS, Verdict
 
 from .batch import Event
 
 REPORT_FORMAT = "qdebug-replay"
 REPORT_VERSION = 1
-VERDICTS = ("ok", "contaminated", "desync", "diverged", "error")
 # A dense contamination matrix is written only for replayed captures up to this many requests.
 MATRIX_MAX_REQUESTS = 256
 
@@ -30,7 +30,7 @@ class RequestOutcome:
     reference: str | None = None  # isolated run's text (None for a runtime log)
     replayed: str | None = None  # text under the replay mode / fault
     observed: str | None = None  # text the production service returned (captures)
-    verdict: str = "ok"
+    verdict: str = Verdict.OK
     donor: str | None = None
     text_offset: int | None = None
     visual_offset: int | None = None

@@ -12,6 +12,8 @@ import random
 import threading
 from dataclasses import dataclass, field
 
+from qdebug.vocab import EventKind
+
 
 class ScheduleCancelled(Exception):
     """Raised in a waiting worker when the replay is interrupted."""
@@ -86,9 +88,9 @@ class SharedVisualBuffer:
             self.owner[:n] = [rid] * n
             if previous:
                 for victim in sorted(previous):
-                    notify("buffer_overwrite", offset=0, tokens=n, victim=victim)
+                    notify(EventKind.BUFFER_OVERWRITE, offset=0, tokens=n, victim=victim)
             else:
-                notify("buffer_write", offset=0, tokens=n)
+                notify(EventKind.BUFFER_WRITE, offset=0, tokens=n)
         finally:
             self._advance()
 
@@ -110,7 +112,7 @@ class SharedVisualBuffer:
             last_writer = writers[0] if writers else rid
             written = sum(1 for o in self.owner if o == last_writer)
             if donors and written != n:
-                notify("shape_mismatch", offset=0, tokens=n,
+                notify(EventKind.SHAPE_MISMATCH, offset=0, tokens=n,
                        message=f"buffer holds {written} rows written by request {last_writer}; request {rid} has {n} placeholders")
             return rows, donors
         finally:

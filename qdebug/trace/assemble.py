@@ -6,6 +6,7 @@ import datetime as _dt
 
 from qdebug import __version__
 from qdebug.findings import Finding
+from qdebug.vocab import FindingKind, Severity
 
 from .hooks import Recorder, not_recording, to_cpu
 from .input_checks import context_limit, image_digest, input_findings
@@ -53,7 +54,7 @@ def assemble_trace(loaded, request, prepared, rec: Recorder, generated, queries,
             "image_grid_thw": [list(i.grid_thw) for i in images],
             "spans": [list(i.span) for i in images],
         },
-        [Check("one placeholder span per image", len(prepared.spans) == len(request.images), kind="shape_mismatch")],
+        [Check("one placeholder span per image", len(prepared.spans) == len(request.images), kind=FindingKind.SHAPE_MISMATCH)],
     )
 
     # encode: the vision tower's merged rows, split per image.
@@ -126,7 +127,7 @@ def assemble_trace(loaded, request, prepared, rec: Recorder, generated, queries,
     for stage in stages.values():
         for check in stage.checks:
             if not check.ok:
-                findings.append(Finding(kind=check.kind, severity="error", message=f"{stage.name}: {check.name} failed ({check.detail})", stage=stage.name))
+                findings.append(Finding(kind=check.kind, severity=Severity.ERROR, message=f"{stage.name}: {check.name} failed ({check.detail})", stage=stage.name))
 
     findings.extend(input_findings(request, len(ids), context_limit(loaded.adapter.text_config(loaded.config))))
     prompt_len = len(ids)
@@ -198,9 +199,9 @@ def _sync_stage(loaded, images, encode_rows, rec: Recorder, inputs, tensors) -> 
              "placeholders": end - start, "expected": img.tokens, "max_abs_diff": diff, "fingerprint": fingerprint(embeds[start:end]) if embeds is not None else None}
         )
         checks.append(Check(f"image {img.index}: rows == placeholders == t·h·w/merge²", rows.shape[0] == end - start == img.tokens,
-                            f"{rows.shape[0]} rows, {end - start} placeholders, {img.tokens} expected", "shape_mismatch"))
+                            f"{rows.shape[0]} rows, {end - start} placeholders, {img.tokens} expected", FindingKind.SHAPE_MISMATCH))
         checks.append(Check(f"image {img.index}: visual offset == text offset", landed == start,
-                            f"visual {landed}, text {start}" if landed is not None else f"its rows are not in the stream (text {start})", "desync"))
+                            f"visual {landed}, text {start}" if landed is not None else f"its rows are not in the stream (text {start})", FindingKind.DESYNC))
         checks.append(Check(f"image {img.index}: merged rows equal encode rows", exact, f"max |diff| {diff}", "fingerprint"))
     summary: dict = {"images": per_image}
     if rec.position_ids is not None:

@@ -6,6 +6,8 @@ allows / rows the model keeps, so a row's time is k·f·hop/rate seconds (all re
 
 from __future__ import annotations
 
+from qdebug.vocab import FindingKind
+
 from .audio import envelope
 from .schema import Check, Stage
 from .stats import best_block_match, fingerprint, tensor_stats
@@ -38,7 +40,7 @@ def audio_stages(loaded, request, prepared, rec, tensors: dict) -> tuple[dict[st
         {"text": prepared.text, "num_tokens": len(inputs["input_ids"][0]),
          "input_features_shape": list(inputs["input_features"].shape) if "input_features" in inputs else None,
          "frames_kept": [c["frames"] for c in clips], "spans": [c["span"] for c in clips]},
-        [Check("one placeholder span per clip", len(prepared.spans) == len(request.audios), kind="shape_mismatch")],
+        [Check("one placeholder span per clip", len(prepared.spans) == len(request.audios), kind=FindingKind.SHAPE_MISMATCH)],
     )}
 
     # encode: the projector's rows (audios × max rows × dim); the model merges only the rows the mask allows.
@@ -48,7 +50,7 @@ def audio_stages(loaded, request, prepared, rec, tensors: dict) -> tuple[dict[st
         out = out[None]
     for c in clips:
         if out is None or c["index"] >= out.shape[0]:
-            enc_checks.append(Check(f"clip {c['index']}: encoder ran", False, "no encoder rows recorded", "shape_mismatch"))
+            enc_checks.append(Check(f"clip {c['index']}: encoder ran", False, "no encoder rows recorded", FindingKind.SHAPE_MISMATCH))
             continue
         rows = out[c["index"], : c["rows"]]
         encode_rows.append(rows)
@@ -73,9 +75,9 @@ def audio_stages(loaded, request, prepared, rec, tensors: dict) -> tuple[dict[st
         per_clip.append({"audio": c["index"], "text_offset": start, "audio_offset": landed, "match": score, "rows": rows.shape[0],
                          "placeholders": end - start, "frames": c["frames"], "max_abs_diff": diff})
         checks.append(Check(f"clip {c['index']}: placeholders == rows the mask allows", end - start == rows.shape[0] == c["rows"],
-                            f"{end - start} placeholders, {rows.shape[0]} rows for {c['frames']} frames", "shape_mismatch"))
+                            f"{end - start} placeholders, {rows.shape[0]} rows for {c['frames']} frames", FindingKind.SHAPE_MISMATCH))
         checks.append(Check(f"clip {c['index']}: audio offset == text offset", landed == start,
-                            f"audio {landed}, text {start}" if landed is not None else f"its rows are not in the stream (text {start})", "desync"))
+                            f"audio {landed}, text {start}" if landed is not None else f"its rows are not in the stream (text {start})", FindingKind.DESYNC))
         checks.append(Check(f"clip {c['index']}: merged rows equal encode rows", exact, f"max |diff| {diff}", "fingerprint"))
     summary: dict = {"audio": per_clip}
     if rec.position_ids is not None:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from qdebug.model.attention import AttentionCall, tapping
+from qdebug.vocab import EventKind
 
 _local = threading.local()
 _install_lock = threading.Lock()
@@ -114,7 +115,7 @@ class Recorder:
     # encoder hands to the merge step, `on_decoder_input(rec, embeds)` the embeddings the decoder receives.
     # The recorder keeps the encoder's true output as `encode` and what the decoder got as `sync`.
     def vision_input(self) -> None:
-        self.notify("encode_start")
+        self.notify(EventKind.ENCODE_START)
 
     def vision_output(self, output):
         rows = getattr(output, "pooler_output", output)
@@ -149,7 +150,7 @@ class Recorder:
             pos = pos[-3:] if pos.ndim == 3 else pos[None].expand(3, *pos.shape)
             self.position_ids = to_cpu(pos[:, 0])
         if self.image_positions:
-            self.notify("stitch", offset=self.stitch_offset, tokens=len(self.image_positions))
+            self.notify(EventKind.STITCH, offset=self.stitch_offset, tokens=len(self.image_positions))
         self.on_stage("sync")
         if changed:
             return args, {**kwargs, "inputs_embeds": embeds}
@@ -180,7 +181,7 @@ class Recorder:
 
         self.step_logits.append(to_cpu(logits[0, -1], torch.float32))
         if self.step == 0:
-            self.notify("first_token")
+            self.notify(EventKind.FIRST_TOKEN)
             self.on_stage("logits")
         self.on_stage(f"step.{self.step}")
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from qdebug.findings import Finding
+from qdebug.vocab import FindingKind, Severity
 
 
 @dataclass
@@ -49,6 +50,6 @@ class LinearLayoutWatch:
         what = (f"head-first [B,H,T,D] = {list(shape)} where the kernel expects [B,T,H,D] = {list(expected)}" if head_first
                 else f"unexpected shape {list(shape)}; expected [B,T,H,D] = {list(expected)}")
         self.findings.append(Finding(
-            kind="layout", severity="error", stage=f"layer.{layer}", layer=layer,
+            kind=FindingKind.LAYOUT, severity=Severity.ERROR, stage=f"layer.{layer}", layer=layer,
             message=f"layer.{layer} linear attention, kernel {call.kernel}, {name} ({when}): {what}",
         ))

@@ -15,9 +15,10 @@ from qdebug.replay.batch import (
     Batch,
     Event,
 )
+from qdebug.vocab import FindingKind, Severity, Verdict
 
 # Later verdicts win: a contaminated request that also desynced is reported as contaminated.
-_RANK = {"ok": 0, "error": 1, "desync": 2, "contaminated": 3}
+_RANK = {Verdict.OK: 0, Verdict.ERROR: 1, Verdict.DESYNC: 2, Verdict.CONTAMINATED: 3}
 
 
 def _at_line(event: Event) -> str:
@@ -72,7 +73,7 @@ def finding_for_event(e: Event, contaminating: bool = False) -> Finding | None:
     if contaminating:
         at = "" if e.offset is None else f" at offset {e.offset}"
         return Finding(
-            kind="contamination", severity="error", request_id=e.request_id, donor=e.donor,
+            kind=FindingKind.CONTAMINATION, severity=Severity.ERROR, request_id=e.request_id, donor=e.donor,
             message=(
                 f"request {e.request_id}'s visual buffer{at} was overwritten by request {e.donor} "
                 f"before it was stitched{_at_line(e)}"
@@ -81,7 +82,7 @@ def finding_for_event(e: Event, contaminating: bool = False) -> Finding | None:
     if e.kind == DESYNC:
         who = "" if e.request_id is None else f" for request {e.request_id}"
         return Finding(
-            kind="desync", severity="warning", request_id=e.request_id,
+            kind=FindingKind.DESYNC, severity=Severity.WARNING, request_id=e.request_id,
             message=(
                 f"visual token offset {_num(e.offset)} differs from textual offset "
                 f"{_num(e.text_offset)}{who}{_at_line(e)}"
@@ -89,10 +90,10 @@ def finding_for_event(e: Event, contaminating: bool = False) -> Finding | None:
         )
     if e.kind == SHAPE_MISMATCH:
         detail = e.message.strip() or "visual embedding shape mismatch"
-        return Finding(kind="shape_mismatch", severity="error", request_id=e.request_id, message=f"{detail}{_at_line(e)}")
+        return Finding(kind=FindingKind.SHAPE_MISMATCH, severity=Severity.ERROR, request_id=e.request_id, message=f"{detail}{_at_line(e)}")
     if e.kind == INDEX_OUT_OF_BOUNDS:
         return Finding(
-            kind="index_out_of_bounds", severity="error", request_id=e.request_id,
+            kind=FindingKind.INDEX_OUT_OF_BOUNDS, severity=Severity.ERROR, request_id=e.request_id,
             message=f"token index {_num(e.offset)} exceeds sequence length {_num(e.tokens)}{_at_line(e)}",
         )
     return None
@@ -104,26 +105,26 @@ def request_verdicts_from_events(batch: Batch) -> dict[str, str]:
     A request whose capture line could not be used (BatchRequest.error) is an "error" too;
     errors without a request id belong to no request.
     """
-    verdicts: dict[str, str] = {r.request_id: ("error" if r.error else "ok") for r in batch.requests}
+    verdicts: dict[str, str] = {r.request_id: (Verdict.ERROR if r.error else Verdict.OK) for r in batch.requests}
 
     def mark(rid: str | None, verdict: str) -> None:
         if rid is None:
             return
-        if _RANK[verdict] > _RANK[verdicts.get(rid, "ok")]:
+        if _RANK[verdict] > _RANK[verdicts.get(rid, Verdict.OK)]:
             verdicts[rid] = verdict
         else:
-            verdicts.setdefault(rid, "ok")
+            verdicts.setdefault(rid, Verdict.OK)
 
     for e in batch.events:
         if e.kind in (SHAPE_MISMATCH, INDEX_OUT_OF_BOUNDS):
-            mark(e.request_id, "error")
+            mark(e.request_id, Verdict.ERROR)
         elif e.kind == DESYNC:
-            mark(e.request_id, "desync")
+            mark(e.request_id, Verdict.DESYNC)
         else:
-            mark(e.request_id, "ok")
-            mark(e.donor, "ok")
+            mark(e.request_id, Verdict.OK)
+            mark(e.donor, Verdict.OK)
     for victim in contamination_from_events(batch.events):
-        mark(victim, "contaminated")
+        mark(victim, Verdict.CONTAMINATED)
     return verdicts
 
 

@@ -1,0 +1,110 @@
+"""qdebug's vocabulary: one `StrEnum` per set of words that JSON, the CLI, the TUI and the tests share.
+
+Members are `str`s: they compare equal to, hash like and JSON-serialise as their values, so documents
+written with them are byte-identical to documents written with the plain strings.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class StageName(StrEnum):
+    """Pipeline stages with a fixed name; decoder layers and generation steps are `layer.N` / `step.K`."""
+
+    PREPROCESS = "preprocess"
+    ENCODE = "encode"
+    SYNC = "sync"
+    LOGITS = "logits"
+
+
+def layer_stage(layer: int) -> str:
+    """The stage name of decoder layer `layer`."""
+    return f"layer.{layer}"
+
+
+def step_stage(step: int) -> str:
+    """The stage name of generation step `step`."""
+    return f"step.{step}"
+
+
+class EventKind(StrEnum):
+    """What happened to one request at one time (replays and runtime logs alike).
+
+    Order matters: a log index stores a kind as its position here, so new kinds go at the end.
+    """
+
+    ENCODE_START = "encode_start"
+    BUFFER_WRITE = "buffer_write"
+    BUFFER_OVERWRITE = "buffer_overwrite"
+    STITCH = "stitch"
+    DESYNC = "desync"
+    SHAPE_MISMATCH = "shape_mismatch"
+    INDEX_OUT_OF_BOUNDS = "index_out_of_bounds"
+    FIRST_TOKEN = "first_token"
+
+
+class Verdict(StrEnum):
+    """One request's verdict in a replay, a runtime log or an endpoint burst."""
+
+    OK = "ok"
+    CONTAMINATED = "contaminated"
+    DESYNC = "desync"
+    DIVERGED = "diverged"
+    ERROR = "error"
+
+
+class StageVerdict(StrEnum):
+    """One stage's verdict in a diff of two traces."""
+
+    OK = "ok"
+    DIVERGED = "diverged"
+    MISSING = "missing"
+
+
+class Severity(StrEnum):
+    """How bad a finding is."""
+
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+
+class FindingKind(StrEnum):
+    """What a finding is about (a check's kind, when a trace check fails, is one of these too)."""
+
+    # trace checks and input checks
+    SHAPE_MISMATCH = "shape_mismatch"
+    DESYNC = "desync"
+    FLAT_IMAGE = "flat_image"
+    PROMPT_TOO_LONG = "prompt_too_long"
+    # replays, runtime logs, endpoint bursts
+    CONTAMINATION = "contamination"
+    OVERWRITE = "overwrite"
+    MIXED_ROWS = "mixed_rows"
+    INDEX_OUT_OF_BOUNDS = "index_out_of_bounds"
+    INJECTED = "injected"
+    REQUEST_ERROR = "request_error"
+    DIVERGED = "diverged"
+    OBSERVED_CONTAMINATION = "observed_contamination"
+    OBSERVED_DIVERGED = "observed_diverged"
+    NONDETERMINISM = "nondeterminism"
+    SERVER_MISMATCH = "server_mismatch"
+    # diffs
+    FIRST_DIVERGENCE = "first_divergence"
+    GENERATION_DIVERGED = "generation_diverged"
+    PARTIAL_COMPARISON = "partial_comparison"
+    LAYOUT = "layout"
+    LAYOUT_AMBIGUOUS = "layout_ambiguous"
+    DEEPSTACK = "deepstack"
+    POSITION_IDS = "position_ids"
+    # exported models
+    EXPORT_LAYER = "export_layer"
+    EXPORT_VISION = "export_vision"
+    EXPORT_HEAD = "export_head"
+    EXPORT_WEIGHT = "export_weight"
+
+
+EVENT_KINDS: tuple[EventKind, ...] = tuple(EventKind)
+VERDICTS: tuple[Verdict, ...] = tuple(Verdict)
+SEVERITIES: tuple[Severity, ...] = tuple(Severity)
