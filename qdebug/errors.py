@@ -72,3 +72,14 @@ class ExportMismatchError(QDebugError):
     """An ONNX export does not fit the model it is compared with."""
 
     exit_code = 5
+
+
+def describe(exc: BaseException) -> str:
+    """An exception as the one line a user is shown: a qdebug error's own message, else `Type: text`."""
+    return getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception as `Type: first line of its text` (just `Type` when it has no text), for per-request errors."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

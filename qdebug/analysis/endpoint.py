@@ -18,6 +18,7 @@ from qdebug.replay.endpoint import EndpointRun
 from qdebug.replay.report import ReplayReport, RequestOutcome
 from qdebug.vocab import FindingKind, Severity, Verdict
 
+from .detectors.divergence import topk_overlap
 from .replay import _judge_observed
 
 CLOSE = 0.75  # word-level similarity at which an answer reads as another request's
@@ -64,7 +65,7 @@ def first_token_shift(ref: dict | None, got: dict | None) -> tuple[float | None,
     for token, lp in ref.items():
         p = math.exp(lp) / total
         kl += p * (math.log(p) - (got.get(token, floor) - math.log(sum(math.exp(v) for v in got.values()))))
-    overlap = len(set(ref) & set(got)) / max(len(ref), 1)
+    overlap = topk_overlap(ref, got)
     return max(kl, 0.0), overlap
 
 

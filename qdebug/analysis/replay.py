@@ -10,7 +10,7 @@ from qdebug.vocab import FindingKind, Severity, Verdict
 
 from .offsets import candidates_from_references, measure_stream, media_spans
 from .detectors.contamination import contamination_from_donors, contamination_matrix, donor_of, is_mixed, row_shares
-from .detectors.divergence import first_token_divergence, observed_source, topk_overlap
+from .detectors.divergence import first_token_divergence, kl, observed_source, topk_overlap
 from .detectors.log_findings import contamination_from_events, findings_from_events, offsets_from_events, request_verdicts_from_events
 
 
@@ -142,13 +142,10 @@ def _fill_replayed(out: RequestOutcome, trace, batched: dict | None, reference, 
     if out.images:
         out.text_offset, out.visual_offset = out.images[0]["text_offset"], out.images[0]["visual_offset"]
     if trace is None and batched is not None:
-        import torch
-
         out.replayed = batched["text"]
         ref_logits, logits = reference.tensors.get("step.0.logits"), batched["first_logits"]
         if ref_logits is not None and logits is not None:
-            la, lb = torch.log_softmax(ref_logits.float(), -1), torch.log_softmax(logits.float(), -1)
-            out.first_token_kl = float((la.exp() * (la - lb)).sum())
+            out.first_token_kl = kl(ref_logits, logits)
             k = len(reference.steps[0].topk.token_ids) if reference.steps else 5
             out.first_token_topk_overlap = topk_overlap(ref_logits.topk(k).indices.tolist(), logits.topk(k).indices.tolist())
 

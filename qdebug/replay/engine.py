@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from qdebug.errors import InputError
+from qdebug.errors import InputError, first_line
 from qdebug.trace.runner import CaptureOptions, trace_request
 
 from .batch import Batch
@@ -95,7 +95,7 @@ def replay(
             try:
                 run.references[rid] = trace_request(loaded, request, options)
             except Exception as exc:  # one bad request must not stop the burst
-                run.errors[rid] = f"reference run failed: {_one_line(exc)}"
+                run.errors[rid] = f"reference run failed: {first_line(exc)}"
             progress("reference", rid, True)
         live = [(rid, req) for rid, req in items if rid in run.references]
         if settings.mode == "batched":
@@ -163,7 +163,7 @@ def _worker(loaded, rid, request, name, shift, pad, buffer, run: ReplayRun, opti
         run.errors[rid] = "interrupted"
         return
     except Exception as exc:
-        run.errors[rid] = f"replay failed: {_one_line(exc)}"
+        run.errors[rid] = f"replay failed: {first_line(exc)}"
         if buffer is not None and request.images:
             buffer.skip(rid)
         return
@@ -197,8 +197,3 @@ def encoded_rows(trace):
 
     rows = [trace.tensors[f"encode.{i.index}"] for i in trace.images if f"encode.{i.index}" in trace.tensors]
     return torch.cat(rows) if rows else None
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

@@ -10,6 +10,8 @@ from textual import work
 from textual.app import App
 from textual.binding import Binding
 
+from qdebug.errors import describe
+
 from .messages import ModelLoaded, ModelLoadFailed
 from .screens.batch import BatchScreen
 from .screens.request import RequestScreen
@@ -93,7 +95,7 @@ class QDebugApp(App):
             quiet_transformers()
             loaded = load_model(spec.model, spec.device, spec.dtype, spec.kernel)
         except Exception as exc:  # QDebugError carries a one-line message; anything else is named
-            self.post_message(ModelLoadFailed(getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"))
+            self.post_message(ModelLoadFailed(describe(exc)))
             return
         self.post_message(ModelLoaded(loaded))
 

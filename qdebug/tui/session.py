@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from qdebug.errors import describe
+
 from .messages import RunEvent
 from .state import RunState
 
@@ -107,7 +109,7 @@ class RunSession:
             error = None
             if kind == "error" and self.stepper.error is not None:
                 exc = self.stepper.error
-                error = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+                error = describe(exc)
             self.post(RunEvent(self.id, kind, None, self.stepper.trace if kind == "done" else None, error))
 
     def _snapshot(self):

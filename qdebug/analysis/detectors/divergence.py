@@ -5,20 +5,22 @@ from __future__ import annotations
 
 def first_token_divergence(reference, replayed) -> tuple[float | None, float | None]:
     """KL(reference ‖ replayed) of the first generated token's distribution, and top-k overlap."""
-    import torch
-
     if reference is None or replayed is None or not reference.steps or not replayed.steps:
         return None, None
     a, b = reference.tensors.get("step.0.logits"), replayed.tensors.get("step.0.logits")
-    kl = None
-    if a is not None and b is not None and a.shape == b.shape:
-        la, lb = torch.log_softmax(a.float(), -1), torch.log_softmax(b.float(), -1)
-        kl = float((la.exp() * (la - lb)).sum())
-    ra, rb = reference.steps[0].topk.token_ids, replayed.steps[0].topk.token_ids
-    return kl, len(set(ra) & set(rb)) / max(1, len(ra))
+    first_kl = kl(a, b) if a is not None and b is not None and a.shape == b.shape else None
+    return first_kl, topk_overlap(reference.steps[0].topk.token_ids, replayed.steps[0].topk.token_ids)
 
 
-def topk_overlap(ids_a: list[int], ids_b: list[int]) -> float:
+def kl(logits_a, logits_b) -> float:
+    """KL(softmax(a) ‖ softmax(b)) over the last dimension (summed over any leading ones), from raw logits."""
+    import torch
+
+    la, lb = torch.log_softmax(logits_a.float(), -1), torch.log_softmax(logits_b.float(), -1)
+    return float((la.exp() * (la - lb)).sum())
+
+
+def topk_overlap(ids_a, ids_b) -> float:
     """Fraction of the first list's top-k ids that the second list also has."""
     return len(set(ids_a) & set(ids_b)) / max(1, len(ids_a))
 

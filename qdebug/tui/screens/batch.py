@@ -10,6 +10,8 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
+from qdebug.errors import describe
+
 from ..commands import CommandError, parse
 from ..messages import CommandEntered, FileLoaded, Notice, RequestChosen
 from ..state import TraceDoc
@@ -172,7 +174,7 @@ class BatchScreen(Screen):
         try:
             value = load()
         except Exception as exc:
-            self.post_message(Notice(getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}", error=True))
+            self.post_message(Notice(describe(exc), error=True))
             return
         self.post_message(FileLoaded("report" if hasattr(value, "requests") else "trace", value, source))
 

@@ -7,14 +7,11 @@ from pathlib import Path
 
 from textual import work
 
+from qdebug.errors import describe
+
 from ..commands import Command, CommandError, export_target, int_arg, int_or_mean, parse
 from ..messages import FileLoaded, Notice
 from ..state import valid_stage
-
-
-def _one_line(exc: BaseException) -> str:
-    """A worker's exception as the one line the message bar shows."""
-    return getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
 
 
 class RequestCommands:
@@ -28,7 +25,7 @@ class RequestCommands:
         except CommandError as exc:
             self.say(str(exc), error=True)
         except Exception as exc:  # QDebugError and friends from validation: one line, never a crash
-            self.say(_one_line(exc), error=True)
+            self.say(describe(exc), error=True)
 
     # the request -------------------------------------------------------------------
     def cmd_image(self, cmd: Command) -> None:
@@ -163,7 +160,7 @@ class RequestCommands:
         try:
             self.post_message(Notice(f"saved {save_trace(trace, path)}"))
         except Exception as exc:
-            self.post_message(Notice(f"save {path}: {_one_line(exc)}", error=True))
+            self.post_message(Notice(f"save {path}: {describe(exc)}", error=True))
 
     @work(thread=True, group="files")
     def _open(self, path: Path) -> None:
@@ -177,7 +174,7 @@ class RequestCommands:
 
                 self.post_message(FileLoaded("trace", load_trace(path), str(path)))
         except Exception as exc:
-            self.post_message(Notice(_one_line(exc), error=True))
+            self.post_message(Notice(describe(exc), error=True))
 
     @work(thread=True, group="files")
     def _export(self, trace, pils, path: Path, steps, layer, head) -> None:
@@ -186,14 +183,14 @@ class RequestCommands:
         try:
             self.post_message(Notice(f"wrote {attention_png(trace, pils, path, steps=steps, layer=layer, head=head)}"))
         except Exception as exc:
-            self.post_message(Notice(f"export {path}: {_one_line(exc)}", error=True))
+            self.post_message(Notice(f"export {path}: {describe(exc)}", error=True))
 
     @work(thread=True, group="files")
     def _replay(self, load_or_run_replay, source: str) -> None:
         try:
             self.post_message(FileLoaded("report", load_or_run_replay(source), source))
         except Exception as exc:
-            self.post_message(Notice(f"replay {source}: {_one_line(exc)}", error=True))
+            self.post_message(Notice(f"replay {source}: {describe(exc)}", error=True))
 
     def select(self, **changes) -> None:
         """Change the selection and redraw."""

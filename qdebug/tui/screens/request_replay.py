@@ -6,6 +6,8 @@ from pathlib import Path
 
 from textual import work
 
+from qdebug.errors import describe
+
 from ..messages import Notice, ReplayEnded, ReplayProgress
 from ..replay_job import ReplayJob, progress_line
 from ..widgets.replay_status import ReplayStatus
@@ -33,7 +35,7 @@ class ReplayControls:
             job.run()
         except Exception as exc:  # QDebugError carries a one-line message
             self.post_message(ReplayEnded(str(job.path), None, -1, job.total))
-            self.post_message(Notice(f"replay {job.path}: {getattr(exc, 'message', None) or f'{type(exc).__name__}: {exc}'}", error=True))
+            self.post_message(Notice(f"replay {job.path}: {describe(exc)}", error=True))
 
     def cancel_replay(self) -> bool:
         """Cancel the replay in progress, if any (Esc); True when there was one."""
