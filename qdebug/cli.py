@@ -11,6 +11,7 @@ import typer
 
 from qdebug.errors import QDebugError
 from qdebug.signals import Terminated, terminate_as_interrupt
+from qdebug.vocab import Severity, Verdict
 
 app = typer.Typer(
     name="qdebug",
@@ -111,7 +112,7 @@ def attn(
             report.print(renderable)
     if png is not None:
         status.print(f"wrote {png}")
-    if any(f.severity == "error" for f in trace.findings):
+    if any(f.severity == Severity.ERROR for f in trace.findings):
         raise typer.Exit(1)
 
 
@@ -203,7 +204,7 @@ def replay(
         else:
             status.print(f"{word}: the report covers the requests that finished")
         raise typer.Exit(143 if terminated.is_set() else 130)
-    if report.kind == "capture" and any(r.verdict == "error" for r in report.requests):
+    if report.kind == "capture" and any(r.verdict == Verdict.ERROR for r in report.requests):
         raise typer.Exit(1)  # some captured requests could not be replayed
 
 

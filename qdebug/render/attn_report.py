@@ -8,6 +8,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from qdebug.vocab import Severity
+
 from .heatmap import heatmap, legend, thumbnail
 
 
@@ -97,7 +99,7 @@ def findings_panel(findings) -> Panel:
         return Panel(Text("all checks passed", style="green"), title="findings", expand=False)
     lines = Text()
     for f in findings:
-        lines.append(f"[{f.severity}] {f.kind}: ", style="bold red" if f.severity == "error" else "yellow")
+        lines.append(f"[{f.severity}] {f.kind}: ", style="bold red" if f.severity == Severity.ERROR else "yellow")
         lines.append(f"{f.message}\n")
     lines.rstrip()
     return Panel(lines, title="findings", expand=False)

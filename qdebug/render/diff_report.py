@@ -7,6 +7,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from qdebug.vocab import StageVerdict
+
 from .attn_report import findings_panel
 
 
@@ -23,9 +25,9 @@ def stages_table(result) -> Table:
     for col, justify in (("stage", "left"), ("max |a-b|", "right"), ("rel", "right"), ("cosine", "right"), ("verdict", "left"), ("where", "left")):
         table.add_column(col, justify=justify)
     for s in result.stages:
-        style = "bold red" if s.name == first else ("red" if s.verdict == "diverged" else ("dim" if s.verdict == "missing" else ""))
+        style = "bold red" if s.name == first else ("red" if s.verdict == StageVerdict.DIVERGED else ("dim" if s.verdict == StageVerdict.MISSING else ""))
         where = f"token {s.token_index} ({s.token_kind})" if s.token_index is not None else ""
-        if s.detail and s.verdict != "ok":
+        if s.detail and s.verdict != StageVerdict.OK:
             where = f"{where} {s.detail}".strip()
         verdict = ("◀ first divergence" if s.name == first else s.verdict)
         table.add_row(s.name, _num(s.max_abs), _num(s.rel), "–" if s.cosine != s.cosine else f"{s.cosine:.6f}", verdict, where, style=style)

@@ -8,6 +8,8 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from qdebug.vocab import Verdict
+
 from .replay_report import VERDICT_STYLE, matrix_table, requests_table, timeline_table
 
 # Up to these sizes the full per-request and per-event tables are printed as well.
@@ -49,7 +51,7 @@ def worst_table(report, limit: int = WORST) -> Table:
     for col in ("id", "verdict", "donor", "text@", "visual@", "line"):
         table.add_column(col, no_wrap=True)
     for rid, verdict, donor, text_at, visual_at, line in report.log_index.requests(worst_first=True, limit=limit):
-        if verdict == "ok":
+        if verdict == Verdict.OK:
             break
         table.add_row(rid, Text(verdict, style=VERDICT_STYLE.get(verdict, "")), donor or "",
                       "–" if text_at is None else str(text_at), "–" if visual_at is None else str(visual_at), str(line))

@@ -10,6 +10,7 @@ import datetime as dt
 from pathlib import Path
 
 from qdebug.replay.batch import BUFFER_OVERWRITE, BUFFER_WRITE, EVENT_KINDS
+from qdebug.vocab import EventKind, Verdict
 
 from .files import write_atomically
 
@@ -58,7 +59,7 @@ def _text_offsets(report) -> dict[str, int]:
     """Each request's textual offset: its outcome's, else its last desync event's."""
     out = {r.id: r.text_offset for r in report.requests if r.text_offset is not None}
     for e in report.events:
-        if e.kind == "desync" and e.request_id is not None and e.text_offset is not None:
+        if e.kind == EventKind.DESYNC and e.request_id is not None and e.text_offset is not None:
             out.setdefault(e.request_id, e.text_offset)
     return out
 
@@ -76,21 +77,21 @@ def _detailed(report, fig, top, lanes) -> None:
     colour = {rid: _TAB[i % len(_TAB)] for i, rid in enumerate(ids)}
     stitch_x: dict[str, float] = {}
     for e in events:
-        if e.kind == "stitch" and e.request_id is not None:
+        if e.kind == EventKind.STITCH and e.request_id is not None:
             stitch_x[e.request_id] = x_of(e)
     # Limits first: labels are placed (and kept apart) in pixels, which depend on them.
-    top_y = max([e.offset + float(e.tokens or 1) for e in events if e.offset is not None and e.kind in ("buffer_write", "buffer_overwrite", "stitch")] or [1.0])
+    top_y = max([e.offset + float(e.tokens or 1) for e in events if e.offset is not None and e.kind in (EventKind.BUFFER_WRITE, EventKind.BUFFER_OVERWRITE, EventKind.STITCH)] or [1.0])
     top.set_ylim(0, top_y * 1.15)
     top.set_xlim(min(xs) - span * 0.03, max(xs) + span * 0.15)
     labels = _Labels(top)
     last_write: dict[str, tuple[float, float]] = {}
     for e in events:
-        if e.kind not in ("buffer_write", "buffer_overwrite") or e.offset is None:
+        if e.kind not in (EventKind.BUFFER_WRITE, EventKind.BUFFER_OVERWRITE) or e.offset is None:
             continue
         x, height = x_of(e), float(e.tokens or 1)
         end = stitch_x.get(e.request_id, x + min_w)
         width = max(min_w, end - x)
-        if e.kind == "buffer_write":
+        if e.kind == EventKind.BUFFER_WRITE:
             top.add_patch(mpatches.Rectangle((x, e.offset), width, height, color=colour[e.request_id], alpha=0.55, lw=0))
             last_write[e.request_id] = (x, e.offset + height / 2)
             labels.add(x, e.offset + height, f"W {e.request_id}@{e.offset}", colour[e.request_id])
@@ -105,14 +106,14 @@ def _detailed(report, fig, top, lanes) -> None:
         labels.add(x, e.offset + height / 2, f"{e.donor}→{e.request_id}@{e.offset}" + ("" if contaminating else " (after stitch)"), "darkred")
     text_at = _text_offsets(report)
     for e in events:
-        if e.kind == "stitch" and e.offset is not None:
+        if e.kind == EventKind.STITCH and e.offset is not None:
             x = x_of(e)
             top.plot([x], [e.offset], marker="D", color="tab:green", ms=5, zorder=4)
             t = text_at.get(e.request_id)
             labels.add(x, e.offset, f"S {e.request_id}: visual@{e.offset}" + (f" text@{t}" if t is not None else ""), "darkgreen")
     top.set_ylabel("visual buffer offset (tokens)")
     # Lanes: encode → stitch → first token, one thin line per request (the worst first when there are many).
-    order = sorted(ids, key=lambda r: {"contaminated": 0, "desync": 1, "error": 2}.get(getattr(report.outcome(r), "verdict", "ok"), 3))
+    order = sorted(ids, key=lambda r: {Verdict.CONTAMINATED: 0, Verdict.DESYNC: 1, Verdict.ERROR: 2}.get(getattr(report.outcome(r), "verdict", Verdict.OK), 3))
     shown = order[:MAX_LANES]
     row = {rid: i for i, rid in enumerate(shown)}
     marks = {"encode_start": ("o", "E"), "stitch": ("D", "S"), "first_token": ("|", "T"), "buffer_overwrite": ("X", "X"),
@@ -124,7 +125,7 @@ def _detailed(report, fig, top, lanes) -> None:
         for e in own:
             if e.kind in marks:
                 lanes.plot([x_of(e)], [row[rid]], marker=marks[e.kind][0], ms=4,
-                           color="tab:red" if e.kind in ("buffer_overwrite", "desync", "shape_mismatch", "index_out_of_bounds") else colour[rid])
+                           color="tab:red" if e.kind in (EventKind.BUFFER_OVERWRITE, EventKind.DESYNC, EventKind.SHAPE_MISMATCH, EventKind.INDEX_OUT_OF_BOUNDS) else colour[rid])
     verdicts = {r.id: r.verdict for r in report.requests}
     lanes.set_yticks(range(len(shown)), [f"{rid} {verdicts.get(rid, '')}" for rid in shown], fontsize=6)
     lanes.set_ylim(len(shown) - 0.5, -0.5)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from qdebug.vocab import StageVerdict
+
 from .files import write_atomically
 
 
@@ -66,7 +68,7 @@ def diff_png(result, path: str | Path) -> Path:
     floor = 1e-12
     values = [max(s.rel, floor) if s.rel == s.rel and s.rel != float("inf") else 1e3 for s in stages]
     fig, ax = plt.subplots(figsize=(max(6, 0.45 * len(names)), 3.6))
-    colours = ["tab:red" if s.verdict == "diverged" else "tab:blue" for s in stages]
+    colours = ["tab:red" if s.verdict == StageVerdict.DIVERGED else "tab:blue" for s in stages]
     ax.bar(range(len(names)), values, color=colours)
     ax.set_yscale("log")
     ax.axhline(result.tolerance.rtol, color="black", ls="--", lw=1, label=f"rtol {result.tolerance.rtol:g}")

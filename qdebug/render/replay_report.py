@@ -5,6 +5,8 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
+from qdebug.vocab import EventKind
+
 from .colors import scale_color
 
 VERDICT_STYLE = {"ok": "green", "contaminated": "bold red", "desync": "bold yellow", "diverged": "yellow", "error": "bold magenta"}
@@ -108,11 +110,11 @@ def timeline_table(report, limit: int = 40) -> Table:
         for e in sorted(by_request.get(rid, []), key=lambda e: (e.t if e.t is not None else 0, e.seq)):
             mark, style = _EVENT_MARK.get(e.kind, ("?", ""))
             label = mark
-            if e.kind in ("buffer_write", "stitch") and e.offset is not None:
+            if e.kind in (EventKind.BUFFER_WRITE, EventKind.STITCH) and e.offset is not None:
                 label += f"@{e.offset}"
-            if e.kind == "buffer_overwrite":
+            if e.kind == EventKind.BUFFER_OVERWRITE:
                 label += f"←{e.donor}@{e.offset}"
-            if e.kind == "desync":
+            if e.kind == EventKind.DESYNC:
                 label += f" v{e.offset}≠t{e.text_offset}"
             line.append(label, style=style)
             line.append(" ")

@@ -74,7 +74,7 @@ def test_trace_sources_name_no_replay_module():
 
 # Modules whose event kinds and verdicts are spelled only as qdebug.vocab members. replay/formats/ is left out:
 # its parsers and synthetic logs match and write the runtime log's own words ("stitch", "desync"), which are text.
-VOCAB_CLEAN = ["qdebug/trace/hooks.py", "qdebug/replay", "qdebug/analysis"]
+VOCAB_CLEAN = ["qdebug/trace/hooks.py", "qdebug/replay", "qdebug/analysis", "qdebug/render", "qdebug/cli.py"]
 VOCAB_EXEMPT_DIRS = ("qdebug/replay/formats/",)
 
 
@@ -98,7 +98,7 @@ def _field_names(tree) -> set[int]:
 
 
 def test_event_kinds_and_verdicts_are_vocab_members():
-    """trace/hooks.py, replay/ and analysis/ spell no event kind or verdict as a string literal (qdebug.vocab does)."""
+    """trace/hooks.py, replay/, analysis/, render/ and cli.py spell no event kind or verdict as a string literal (qdebug.vocab does)."""
     import ast
     from pathlib import Path
 
