@@ -1,7 +1,4 @@
-"""One contract for every supported family, on tiny random checkpoints built from the demo tokenizer.
-
-(`qdebug estimate` is part of the contract in issue 12 but does not exist on this branch yet.)
-"""
+"""One contract for every supported family, on tiny random checkpoints built from the demo tokenizer."""
 
 import asyncio
 import json
@@ -150,3 +147,15 @@ def test_unsupported_architecture_is_one_line_listing_the_families(tmp_path):
     assert "\n" not in line and line.startswith("qdebug: error:") and "llava" in line
     for family in FAMILIES:
         assert family in line
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_estimate_counts_the_family_from_its_config_alone(family_dir, family_model, name):
+    res = runner.invoke(app, ["estimate", "--model", str(family_dir(name)), "--dtype", "float32", "--device", "cpu", "--json", "-"])
+    assert res.exit_code == 0, res.output
+    est = json.loads(res.stdout)
+    real = family_model(name).model
+    assert est["architecture"] == ARCHITECTURES[name]
+    # The meta-device count equals the loaded model's own (tied weights counted once).
+    assert est["parameters"] == sum(p.numel() for p in real.parameters())
+    assert est["weights_bytes"] == est["parameters"] * 4 and est["trace_bytes"] > 0
