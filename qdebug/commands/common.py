@@ -66,3 +66,30 @@ def loading(spec: str):
         raise Interrupted(f"terminated (SIGTERM) while loading the model {spec}; no output was written", 143) from None
     except KeyboardInterrupt:
         raise Interrupted(f"interrupted while loading the model {spec}; no output was written (existing files are untouched)") from None
+
+
+@contextmanager
+def two_phase_progress(console, first: tuple[str, int], second: tuple[str, int], count_word: str):
+    """Yields on_progress(phase, request_id, ok) for a reference phase then a run phase, drawn as two bars.
+
+    Requests whose `ok` is False are counted in the second bar's note (`count_word: N`). Without a terminal
+    it yields None: the runner then reports no progress.
+    """
+    if console is None or not console.is_terminal:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[note]}"), console=console, transient=True) as bar:
+        ref = bar.add_task(first[0], total=first[1], note="")
+        run = bar.add_task(second[0], total=second[1], note=f"{count_word}: 0")
+        bad = [0]
+
+        def on_progress(phase: str, rid: str, ok: bool) -> None:
+            if phase == "reference":
+                bar.advance(ref)
+                return
+            bad[0] += not ok
+            bar.update(run, advance=1, note=f"{count_word}: {bad[0]}")
+
+        yield on_progress

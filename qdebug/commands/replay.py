@@ -48,24 +48,11 @@ def run_replay(args: ReplayArgs, console=None):
         quiet_transformers()
         loaded = load_model(args.model, args.device, args.dtype, args.kernel)
     total = sum(1 for r in batch.requests if r.request is not None)
-    if console is not None and console.is_terminal:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    from qdebug.commands.common import two_phase_progress
 
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[note]}"), console=console, transient=True) as bar:
-            ref = bar.add_task("isolated references", total=total, note="")
-            rep = bar.add_task(f"replay ({args.mode}, inject {args.inject})", total=total, note="contaminated so far: 0")
-            bad = [0]
-
-            def on_progress(phase: str, rid: str, clean: bool) -> None:
-                if phase == "reference":
-                    bar.advance(ref)
-                    return
-                bad[0] += not clean
-                bar.update(rep, advance=1, note=f"contaminated so far: {bad[0]}")
-
-            run = replay(loaded, batch, settings, on_progress)
-    else:
-        run = replay(loaded, batch, settings)
+    with two_phase_progress(console, ("isolated references", total), (f"replay ({args.mode}, inject {args.inject})", total),
+                            "contaminated so far") as on_progress:
+        run = replay(loaded, batch, settings, on_progress)
     return report_from_replay(batch, run)
 
 

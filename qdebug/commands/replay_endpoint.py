@@ -47,24 +47,11 @@ def run_endpoint_replay(file, fmt: str | None, allow_paths: bool, args: Endpoint
         raise InputError(f"{file}: --endpoint replays a capture (JSONL of chat-completions bodies), not a {batch.kind}")
     local = _local_references(batch, args) if args.model else None
     total = sum(1 for r in batch.requests if r.request is not None)
-    if console is not None and console.is_terminal:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    from qdebug.commands.common import two_phase_progress
 
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[note]}"), console=console, transient=True) as bar:
-            ref = bar.add_task(f"isolated, one at a time → {args.url}", total=total, note="")
-            burst = bar.add_task(f"burst × {args.repeat}", total=total * args.repeat, note="errors: 0")
-            bad = [0]
-
-            def on_progress(phase: str, rid: str, ok: bool) -> None:
-                if phase == "reference":
-                    bar.advance(ref)
-                    return
-                bad[0] += not ok
-                bar.update(burst, advance=1, note=f"errors: {bad[0]}")
-
-            run = run_endpoint(batch, settings, on_progress)
-    else:
-        run = run_endpoint(batch, settings)
+    with two_phase_progress(console, (f"isolated, one at a time → {args.url}", total), (f"burst × {args.repeat}", total * args.repeat),
+                            "errors") as on_progress:
+        run = run_endpoint(batch, settings, on_progress)
     return report_from_endpoint(batch, run, local)
 
 

@@ -8,7 +8,7 @@ from rich.text import Text
 from rich.segment import Segment
 
 from ..state import View
-from .view_panel import ViewPanel
+from .view_panel import Lines, ViewPanel
 
 _SKIP = {"shape"}  # rows/dim say it already
 _WAITING = {
@@ -178,18 +178,6 @@ def detail_renderable(view: View):
     return Group(*parts)
 
 
-class _Lines:
-    """Pre-rendered lines as a renderable."""
-
-    def __init__(self, lines):
-        self.lines = lines
-
-    def __rich_console__(self, console, options):
-        for line in self.lines:
-            yield from line
-            yield Segment.line()
-
-
 class StageDetail(ViewPanel):
     """Shapes, stats and checks of the selected stage; set `view` to redraw, `scroll_lines(n)` to scroll.
 
@@ -251,12 +239,12 @@ class StageDetail(ViewPanel):
         self._lines = self.all_lines(self.view)
         total = len(self._lines)
         if total <= height:
-            return _Lines(self._lines)
+            return Lines(self._lines)
         top = min(self.offset_y, total - height + 1)
         shown = self._lines[top : top + height - 1]
         more = total - top - len(shown)
         hint = f"↓ {more} more lines (shift+↓/↑ or the wheel scroll)" if more else f"↑ {top} lines above (shift+↑)"
-        return _Lines([*shown, [Segment(hint, console.get_style("dim"))]])
+        return Lines([*shown, [Segment(hint, console.get_style("dim"))]])
 
     @property
     def text(self) -> str:
