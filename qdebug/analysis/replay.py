@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from qdebug.findings import Finding
 from qdebug.replay.batch import Batch
+from qdebug.replay.batched import BatchedRow
 from qdebug.replay.engine import ReplayRun, encoded_rows, landed_rows
 from qdebug.replay.report import ReplayReport, RequestOutcome
 from qdebug.vocab import FindingKind, Severity, Verdict
@@ -45,7 +46,7 @@ def report_from_replay(batch: Batch, run: ReplayRun) -> ReplayReport:
         if rid in run.traces:
             landed[rid] = landed_rows(run.traces[rid])
         elif rid in run.batched:
-            landed[rid] = run.batched[rid]["landed"]
+            landed[rid] = run.batched[rid].landed
     matrix = contamination_matrix(ran, landed, encoded)
     references = {rid: run.references[rid].generated_text for rid in ran}
     candidates = candidates_from_references({rid: run.references[rid] for rid in ran})
@@ -127,7 +128,7 @@ def report_from_replay(batch: Batch, run: ReplayRun) -> ReplayReport:
     return report
 
 
-def _fill_replayed(out: RequestOutcome, trace, batched: dict | None, reference, candidates) -> None:
+def _fill_replayed(out: RequestOutcome, trace, batched: BatchedRow | None, reference, candidates) -> None:
     """Texts, measured per-image offsets and first-token divergence of one replayed request.
 
     Offsets are measured in the embeddings the decoder received: where each image's visual rows (its own, or
@@ -138,12 +139,12 @@ def _fill_replayed(out: RequestOutcome, trace, batched: dict | None, reference, 
         out.images = measure_stream(trace.tensors.get("sync.embeds"), media_spans(trace), out.id, candidates)
         out.first_token_kl, out.first_token_topk_overlap = first_token_divergence(reference, trace)
     elif batched is not None:
-        out.images = measure_stream(batched.get("embeds"), list(enumerate(tuple(s) for s in batched.get("spans", []))), out.id, candidates)
+        out.images = measure_stream(batched.embeds, list(enumerate(tuple(s) for s in batched.spans)), out.id, candidates)
     if out.images:
         out.text_offset, out.visual_offset = out.images[0]["text_offset"], out.images[0]["visual_offset"]
     if trace is None and batched is not None:
-        out.replayed = batched["text"]
-        ref_logits, logits = reference.tensors.get("step.0.logits"), batched["first_logits"]
+        out.replayed = batched.text
+        ref_logits, logits = reference.tensors.get("step.0.logits"), batched.first_logits
         if ref_logits is not None and logits is not None:
             out.first_token_kl = kl(ref_logits, logits)
             k = len(reference.steps[0].topk.token_ids) if reference.steps else 5

@@ -123,7 +123,7 @@ def _requests(args: DiffArgs):
 
 def _trace(loaded, spec: RunSpec, request):
     from qdebug.analysis.detectors.layout import LayoutWatch
-    from qdebug.replay.faults import HeadFirst
+    from qdebug.trace.layout_faults import HeadFirst
     from qdebug.trace.runner import CaptureOptions, prepare, trace_request
 
     prepared = prepare(loaded, request)

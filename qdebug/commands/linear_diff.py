@@ -12,7 +12,7 @@ def linear_taps(loaded, head_first: int | None, prompt_len: int):
         return nullcontext, None, False
     from qdebug.analysis.detectors.linear_layout import LinearLayoutWatch
     from qdebug.model.linear_attention import install, linear_tapping
-    from qdebug.replay.linear_faults import HeadFirstLinear
+    from qdebug.trace.layout_faults import HeadFirstLinear
 
     install(adapter.linear_kernel_module())
     types = adapter.layer_types(loaded.config)

@@ -2,57 +2,65 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from qdebug.trace.hooks import recording, to_cpu
+from qdebug.trace.protocols import SinkBase
 from qdebug.trace.runner import placeholder_spans, prepare
-from qdebug.vocab import EventKind
+
+from .events import EventLog
 
 
-class BatchCapture:
-    """A recorder for a batch: the prefill embeddings and first-token logits of every row, plus events."""
+@dataclass
+class BatchedRow:
+    """One request's row of a batched run: its answer and what its decoder received (CPU tensors)."""
 
-    def __init__(self, ids: list[str], spans: list[list[tuple[int, int]]], events):
-        self.ids, self.spans, self.events = ids, spans, events
+    text: str
+    ids: list[int]  # generated token ids, up to and including the first end-of-sequence token
+    spans: list[tuple[int, int]]  # [start, end) of each image placeholder span in the padded row
+    text_offset: int | None  # where the first placeholder span starts (None without images)
+    landed: object | None  # rows found at the placeholder positions of the prefill embeddings (N × dim)
+    first_logits: object | None  # logits of the first generated token (V)
+    embeds: object | None  # the whole padded row of prefill embeddings (L × dim)
+
+
+class BatchRecorder(SinkBase):
+    """A RecorderSink for a batch: the prefill embeddings and first-token logits of every row, plus events."""
+
+    def __init__(self, ids: list[str], spans: list[list[tuple[int, int]]], events: EventLog):
+        self.ids, self.spans = ids, spans
+        self.listeners = [events.for_request(rid) for rid in ids]
         self.embeds = None  # B × L × dim at prefill
         self.first_logits = None  # B × V
         self.calls = 0
-        self.image_positions: list[int] = []
 
     def vision_input(self) -> None:
-        for rid in self.ids:
-            self.events.add(EventKind.ENCODE_START, rid)
-
-    def vision_output(self, output):
-        return None  # a batch has no shared buffer: nothing is written anywhere but the batch's own tensor
+        """Every row of the batch starts encoding."""
+        for listener in self.listeners:
+            listener.encode_started()
 
     def decoder_input(self, args, kwargs):
+        """At prefill: keep the embeddings; every row with images reports where its rows were synced."""
         self.calls += 1
         if self.calls == 1 and kwargs.get("inputs_embeds") is not None:
             self.embeds = to_cpu(kwargs["inputs_embeds"])  # the one device boundary: rows and references both on CPU
-            for rid, spans in zip(self.ids, self.spans):
+            for listener, spans in zip(self.listeners, self.spans):
                 if spans:
-                    self.events.add(EventKind.STITCH, rid, offset=spans[0][0], tokens=sum(e - s for s, e in spans))
-        return None
-
-    def layer_output(self, layer, output) -> None:
-        return None
-
-    def decoder_output(self, output) -> None:
+                    listener.rows_synced(spans[0][0], sum(e - s for s, e in spans))
         return None
 
     def logits_output(self, logits) -> None:
+        """Keep the first token's logits of every row."""
         if self.first_logits is None:
             import torch
 
             self.first_logits = to_cpu(logits[:, -1], torch.float32)
-            for rid in self.ids:
-                self.events.add(EventKind.FIRST_TOKEN, rid)
-
-    def attention_tap(self, call, proceed):
-        return proceed(call.query, call.key, call.value)
+            for listener in self.listeners:
+                listener.first_token()
 
 
-def run_batched(loaded, items: list[tuple[str, object]], events) -> dict[str, dict]:
-    """Generate all requests in one padded batch. Returns id → {text, ids, landed rows, first_logits, spans}."""
+def run_batched(loaded, items: list[tuple[str, object]], events: EventLog) -> dict[str, BatchedRow]:
+    """Generate all requests in one padded batch; returns each request's row by id."""
     import torch
 
     processor = loaded.processor
@@ -62,10 +70,10 @@ def run_batched(loaded, items: list[tuple[str, object]], events) -> dict[str, di
     image_token = loaded.adapter.image_token_id(loaded.config)
     spans = [placeholder_spans(row.tolist(), image_token) for row in inputs["input_ids"]]
     ids = [rid for rid, _ in items]
-    capture = BatchCapture(ids, spans, events)
+    recorder = BatchRecorder(ids, spans, events)
     max_new = max(req.max_new_tokens for _, req in items)
     device_inputs = {k: v.to(loaded.device) if hasattr(v, "to") else v for k, v in inputs.items()}
-    with recording(loaded.model, loaded.adapter, capture), torch.inference_mode():
+    with recording(loaded.model, loaded.adapter, recorder), torch.inference_mode():
         out = loaded.model.generate(**device_inputs, max_new_tokens=max_new, do_sample=False)
     prompt_len = inputs["input_ids"].shape[1]
     eos = set(_as_list(loaded.model.generation_config.eos_token_id))
@@ -75,16 +83,15 @@ def run_batched(loaded, items: list[tuple[str, object]], events) -> dict[str, di
         cut = next((i + 1 for i, t in enumerate(gen) if t in eos), len(gen))
         gen = gen[:cut]
         positions = [p for s, e in spans[b] for p in range(s, e)]
-        landed = capture.embeds[b, positions].cpu() if capture.embeds is not None else None
-        results[rid] = {
-            "text": processor.tokenizer.decode(gen, skip_special_tokens=True),
-            "ids": gen,
-            "landed": landed,
-            "first_logits": capture.first_logits[b].cpu() if capture.first_logits is not None else None,
-            "text_offset": spans[b][0][0] if spans[b] else None,
-            "spans": spans[b],
-            "embeds": capture.embeds[b].cpu() if capture.embeds is not None else None,  # L × dim, what the decoder got
-        }
+        results[rid] = BatchedRow(
+            text=processor.tokenizer.decode(gen, skip_special_tokens=True),
+            ids=gen,
+            spans=spans[b],
+            text_offset=spans[b][0][0] if spans[b] else None,
+            landed=recorder.embeds[b, positions].cpu() if recorder.embeds is not None else None,
+            first_logits=recorder.first_logits[b].cpu() if recorder.first_logits is not None else None,
+            embeds=recorder.embeds[b].cpu() if recorder.embeds is not None else None,
+        )
     return results
 
 

@@ -7,10 +7,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from qdebug.errors import InputError, first_line
+from qdebug.trace.protocols import Fault
 from qdebug.trace.runner import CaptureOptions, trace_request
 
 from .batch import Batch
-from .events import EventLog
+from .batched import BatchedRow, run_batched
+from .events import EventLog, RequestEvents
 from .faults import OffsetShift, SharedBufferClient
 from .shared_buffer import ScheduleCancelled, SharedVisualBuffer, draw_schedule
 
@@ -34,7 +36,7 @@ class ReplayRun:
     settings: ReplaySettings
     references: dict = field(default_factory=dict)  # id → isolated Trace
     traces: dict = field(default_factory=dict)  # id → replayed Trace (threads mode)
-    batched: dict = field(default_factory=dict)  # id → batched result dict (batched mode)
+    batched: dict[str, BatchedRow] = field(default_factory=dict)  # id → its row of the batch (batched mode)
     errors: dict = field(default_factory=dict)  # id → one-line reason
     events: EventLog = field(default_factory=EventLog)
     interrupted: bool = False
@@ -61,7 +63,7 @@ def check_settings(settings: ReplaySettings) -> None:
         raise InputError(f"--concurrency {settings.concurrency}: expected at least 1")
     name, _ = parse_inject(settings.inject)
     if settings.mode == "batched" and name != "none":
-        raise InputError(f"--inject {settings.inject} acts on one request's merge step; use --mode threads")
+        raise InputError(f"--inject {settings.inject} acts on one request's sync step; use --mode threads")
 
 
 def replay(
@@ -71,14 +73,15 @@ def replay(
     on_progress: Callable[[str, str, bool], None] | None = None,
     cancel: threading.Event | None = None,
     references: dict | None = None,
-    fault_factory: Callable[[str], tuple] | None = None,
+    fault_factory: Callable[[str, RequestEvents], tuple[Fault, ...]] | None = None,
 ) -> ReplayRun:
     """Run every request with a payload alone (the reference), then again under `settings`.
 
     `on_progress(phase, request_id, clean)` is called after each request ("reference" / "replay"); `clean`
     says whether the replayed rows still match the request's own encoder rows. Setting `cancel` (or Ctrl-C)
     stops early: what finished is kept and `interrupted` is set. `references` reuses isolated traces by id.
-    `fault_factory(request_id)` adds faults of the caller's own to each replayed request (threads mode).
+    `fault_factory(request_id, events)` adds faults of the caller's own to each replayed request (threads mode);
+    `events(kind, **fields)` logs what such a fault says about itself.
     """
     check_settings(settings)
     cancel = cancel or threading.Event()
@@ -99,8 +102,6 @@ def replay(
             progress("reference", rid, True)
         live = [(rid, req) for rid, req in items if rid in run.references]
         if settings.mode == "batched":
-            from .batched import run_batched
-
             if live:
                 run.batched = run_batched(loaded, live, run.events)
             for rid, _ in live:
@@ -150,15 +151,16 @@ def _replay_threads(loaded, items, settings: ReplaySettings, run: ReplayRun, opt
 
 
 def _worker(loaded, rid, request, name, shift, pad, buffer, run: ReplayRun, options, progress, fault_factory=None) -> None:
-    faults: tuple = ()
+    events = run.events.for_request(rid)
+    faults: tuple[Fault, ...] = ()
     if name == "shared-visual-buffer" and request.images:
-        faults = (SharedBufferClient(buffer, rid),)
+        faults = (SharedBufferClient(buffer, rid, events),)
     elif name == "offset-shift":
-        faults = (OffsetShift(shift, pad),)
+        faults = (OffsetShift(shift, pad, events),)
     if fault_factory is not None:
-        faults += tuple(fault_factory(rid))
+        faults += tuple(fault_factory(rid, events))
     try:
-        trace = trace_request(loaded, request, options, faults=faults, notify=run.events.notifier(rid))
+        trace = trace_request(loaded, request, options, faults=faults, listener=events)
     except ScheduleCancelled:
         run.errors[rid] = "interrupted"
         return

@@ -1,9 +1,12 @@
-"""EventLog: a thread-safe, ordered log of replay Events, fed by the recorders' `notify` callbacks."""
+"""EventLog: a thread-safe, ordered log of replay Events, fed per request by the recorder and the faults."""
 
 from __future__ import annotations
 
 import threading
 import time
+
+from qdebug.trace.protocols import PipelineListener
+from qdebug.vocab import EventKind
 
 from .batch import BUFFER_OVERWRITE, Event
 
@@ -23,18 +26,37 @@ class EventLog:
             self.events.append(event)
             return event
 
-    def notifier(self, request_id: str):
-        """A `notify(kind, **fields)` callback for one request's recorder.
+    def for_request(self, request_id: str) -> RequestEvents:
+        """One request's view of this log: its recorder's PipelineListener and its faults' event sink."""
+        return RequestEvents(self, request_id)
 
-        An overwrite is logged against its victim (the request whose waiting rows were overwritten) with the
-        writer as donor, as the runtime log does.
-        """
 
-        def notify(kind: str, **fields) -> None:
-            victim = fields.pop("victim", None)
-            if kind == BUFFER_OVERWRITE and victim is not None:
-                self.add(kind, victim, donor=request_id, **fields)
-            else:
-                self.add(kind, request_id, **fields)
+class RequestEvents(PipelineListener):
+    """Logs one request's events: the recorder's pipeline moments, and what its faults report (`events(kind, **fields)`).
 
-        return notify
+    An overwrite is logged against its victim (the request whose waiting rows were overwritten) with the writer as
+    donor, as the runtime log does.
+    """
+
+    def __init__(self, log: EventLog, request_id: str) -> None:
+        self.log, self.request_id = log, request_id
+
+    def __call__(self, kind: str, **fields) -> None:
+        """Log one event of this request (or, for an overwrite, of its victim)."""
+        victim = fields.pop("victim", None)
+        if kind == BUFFER_OVERWRITE and victim is not None:
+            self.log.add(kind, victim, donor=self.request_id, **fields)
+        else:
+            self.log.add(kind, self.request_id, **fields)
+
+    def encode_started(self) -> None:
+        """The request's images started encoding."""
+        self(EventKind.ENCODE_START)
+
+    def rows_synced(self, offset: int | None, tokens: int) -> None:
+        """The sync step placed the request's visual rows."""
+        self(EventKind.SYNC, offset=offset, tokens=tokens)
+
+    def first_token(self) -> None:
+        """The request's first token is out."""
+        self(EventKind.FIRST_TOKEN)

@@ -1,7 +1,7 @@
-"""The shared-visual-buffer fault: one process-wide buffer between encode and stitch, without a lock.
+"""The shared-visual-buffer fault: one process-wide buffer between encode and sync, without a lock.
 
 Each request writes its merged visual rows into the same region (offset 0) and reads the region back when it
-is stitched into its token stream. The order of writes and reads across concurrent requests follows a schedule
+is synced into its token stream. The order of writes and reads across concurrent requests follows a schedule
 drawn from a seed, enforced with a condition variable, so an interleaving that contaminates a request is
 reproduced exactly on every run instead of depending on thread timing.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from qdebug.vocab import EventKind
@@ -68,7 +69,7 @@ class SharedVisualBuffer:
             self.schedule = self.schedule[: self.turn] + [op for op in self.schedule[self.turn :] if op[1] != rid]
             self.cond.notify_all()
 
-    def write(self, rid: str, rows, notify) -> None:
+    def write(self, rid: str, rows, events: Callable[..., None]) -> None:
         """Write `rows` at offset 0 when it is this request's turn; report a write or an overwrite."""
         import torch
 
@@ -88,9 +89,9 @@ class SharedVisualBuffer:
             self.owner[:n] = [rid] * n
             if previous:
                 for victim in sorted(previous):
-                    notify(EventKind.BUFFER_OVERWRITE, offset=0, tokens=n, victim=victim)
+                    events(EventKind.BUFFER_OVERWRITE, offset=0, tokens=n, victim=victim)
             else:
-                notify(EventKind.BUFFER_WRITE, offset=0, tokens=n)
+                events(EventKind.BUFFER_WRITE, offset=0, tokens=n)
         finally:
             self._advance()
 
@@ -101,7 +102,7 @@ class SharedVisualBuffer:
         read = {rid for op, rid in done if op == "read"}
         return written - read
 
-    def read(self, rid: str, n: int, notify):
+    def read(self, rid: str, n: int, events: Callable[..., None]):
         """Read `n` rows at offset 0 when it is this request's turn; report whose rows they were."""
         self._wait_turn("read", rid)
         try:
@@ -112,7 +113,7 @@ class SharedVisualBuffer:
             last_writer = writers[0] if writers else rid
             written = sum(1 for o in self.owner if o == last_writer)
             if donors and written != n:
-                notify(EventKind.SHAPE_MISMATCH, offset=0, tokens=n,
+                events(EventKind.SHAPE_MISMATCH, offset=0, tokens=n,
                        message=f"buffer holds {written} rows written by request {last_writer}; request {rid} has {n} placeholders")
             return rows, donors
         finally:

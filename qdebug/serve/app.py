@@ -70,18 +70,19 @@ class Tracer:
         number = next(self._numbers)
         rid = f"chatcmpl-qd-{number}"
         request.request_id = rid
+        events = self.events.for_request(rid)
         faults: tuple = ()
         client = None
         if self.gate is not None and request.images:
             from .waves import ServedBufferClient
 
-            client = ServedBufferClient(self.gate, rid)
+            client = ServedBufferClient(self.gate, rid, events)
             faults = (client,)
         elif self.fault == "offset-shift":
             from qdebug.replay.faults import OffsetShift
 
-            faults = (OffsetShift(self.shift, self.pad),)
-        trace = trace_request(self.loaded, request, CaptureOptions(attn_layers=None), faults=faults, notify=self.events.notifier(rid))
+            faults = (OffsetShift(self.shift, self.pad, events),)
+        trace = trace_request(self.loaded, request, CaptureOptions(attn_layers=None), faults=faults, listener=events)
         self._file(number, rid, client_tag, trace, client)
         return 200, self._completion(rid, body, request, trace)
 

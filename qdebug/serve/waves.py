@@ -1,4 +1,4 @@
-"""The shared-visual-buffer fault over HTTP: requests that reach the merge step together share one buffer.
+"""The shared-visual-buffer fault over HTTP: requests that reach the sync step together share one buffer.
 
 Requests arrive at a server one by one, so there is no burst list to draw a schedule from up front. A request
 whose rows are ready joins the open wave; the wave closes `window` seconds after its first member joined, and
@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from qdebug.replay.shared_buffer import SharedVisualBuffer, draw_schedule
+from qdebug.trace.protocols import FaultBase
 
 
 @dataclass
@@ -26,7 +28,7 @@ class Wave:
 
 
 class WaveGate:
-    """Groups requests that reach the merge step within `window` seconds of each other into one wave."""
+    """Groups requests that reach the sync step within `window` seconds of each other into one wave."""
 
     def __init__(self, seed: int, window: float) -> None:
         self.seed, self.window = seed, window
@@ -54,17 +56,19 @@ class WaveGate:
 
 
 @dataclass
-class ServedBufferClient:
+class ServedBufferClient(FaultBase):
     """The fault as one served request sees it: join a wave, write its rows, read the buffer back."""
 
     gate: WaveGate
     request_id: str
+    events: Callable[..., None]  # the request's event sink (buffer writes, overwrites, mismatches)
     donors: list = field(default_factory=list)
     wave: int | None = None
 
     def on_encoded(self, rec, rows):
+        """Wait for the wave to close, write the rows, and hand the sync step whatever the buffer holds at this turn."""
         buffer, wave = self.gate.join(self.request_id)
         self.wave = wave.index
-        buffer.write(self.request_id, rows, rec.notify)
-        landed, self.donors = buffer.read(self.request_id, rows.shape[0], rec.notify)
+        buffer.write(self.request_id, rows, self.events)
+        landed, self.donors = buffer.read(self.request_id, rows.shape[0], self.events)
         return landed

@@ -1,7 +1,7 @@
-"""Hooks that feed a thread-local Recorder; installed in a context manager and always removed.
+"""Hooks that feed a thread-local RecorderSink (the Recorder); installed in a context manager and always removed.
 
-Hooks are installed once per model (reference-counted) and dispatch to the recorder of the calling
-thread, so several threads can trace requests on one shared model at the same time.
+Hooks are installed once per model (reference-counted) and call the sink of the calling thread, so several
+threads can trace requests on one shared model at the same time.
 
 The recorder is qdebug's one device boundary: whatever it keeps leaves the hook detached and copied to
 CPU (`to_cpu`), so traces, analysis, render and the TUI never hold a device tensor, whichever device
@@ -20,7 +20,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from qdebug.model.attention import AttentionCall, tapping
-from qdebug.vocab import EventKind
+
+from .protocols import Fault, PipelineListener, RecorderSink, SilentListener
 
 _local = threading.local()
 _install_lock = threading.Lock()
@@ -31,11 +32,12 @@ def to_cpu(t, dtype=None):
     return t.detach().to("cpu", dtype=dtype, copy=True)
 
 
-class Recorder:
+class Recorder(RecorderSink):
     """Collects one request's forward passes as CPU tensors (prefill = call 0, then one call per step).
 
     `attn_layers`: decoder layers whose attention weights are kept (None = all, empty = none).
     `on_stage(name)` is called at each stage boundary, after that stage's data is in: a debugger may block there.
+    `faults` may replace the encoder's rows or the decoder's embeddings; `listener` hears the pipeline moments.
     `image_positions`: key positions of image tokens; only those attention columns are kept.
     `query_positions`: prefill query positions whose attention rows are computed and kept (each decode
     step's single query row is always kept).
@@ -53,15 +55,15 @@ class Recorder:
         on_stage: Callable[[str], None] | None = None,
         keep_hidden: bool = True,
         hidden_rows: list[int] | None = None,
-        faults: tuple = (),
-        notify: Callable[..., None] | None = None,
+        faults: tuple[Fault, ...] = (),
+        listener: PipelineListener | None = None,
     ):
         self.faults = tuple(faults)
-        self.notify = notify or (lambda kind, **fields: None)
+        self.listener = listener or SilentListener()
         self.attn_layers = attn_layers
         self.image_positions = image_positions or []
-        # Where the merge step put the first visual row (a fault may move it); reported in `stitch` events.
-        self.stitch_offset: int | None = self.image_positions[0] if self.image_positions else None
+        # Where the sync step put the first visual row (a fault may move it); reported by `rows_synced`.
+        self.sync_offset: int | None = self.image_positions[0] if self.image_positions else None
         self.query_positions = query_positions or []
         self.on_stage = on_stage or (lambda name: None)
         self.keep_hidden = keep_hidden
@@ -110,22 +112,22 @@ class Recorder:
         """Whether this layer's attention weights are recorded."""
         return self.attn_layers is None or layer in self.attn_layers
 
-    # hook bodies --------------------------------------------------------------
-    # Faults (qdebug.replay.faults) may replace what flows on: `on_encoded(rec, rows)` the merged rows the
-    # encoder hands to the merge step, `on_decoder_input(rec, embeds)` the embeddings the decoder receives.
-    # The recorder keeps the encoder's true output as `encode` and what the decoder got as `sync`.
+    # RecorderSink ------------------------------------------------------------
+    # Faults may replace what flows on: `on_encoded` the merged rows the encoder hands to the sync step,
+    # `on_decoder_input` the embeddings the decoder receives. The recorder keeps the encoder's true output as
+    # `encode` and what the decoder got as `sync`.
     def vision_input(self) -> None:
-        self.notify(EventKind.ENCODE_START)
+        """Tell the listener encoding started."""
+        self.listener.encode_started()
 
     def vision_output(self, output):
+        """Keep the encoder's rows; each fault may replace what the sync step receives."""
         rows = getattr(output, "pooler_output", output)
         self.vision_rows = to_cpu(rows)
         replaced = rows
         for fault in self.faults:
-            hook = getattr(fault, "on_encoded", None)
-            if hook is not None:
-                new = hook(self, replaced)
-                replaced = replaced if new is None else new
+            new = fault.on_encoded(self, replaced)
+            replaced = replaced if new is None else new
         self.on_stage("encode")
         if replaced is rows:
             return None
@@ -133,15 +135,15 @@ class Recorder:
         return output
 
     def decoder_input(self, args, kwargs):
+        """At prefill: let faults replace the embeddings, keep them and the position ids, report the sync step."""
         self.decoder_calls += 1
         if self.decoder_calls != 1:
             return None
         changed = False
         embeds = kwargs.get("inputs_embeds")
-        for fault in self.faults:
-            hook = getattr(fault, "on_decoder_input", None)
-            if hook is not None and embeds is not None:
-                new = hook(self, embeds)
+        if embeds is not None:
+            for fault in self.faults:
+                new = fault.on_decoder_input(self, embeds)
                 if new is not None:
                     embeds, changed = new, True
         pos = kwargs.get("position_ids")
@@ -150,13 +152,14 @@ class Recorder:
             pos = pos[-3:] if pos.ndim == 3 else pos[None].expand(3, *pos.shape)
             self.position_ids = to_cpu(pos[:, 0])
         if self.image_positions:
-            self.notify(EventKind.STITCH, offset=self.stitch_offset, tokens=len(self.image_positions))
+            self.listener.rows_synced(self.sync_offset, len(self.image_positions))
         self.on_stage("sync")
         if changed:
             return args, {**kwargs, "inputs_embeds": embeds}
         return None
 
     def layer_output(self, layer: int, output) -> None:
+        """Keep a prefill layer's statistics and rows (or a decode step's new-token row)."""
         from .stats import stats_tensor
 
         hidden = output[0] if isinstance(output, tuple) else output
@@ -173,15 +176,17 @@ class Recorder:
             self.step_hidden.setdefault(layer, []).append(self._hold(hidden[0, -1]))
 
     def decoder_output(self, output) -> None:
+        """Keep the prefill's final-norm output."""
         if self.step == 0:
             self.final_hidden = to_cpu(output.last_hidden_state[0])
 
     def logits_output(self, logits) -> None:
+        """Keep the last position's logits; at prefill, tell the listener the first token is out."""
         import torch
 
         self.step_logits.append(to_cpu(logits[0, -1], torch.float32))
         if self.step == 0:
-            self.notify(EventKind.FIRST_TOKEN)
+            self.listener.first_token()
             self.on_stage("logits")
         self.on_stage(f"step.{self.step}")
 
@@ -214,35 +219,61 @@ class Recorder:
         return out, weights
 
 
-def current_recorder() -> Recorder | None:
-    """The recorder of the calling thread, if it is tracing."""
+def current_recorder() -> RecorderSink | None:
+    """The sink of the calling thread, if it is tracing."""
     return getattr(_local, "recorder", None)
 
 
-def _dispatch(method: str):
-    def hook(*args):
-        rec = current_recorder()
-        if rec is not None:
-            return getattr(rec, method)(*args)
-        return None
+# The hooks, installed once per model: each calls the calling thread's sink, if any (None leaves the module's
+# inputs or output as they are).
+def _vision_input(module, args) -> None:
+    sink = current_recorder()
+    if sink is not None:
+        sink.vision_input()
+
+
+def _vision_output(module, args, output):
+    sink = current_recorder()
+    return None if sink is None else sink.vision_output(output)
+
+
+def _decoder_input(module, args, kwargs):
+    sink = current_recorder()
+    return None if sink is None else sink.decoder_input(args, kwargs)
+
+
+def _decoder_output(module, args, output) -> None:
+    sink = current_recorder()
+    if sink is not None:
+        sink.decoder_output(output)
+
+
+def _logits_output(module, args, output) -> None:
+    sink = current_recorder()
+    if sink is not None:
+        sink.logits_output(output)
+
+
+def _layer_output(layer: int) -> Callable:
+    def hook(module, args, output) -> None:
+        sink = current_recorder()
+        if sink is not None:
+            sink.layer_output(layer, output)
 
     return hook
 
 
 def _install(model, adapter) -> list:
+    vision, language = adapter.vision_tower(model), adapter.language_model(model)
     handles = [
-        adapter.vision_tower(model).register_forward_pre_hook(lambda m, a: _dispatch("vision_input")()),
-        adapter.vision_tower(model).register_forward_hook(lambda m, a, out: _dispatch("vision_output")(out)),
-        adapter.language_model(model).register_forward_pre_hook(
-            lambda m, a, kw: _dispatch("decoder_input")(a, kw), with_kwargs=True
-        ),
-        adapter.language_model(model).register_forward_hook(lambda m, a, out: _dispatch("decoder_output")(out)),
-        adapter.lm_head(model).register_forward_hook(lambda m, a, out: _dispatch("logits_output")(out)),
+        vision.register_forward_pre_hook(_vision_input),
+        vision.register_forward_hook(_vision_output),
+        language.register_forward_pre_hook(_decoder_input, with_kwargs=True),
+        language.register_forward_hook(_decoder_output),
+        adapter.lm_head(model).register_forward_hook(_logits_output),
     ]
     for index, layer in enumerate(adapter.decoder_layers(model)):
-        handles.append(
-            layer.register_forward_hook(lambda m, a, out, i=index: _dispatch("layer_output")(i, out))
-        )
+        handles.append(layer.register_forward_hook(_layer_output(index)))
     return handles
 
 
@@ -278,15 +309,13 @@ def not_recording() -> Iterator[None]:
 
 
 @contextmanager
-def recording(model, adapter, recorder: Recorder, *taps) -> Iterator[Recorder]:
+def recording(model, adapter, recorder: RecorderSink, *taps) -> Iterator[RecorderSink]:
     """Record this thread's forward passes into `recorder` (attention tapped, hooks installed, all undone after)."""
     previous = current_recorder()
     _local.recorder = recorder
     try:
         with instrumented(model, adapter), tapping(*taps, recorder.attention_tap):
             yield recorder
-        flush = getattr(recorder, "flush", None)
-        if flush is not None:
-            flush()
+        recorder.flush()
     finally:
         _local.recorder = previous

@@ -9,6 +9,7 @@ from qdebug.errors import PlaceholderError
 
 from .assemble import assemble_trace
 from .hooks import Recorder, recording
+from .protocols import AttentionTap, Fault, PipelineListener
 from .request import Request
 from .schema import Trace
 
@@ -125,17 +126,17 @@ def trace_request(
     request: Request,
     options: CaptureOptions | None = None,
     on_stage: Callable[[str], None] | None = None,
-    taps: tuple = (),
+    taps: tuple[AttentionTap, ...] = (),
     prepared: Prepared | None = None,
     input_path: str = "ids",
-    faults: tuple = (),
-    notify: Callable[..., None] | None = None,
+    faults: tuple[Fault, ...] = (),
+    listener: PipelineListener | None = None,
 ) -> Trace:
     """Run `request` once under hooks and return its Trace.
 
     `taps` wrap the attention kernel (faults, detectors); `input_path` is one of INPUT_PATHS; `faults` may
-    replace the merged rows or decoder inputs (qdebug.replay.faults); `notify(kind, **fields)` hears pipeline
-    events (encode_start, buffer_write, stitch, first_token).
+    replace the merged rows or decoder inputs (qdebug.replay.faults); `listener` hears the pipeline moments
+    (encoding started, rows synced, first token).
     """
     import torch
 
@@ -152,7 +153,7 @@ def trace_request(
         keep_hidden=options.keep_hidden,
         hidden_rows=None if options.hidden_rows else [],
         faults=faults,
-        notify=notify,
+        listener=listener,
     )
     recorder.on_stage("preprocess")
     from .family_record import family_recording

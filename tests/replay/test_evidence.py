@@ -7,11 +7,12 @@ from dataclasses import dataclass
 
 import pytest
 
+from qdebug.trace.protocols import FaultBase
 from tests.replay.conftest import SAMPLE
 
 
 @dataclass
-class SilentShift:
+class SilentShift(FaultBase):
     """Moves every image row `shift` positions and says nothing about it."""
 
     shift: int
@@ -23,12 +24,15 @@ class SilentShift:
         return out
 
 
-class Liar:
+@dataclass
+class Liar(FaultBase):
     """Claims a desync at a shifted offset but leaves every row where it was."""
 
+    events: object  # the request's event sink
+
     def on_decoder_input(self, rec, embeds):
-        rec.notify("desync", offset=rec.image_positions[0] + 3, text_offset=rec.image_positions[0], message="injected: liar")
-        rec.notify("stitch", offset=rec.image_positions[0] + 3, tokens=len(rec.image_positions))
+        self.events("desync", offset=rec.image_positions[0] + 3, text_offset=rec.image_positions[0], message="injected: liar")
+        self.events("stitch", offset=rec.image_positions[0] + 3, tokens=len(rec.image_positions))
         return None
 
 
@@ -60,7 +64,7 @@ def small(tmp_path):
 
 
 def test_a_fault_that_moves_rows_silently_is_found(demo, small):
-    report = _replay(demo, small, fault_factory=lambda rid: (SilentShift(1),))
+    report = _replay(demo, small, fault_factory=lambda rid, events: (SilentShift(1),))
     for r in report.requests:
         assert r.verdict == "desync", r.id
         assert not r.injected  # it said nothing
@@ -70,7 +74,7 @@ def test_a_fault_that_moves_rows_silently_is_found(demo, small):
 
 
 def test_a_fault_that_claims_a_shift_but_moves_nothing_is_clean(demo, small):
-    report = _replay(demo, small, fault_factory=lambda rid: (Liar(),))
+    report = _replay(demo, small, fault_factory=lambda rid, events: (Liar(events),))
     for r in report.requests:
         assert r.verdict == "ok", r.id
         assert r.replayed == r.reference

@@ -1,0 +1,84 @@
+"""The declared protocols (qdebug.trace.protocols) are what the recorders, faults and taps implement."""
+
+import ast
+import inspect
+from pathlib import Path
+
+import pytest
+
+from qdebug.trace.protocols import AttentionTap, Fault, FaultBase, PipelineListener, RecorderSink, SinkBase
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _public_methods(protocol) -> set[str]:
+    return {name for name, value in vars(protocol).items() if inspect.isfunction(value) and not name.startswith("_")}
+
+
+def test_recorders_are_recorder_sinks():
+    from qdebug.replay.batched import BatchRecorder
+    from qdebug.replay.events import EventLog
+    from qdebug.trace.hooks import Recorder
+
+    assert isinstance(Recorder(), RecorderSink)
+    assert isinstance(BatchRecorder(["a"], [[(1, 3)]], EventLog()), RecorderSink)
+    assert _public_methods(RecorderSink) == {
+        "vision_input", "vision_output", "decoder_input", "decoder_output", "layer_output", "logits_output", "attention_tap", "flush",
+    }
+    assert _public_methods(SinkBase) == _public_methods(RecorderSink)  # the no-op base implements every method
+
+
+def test_every_fault_class_is_a_fault():
+    from qdebug.replay.faults import OffsetShift, SharedBufferClient
+    from qdebug.replay.shared_buffer import SharedVisualBuffer
+    from qdebug.serve.waves import ServedBufferClient, WaveGate
+
+    def events(kind, **fields):
+        return None
+
+    faults = [OffsetShift(1, None, events), SharedBufferClient(SharedVisualBuffer([]), "a", events), ServedBufferClient(WaveGate(0, 0.1), "a", events)]
+    for fault in faults:
+        assert isinstance(fault, Fault), type(fault).__name__
+    assert _public_methods(FaultBase) == _public_methods(Fault) == {"on_encoded", "on_decoder_input"}
+
+
+def test_a_fault_base_changes_nothing():
+    assert FaultBase().on_encoded(None, object()) is None
+    assert FaultBase().on_decoder_input(None, object()) is None
+
+
+def test_head_first_is_an_attention_tap():
+    from qdebug.trace.hooks import Recorder
+    from qdebug.trace.layout_faults import HeadFirst
+
+    assert isinstance(HeadFirst(0), AttentionTap)
+    assert isinstance(Recorder().attention_tap, AttentionTap)
+
+
+def test_request_events_are_a_pipeline_listener_mapped_to_event_kinds():
+    from qdebug.replay.events import EventLog
+    from qdebug.vocab import EventKind
+
+    log = EventLog()
+    listener = log.for_request("a")
+    assert isinstance(listener, PipelineListener)
+    listener.encode_started()
+    listener.rows_synced(4, 9)
+    listener.first_token()
+    log.for_request("b")(EventKind.BUFFER_OVERWRITE, offset=0, tokens=9, victim="a")
+    got = [(e.kind, e.request_id, e.offset, e.tokens, e.donor) for e in log.events]
+    assert got == [
+        (EventKind.ENCODE_START, "a", None, None, None),
+        (EventKind.SYNC, "a", 4, 9, None),
+        (EventKind.FIRST_TOKEN, "a", None, None, None),
+        (EventKind.BUFFER_OVERWRITE, "a", 0, 9, "b"),  # logged against the victim, the writer as donor
+    ]
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "qdebug" / "trace").rglob("*.py")), ids=lambda p: p.name)
+def test_trace_names_no_event_kind(path):
+    """trace/ reports pipeline moments through PipelineListener; it never names replay's event kinds."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
+    assert "EventKind" not in names | imported
