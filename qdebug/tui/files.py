@@ -20,13 +20,10 @@ from .screens.request import RequestScreen
 from .session import PendingRequest
 from .state import TraceDoc
 
-TRACE_SUFFIX, REPORT_SUFFIX = ".qdt", ".qdr"
-OPENABLE = (TRACE_SUFFIX, REPORT_SUFFIX)
-
 
 def load_document(path: Path):
     """A .qdr replay report or a .qdt trace, read from `path` (errors: one line through `describe`)."""
-    if path.suffix == REPORT_SUFFIX:
+    if path.suffix == ".qdr":
         from qdebug.replay.report import load_report
 
         return load_report(path)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 BASE_STAGES = ("preprocess", "encode", "sync")
 STAGE_PATTERN = re.compile(r"^(preprocess|encode|sync|logits|layer\.\d+|step\.(\d+|\*))$")
@@ -83,6 +83,23 @@ class Selection:
     pos: int | None = None  # sequence position under the cursor (None: the query that chose step 0)
     image: int = 0
     topk: int = 5
+
+    def kept_for(self, doc: TraceDoc, names: list[str], num_layers: int | None) -> Selection:
+        """This selection on `doc` (listing stages `names`), kept where it still makes sense."""
+        stage = self.stage if self.stage in names else (names[0] if names else None)
+        layer = self.layer if self.layer is None or self.layer < (num_layers or 0) else None
+        pos = self.pos if self.pos is not None and self.pos < doc.length else None
+        return replace(self, stage=stage, layer=layer, pos=pos, image=min(self.image, max(0, len(doc.trace.images) - 1)))
+
+
+def stage_changes(stage: str, doc: TraceDoc | None) -> dict:
+    """What selecting `stage` changes: layer.N picks the heatmap layer, step.K the query that chose it."""
+    changes: dict = {"stage": stage}
+    if stage.startswith("layer."):
+        changes["layer"] = int(stage.split(".")[1])
+    elif stage.startswith("step.") and doc is not None:
+        changes["pos"] = doc.prompt_len - 1 + int(stage.split(".")[1])
+    return changes
 
 
 @dataclass(frozen=True)

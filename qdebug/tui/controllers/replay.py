@@ -3,6 +3,7 @@ screen, Esc to cancel, and the report handed to the file router when it is done.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
@@ -33,7 +34,7 @@ class ReplayHost(Protocol):
 class ReplayController:
     """Start, follow and cancel one replay at a time; `show_report(report, source)` shows a finished one."""
 
-    def __init__(self, host: ReplayHost, show_report):
+    def __init__(self, host: ReplayHost, show_report: Callable[[object, str], None]):
         self.host = host
         self.show_report = show_report
         self.job: ReplayJob | None = None

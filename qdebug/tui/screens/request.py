@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -19,11 +18,13 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from ..controllers.command import CommandController
+from ..controllers.prefetch import Prefetcher
 from ..controllers.replay import ReplayController
 from ..controllers.run import RunController
+from ..info_line import info_text
 from ..replay_job import ReplayJob
 from ..session import PendingRequest, RunSession
-from ..state import Selection, TraceDoc, View, pipeline_stages, query_move, stage_rows
+from ..state import Selection, TraceDoc, View, pipeline_stages, query_move, stage_changes, stage_rows
 from ..widgets.attention_view import AttentionView
 from ..widgets.command_bar import CommandBar
 from ..widgets.message_line import MessageLine
@@ -80,7 +81,7 @@ class RequestScreen(Screen):
         self.runs = RunController(self, live=live, pending=self.pending, breakpoints=self.breakpoints)
         self.replays = ReplayController(self, files.show_report)
         self.commands = CommandController(self, self.runs, self.replays, files)
-        self._prefetch_pending = False
+        self.prefetcher = Prefetcher(self)
         self._pixels_key = None
         self._ready = False  # widgets composed and mounted
         self._info_plain = None
@@ -246,12 +247,12 @@ class RequestScreen(Screen):
             widget.view = view
         if self.app.pixels:
             self._show_pixels(view)
-        info = self._info_text()
+        info = info_text(self.doc, self.docs is not None, self.runs, self.app.model_spec.model if self.live else None)
         if info.plain != self._info_plain:  # an unchanged line must not cost a layout pass
             self._info_plain = info.plain
             self.query_one("#info", Static).update(info)
         if self.doc is not None and self.doc.complete:
-            self._schedule_prefetch()
+            self.prefetcher.schedule()
 
     def _show_pixels(self, view: View) -> None:
         """Give the pixel widget the image with the selection's attention over it (when that changed)."""
@@ -264,37 +265,6 @@ class RequestScreen(Screen):
             image = overlay_for(view)
             widget.image = image
             widget.display = image is not None
-
-    def _info_text(self) -> Text:
-        text = Text()
-        if self.docs is not None:
-            other = self.doc.counterpart
-            text.append(f"request {self.doc.trace.request.get('id', '?')} · {self.doc.role} → {self.doc.trace.generated_text!r}", style="bold magenta")
-            text.append(f"   (t: {other.role} → {other.trace.generated_text!r})", style="dim")
-            return text
-        elif self.live:
-            spec, runs = self.app.model_spec, self.runs
-            if runs.loaded is not None:
-                text.append(f"model {runs.loaded.spec} ({runs.loaded.device}, {runs.loaded.dtype}) · ", style="bold")
-            else:
-                text.append(f"model {spec.model} {'failed' if runs.model_error else 'loading…'} · ", style="bold")
-            line = runs.line()
-            if line:
-                text.append(f"{line} · ", style="bold black on yellow" if runs.paused else "bold yellow")
-            elif self.doc is None:
-                ready = "runs when the model is loaded" if runs.run_when_loaded else "`run` starts it"
-                text.append(f"no run yet · next request: {self.pending.describe()} ({ready})", style="dim")
-        if self.doc is not None:
-            trace = self.doc.trace
-            if self.doc.source and not (self.live and self.runs.session is not None):
-                text.append(f"{self.doc.source} · ", style="bold")
-            if not self.docs:
-                text.append(f"prompt {trace.request.get('prompt', '')!r} · ", style="dim")
-            if trace.generated_text or self.doc.complete:
-                text.append(f"→ {trace.generated_text!r}", style="bold green")
-            if not self.doc.complete:
-                text.append(" (so far)" if trace.generated_text else "nothing generated yet", style="dim")
-        return text
 
     def say(self, text: str, error: bool = False) -> None:
         """Show a line in the message bar."""
@@ -347,48 +317,27 @@ class RequestScreen(Screen):
         """A replay ended (its report, cancelled, or failed)."""
         self.replays.ended(event)
 
-    def _stage_changes(self, stage: str) -> dict:
-        """What selecting `stage` changes: layer.N picks the heatmap layer, step.K the query that chose it."""
-        changes: dict = {"stage": stage}
-        if stage.startswith("layer."):
-            changes["layer"] = int(stage.split(".")[1])
-        elif stage.startswith("step.") and self.doc is not None:
-            changes["pos"] = self.doc.prompt_len - 1 + int(stage.split(".")[1])
-        return changes
-
+    # changing what is on screen -----------------------------------------------------------
     def select_stage(self, stage: str) -> None:
         """Select `stage` (and the layer or query it implies), redrawing only when that changes something."""
-        changes = self._stage_changes(stage)
+        changes = stage_changes(stage, self.doc)
         if replace(self.sel, **changes) != self.sel:
             self.select(**changes)
 
-    def _schedule_prefetch(self) -> None:
-        """Once the frame is out, render the neighbouring stages' panels (one panel per idle turn)."""
-        if not self._prefetch_pending:
-            self._prefetch_pending = True
-            self.call_after_refresh(self._prefetch_neighbours)
-
-    def _prefetch_neighbours(self) -> None:
-        self._prefetch_pending = False
+    def neighbour_views(self) -> list[tuple[object, View]]:
+        """Each panel with the view of the stage after, then before, the selected one (for the prefetcher)."""
         rows = self.query_one(StageList).rows
         names = [r.name for r in rows]
         if self.doc is None or self.sel.stage not in names:
-            return
+            return []
         i = names.index(self.sel.stage)
         panels = [self.query_one(StageDetail), self.query_one(AttentionView), self.query_one(TopKPanel), self.query_one(OffsetTimeline)]
         jobs = []
         for j in (i + 1, i - 1):  # ↓ is the usual direction: first
             if 0 <= j < len(names):
-                view = View(self.doc, replace(self.sel, **self._stage_changes(names[j])), rows[j].status, self.runs.line())
+                view = View(self.doc, replace(self.sel, **stage_changes(names[j], self.doc)), rows[j].status, self.runs.line())
                 jobs.extend((panel, view) for panel in panels)
-
-        def step() -> None:
-            if jobs and self.is_current:
-                panel, view = jobs.pop(0)
-                panel.prefetch(view)
-                self.call_later(step)  # yield to pending keys between panels
-
-        step()
+        return jobs
 
     def select(self, **changes) -> None:
         """Change the selection and redraw."""
@@ -411,11 +360,7 @@ class RequestScreen(Screen):
     def show_doc(self, doc: TraceDoc) -> None:
         """Put a document on screen, keeping the selection where it still makes sense."""
         self.doc = doc
-        names = self.stage_names()
-        stage = self.sel.stage if self.sel.stage in names else (names[0] if names else None)
-        layer = self.sel.layer if self.sel.layer is None or self.sel.layer < (self.num_layers or 0) else None
-        pos = self.sel.pos if self.sel.pos is not None and self.sel.pos < doc.length else None
-        self.sel = replace(self.sel, stage=stage, layer=layer, pos=pos, image=min(self.sel.image, max(0, len(doc.trace.images) - 1)))
+        self.sel = self.sel.kept_for(doc, self.stage_names(), self.num_layers)
         self.refresh_view()
 
     # keys ----------------------------------------------------------------------------------
