@@ -144,18 +144,17 @@ class RequestScreen(Screen):
     def model_ready(self, loaded) -> None:
         """The app's loader finished: stages of this model, and the pre-filled request runs."""
         self.runs.loaded = loaded
-        if self._ready:
-            self._model_settled()
+        self._model_settled()
 
     def model_failed(self, error: str) -> None:
         """The model could not be loaded: say so, keep the UI (open still works)."""
         self.runs.model_error = error
-        if self._ready:
-            self._model_settled()
+        self._model_settled()
 
     def _model_settled(self) -> None:
-        self.query_one(ModelStatus).done()
-        self.runs.model_settled()
+        if self._ready:  # else on_mount does it: the loader finished before the first frame
+            self.query_one(ModelStatus).done()
+            self.runs.model_settled()
 
     @property
     def session(self) -> RunSession | None:
