@@ -162,6 +162,19 @@ def run_line(run_id: int, run: RunState, outcome: str | None = None) -> str:
     return f"run {run_id} · running after {run.reached[-1]}"
 
 
+def listed_stages(trace, run: RunState | None, num_layers: int | None, max_new_tokens: int | None) -> list[str]:
+    """The stages the list shows: `trace`'s own when no run is going on, else the pipeline so far (with the step
+    being computed once the logits are out, up to `max_new_tokens`)."""
+    if run is None and trace is not None:
+        return trace.stage_names
+    names = pipeline_stages(num_layers)
+    steps = [s for s in (run.reached if run else ()) if s.startswith("step.")]
+    names += steps
+    if run is not None and run.running and "logits" in run.reached and max_new_tokens is not None and len(steps) < max_new_tokens:
+        names.append(f"step.{len(steps)}")
+    return names
+
+
 def stage_rows(names: list[str], trace, run: RunState | None, breakpoints: set[str]) -> list[StageRow]:
     """Status of each stage: done when reached (or in a complete trace), paused where the worker waits."""
     if run is not None:

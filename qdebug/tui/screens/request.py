@@ -24,7 +24,7 @@ from ..controllers.run import RunController
 from ..info_line import info_text
 from ..replay_job import ReplayJob
 from ..session import PendingRequest, RunSession
-from ..state import Selection, TraceDoc, View, pipeline_stages, query_move, stage_changes, stage_rows
+from ..state import Selection, TraceDoc, View, listed_stages, query_move, stage_changes, stage_rows
 from ..widgets.attention_view import AttentionView
 from ..widgets.command_bar import CommandBar
 from ..widgets.message_line import MessageLine
@@ -212,16 +212,8 @@ class RequestScreen(Screen):
 
     def stage_names(self) -> list[str]:
         """The stages listed: the trace's, or the pipeline so far for a live run."""
-        run = self.runs.state()
-        if run is None and self.doc is not None:
-            return self.doc.trace.stage_names
-        names = pipeline_stages(self.num_layers)
-        steps = [s for s in (run.reached if run else ()) if s.startswith("step.")]
-        names += steps
         request = self.runs.request
-        if run is not None and run.running and "logits" in run.reached and request is not None and len(steps) < request.max_new_tokens:
-            names.append(f"step.{len(steps)}")
-        return names
+        return listed_stages(self.doc.trace if self.doc else None, self.runs.state(), self.num_layers, request.max_new_tokens if request else None)
 
     def view(self) -> View:
         """The View the panels draw."""
@@ -431,6 +423,7 @@ class RequestScreen(Screen):
         """Leave qdebug (the app cancels every run first)."""
         self.quit()
 
+    # keys that drive the live run ----------------------------------------------------------
     def action_next(self) -> None:
         """Run to the next stage boundary."""
         self.runs.next()
