@@ -6,17 +6,19 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from textual import work
+from textual import on, work
 from textual.app import App
 from textual.binding import Binding
+from textual.message import Message
 
 from qdebug.errors import describe
 
-from .messages import ModelLoaded, ModelLoadFailed
+from .files import FileRouter
 from .screens.batch import BatchScreen
+from .screens.help import HelpScreen
 from .screens.request import RequestScreen
+from .screens.timeline_picture import TimelinePictureScreen
 from .session import PendingRequest
-from .state import TraceDoc
 
 
 @dataclass(frozen=True)
@@ -30,7 +32,22 @@ class ModelSpec:
 
 
 class QDebugApp(App):
-    """The interactive debugger: a request screen (live or saved trace) or a batch screen (replay report)."""
+    """The interactive debugger: a request screen (live or saved trace) or a batch screen (replay report).
+
+    Screens never push each other: files and documents go through `files` (a FileRouter), help and the timeline
+    picture through `show_help` / `show_picture`."""
+
+    @dataclass
+    class ModelLoaded(Message):
+        """The model finished loading in its worker."""
+
+        loaded: object
+
+    @dataclass
+    class ModelLoadFailed(Message):
+        """The model could not be loaded (a one-line reason)."""
+
+        error: str
 
     CSS_PATH = "app.tcss"
     TITLE = "qdebug"
@@ -44,6 +61,7 @@ class QDebugApp(App):
         self.started_at = time.perf_counter()
         self.first_frame_at: float | None = None  # set when the first frame is on screen (benchmarks read it)
         self.main_screen: RequestScreen | BatchScreen | None = None
+        self.files = FileRouter(self)
         from .pixels import detect
 
         self.pixels = detect()  # "sixel" / "tgp" where the terminal shows pixels, else None (half blocks)
@@ -57,13 +75,16 @@ class QDebugApp(App):
 
     def get_default_screen(self):
         """The first screen: the batch screen for a report, else the request screen."""
-        if self.report is not None:
-            self.main_screen = BatchScreen(self.report, source=self.source)
-        elif self.trace is not None:
-            self.main_screen = RequestScreen(TraceDoc(self.trace, source=self.source or "saved trace"))
-        else:
-            self.main_screen = RequestScreen(live=True, pending=self.pending)
+        self.main_screen = self.files.first_screen(trace=self.trace, report=self.report, source=self.source, pending=self.pending)
         return self.main_screen
+
+    def show_help(self, context: str | None = None) -> None:
+        """Keys and commands over the current screen (`context`: the focused panel's id, explained first)."""
+        self.push_screen(HelpScreen(context))
+
+    def show_picture(self, report) -> None:
+        """The offset timeline of `report` as a picture."""
+        self.push_screen(TimelinePictureScreen(report))
 
     def get_system_commands(self, screen):
         """The palette (ctrl+p): every `:` verb and key of the screen, then Textual's own (theme, screenshot…)."""
@@ -75,7 +96,7 @@ class QDebugApp(App):
     def on_mount(self) -> None:
         """Hand over an already loaded model (a fresh load starts once the first frame is on screen)."""
         if self.model_spec is not None and self.loaded is not None:
-            self.call_after_refresh(self.post_message, ModelLoaded(self.loaded))
+            self.call_after_refresh(self.post_message, self.ModelLoaded(self.loaded))
 
     def on_ready(self) -> None:
         """The first frame is on screen: now load the model (importing torch in a worker thread holds the
@@ -95,20 +116,32 @@ class QDebugApp(App):
             quiet_transformers()
             loaded = load_model(spec.model, spec.device, spec.dtype, spec.kernel)
         except Exception as exc:  # QDebugError carries a one-line message; anything else is named
-            self.post_message(ModelLoadFailed(describe(exc)))
+            self.post_message(self.ModelLoadFailed(describe(exc)))
             return
-        self.post_message(ModelLoaded(loaded))
+        self.post_message(self.ModelLoaded(loaded))
 
-    def on_model_loaded(self, event: ModelLoaded) -> None:
+    @on(ModelLoaded)
+    def _hand_model_down(self, event: ModelLoaded) -> None:
         """Hand the model down to the live request screen."""
         self.loaded = event.loaded
         if isinstance(self.main_screen, RequestScreen):
             self.main_screen.model_ready(event.loaded)
 
-    def on_model_load_failed(self, event: ModelLoadFailed) -> None:
+    @on(ModelLoadFailed)
+    def _say_model_failed(self, event: ModelLoadFailed) -> None:
         """Say why, inline; the app stays usable for saved traces."""
         if isinstance(self.main_screen, RequestScreen):
             self.main_screen.model_failed(event.error)
+
+    @on(FileRouter.Loaded)
+    def _show_loaded(self, event: FileRouter.Loaded) -> None:
+        """A file worker read a document: the router shows it."""
+        self.files.loaded(event)
+
+    @on(FileRouter.Said)
+    def _tell_requester(self, event: FileRouter.Said) -> None:
+        """A file worker's result or error, for the screen that asked."""
+        self.files.said(event)
 
     def cancel_runs(self, timeout: float = 5.0) -> None:
         """Cancel every live run and wait for its worker thread to end."""

@@ -24,9 +24,7 @@ def _verb(screen, name: str, args: str):
         elif hasattr(screen, "run_command"):
             screen.run_command(name)
         elif bars:
-            from .messages import CommandEntered
-
-            screen.post_message(CommandEntered(name))
+            screen.post_message(CommandBar.Entered(name))
 
     return run
 

@@ -1,4 +1,4 @@
-"""RunSession: one live run of a request, driven by a Stepper; its events become RunEvent messages.
+"""RunSession: one live run of a request, driven by a Stepper; its events become RunSession.Event messages.
 
 The Stepper's worker thread really blocks at breakpoints. Its callbacks run in that thread, so they only
 build a snapshot (while the forward pass is stopped) and post a message: the UI thread never waits on the model.
@@ -11,9 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from textual.message import Message
+
 from qdebug.errors import describe
 
-from .messages import RunEvent
 from .state import RunState
 
 _run_ids = itertools.count(1)
@@ -45,9 +46,19 @@ class PendingRequest:
 
 
 class RunSession:
-    """Start, step, continue and cancel one traced request; `post(RunEvent)` is called from the worker thread."""
+    """Start, step, continue and cancel one traced request; `post(RunSession.Event)` is called from the worker thread."""
 
-    def __init__(self, loaded, request, breakpoints: set[str], post: Callable[[RunEvent], object], run_id: int | None = None):
+    @dataclass
+    class Event(Message):
+        """The run reached/paused at a stage, or ended (done/error/cancelled). `trace`: snapshot or final trace."""
+
+        run_id: int
+        kind: str
+        stage: str | None
+        trace: object | None = None
+        error: str | None = None
+
+    def __init__(self, loaded, request, breakpoints: set[str], post: Callable[[RunSession.Event], object], run_id: int | None = None):
         from qdebug.trace.stepper import Stepper
 
         self.id = run_id if run_id is not None else next(_run_ids)
@@ -101,16 +112,16 @@ class RunSession:
             if self._one_shot_step and stage is not None and stage.startswith("step."):
                 self.stepper.toggle_breakpoint("step.*")
                 self._one_shot_step = False
-            self.post(RunEvent(self.id, kind, stage, self._snapshot()))
+            self.post(self.Event(self.id, kind, stage, self._snapshot()))
         elif kind == "reached":
-            self.post(RunEvent(self.id, kind, stage, None))
+            self.post(self.Event(self.id, kind, stage, None))
         else:  # done / error / cancelled: the thread is about to end
             self.finished = True
             error = None
             if kind == "error" and self.stepper.error is not None:
                 exc = self.stepper.error
                 error = describe(exc)
-            self.post(RunEvent(self.id, kind, None, self.stepper.trace if kind == "done" else None, error))
+            self.post(self.Event(self.id, kind, None, self.stepper.trace if kind == "done" else None, error))
 
     def _snapshot(self):
         """The partial trace as far as the run got (None if it cannot be built)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 BASE_STAGES = ("preprocess", "encode", "sync")
 STAGE_PATTERN = re.compile(r"^(preprocess|encode|sync|logits|layer\.\d+|step\.(\d+|\*))$")
@@ -84,6 +84,23 @@ class Selection:
     image: int = 0
     topk: int = 5
 
+    def kept_for(self, doc: TraceDoc, names: list[str], num_layers: int | None) -> Selection:
+        """This selection on `doc` (listing stages `names`), kept where it still makes sense."""
+        stage = self.stage if self.stage in names else (names[0] if names else None)
+        layer = self.layer if self.layer is None or self.layer < (num_layers or 0) else None
+        pos = self.pos if self.pos is not None and self.pos < doc.length else None
+        return replace(self, stage=stage, layer=layer, pos=pos, image=min(self.image, max(0, len(doc.trace.images) - 1)))
+
+
+def stage_changes(stage: str, doc: TraceDoc | None) -> dict:
+    """What selecting `stage` changes: layer.N picks the heatmap layer, step.K the query that chose it."""
+    changes: dict = {"stage": stage}
+    if stage.startswith("layer."):
+        changes["layer"] = int(stage.split(".")[1])
+    elif stage.startswith("step.") and doc is not None:
+        changes["pos"] = doc.prompt_len - 1 + int(stage.split(".")[1])
+    return changes
+
 
 @dataclass(frozen=True)
 class View:
@@ -143,6 +160,19 @@ def run_line(run_id: int, run: RunState, outcome: str | None = None) -> str:
     if not run.reached:
         return f"run {run_id} · starting"
     return f"run {run_id} · running after {run.reached[-1]}"
+
+
+def listed_stages(trace, run: RunState | None, num_layers: int | None, max_new_tokens: int | None) -> list[str]:
+    """The stages the list shows: `trace`'s own when no run is going on, else the pipeline so far (with the step
+    being computed once the logits are out, up to `max_new_tokens`)."""
+    if run is None and trace is not None:
+        return trace.stage_names
+    names = pipeline_stages(num_layers)
+    steps = [s for s in (run.reached if run else ()) if s.startswith("step.")]
+    names += steps
+    if run is not None and run.running and "logits" in run.reached and max_new_tokens is not None and len(steps) < max_new_tokens:
+        names.append(f"step.{len(steps)}")
+    return names
 
 
 def stage_rows(names: list[str], trace, run: RunState | None, breakpoints: set[str]) -> list[StageRow]:

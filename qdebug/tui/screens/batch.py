@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 from rich.text import Text
-from textual import work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from qdebug.errors import describe
-
 from ..commands import CommandError, parse
-from ..messages import CommandEntered, FileLoaded, Notice, RequestChosen
 from ..state import TraceDoc
 from ..widgets.command_bar import CommandBar
 from ..widgets.contamination_view import ContaminationView
@@ -21,9 +21,12 @@ from ..widgets.event_timeline import EventTimeline
 from ..widgets.message_line import MessageLine
 from ..widgets.request_table import RequestTable
 
+if TYPE_CHECKING:
+    from ..files import FileRouter
+
 
 class BatchScreen(Screen):
-    """One replay report; Enter opens the highlighted request on a RequestScreen."""
+    """One replay report; Enter opens the highlighted request on a request screen (through the app's file router)."""
 
     BINDINGS = [
         Binding("enter", "open", "open request"),
@@ -38,9 +41,10 @@ class BatchScreen(Screen):
         Binding("left_curly_bracket", "page('first')", "first events", show=False),
     ]
 
-    def __init__(self, report, *, source: str = "", **kwargs):
+    def __init__(self, report, *, files: FileRouter, source: str = "", **kwargs):
         super().__init__(**kwargs)
         self.report = report
+        self.files = files
         self.source = source or report.source
 
     def compose(self) -> ComposeResult:
@@ -83,9 +87,7 @@ class BatchScreen(Screen):
 
     def action_picture(self) -> None:
         """The offset timeline as a picture (the PNG `--timeline-png` writes)."""
-        from .timeline_picture import TimelinePictureScreen
-
-        self.app.push_screen(TimelinePictureScreen(self.report))
+        self.app.show_picture(self.report)
 
     def action_page(self, where: str) -> None:
         """Next / previous / first / last page of a large log's events."""
@@ -112,26 +114,31 @@ class BatchScreen(Screen):
         text.rstrip()
         return text
 
-    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+    def say(self, text: str, error: bool = False) -> None:
+        """Show a line in the message bar."""
+        self.query_one(MessageLine).say(text, error)
+
+    @on(DataTable.RowHighlighted)
+    def _follow_row(self, event: DataTable.RowHighlighted) -> None:
         """Highlight the request's lane in the timeline."""
         self.query_one("#events").selected = event.row_key.value
 
-    def on_request_chosen(self, event: RequestChosen) -> None:
+    @on(RequestTable.RequestChosen)
+    def _open_request(self, event: RequestTable.RequestChosen) -> None:
         """Open the request's replayed trace (t toggles to its isolated reference)."""
-        from .request import RequestScreen
-
         trace = self.report.traces.get(event.request_id)
         if trace is None:
-            self.query_one(MessageLine).say(f"request {event.request_id}: no trace in this report (runtime logs carry no tensors)", error=True)
+            self.say(f"request {event.request_id}: no trace in this report (runtime logs carry no tensors)", error=True)
             return
         ref = self.report.references.get(event.request_id)
         doc = TraceDoc(trace, source=f"replay {self.source}", role="replayed")
         reference = TraceDoc(ref, source=f"reference of {event.request_id}", role="reference") if ref is not None else None
-        self.app.push_screen(RequestScreen(doc, reference=reference))
+        self.files.show_request(doc, reference)
 
-    def on_command_entered(self, event: CommandEntered) -> None:
+    @on(CommandBar.Entered)
+    def _run_entered(self, event: CommandBar.Entered) -> None:
         """The batch screen knows open, replay, help and quit."""
-        say = self.query_one(MessageLine).say
+        say = self.say
         try:
             cmd = parse(event.line)
         except CommandError as exc:
@@ -149,47 +156,16 @@ class BatchScreen(Screen):
             except ImportError:
                 say("replay is unavailable in this build (qdebug.commands.replay is missing)", error=True)
                 return
-            self._load(lambda: load_or_run_replay(cmd.arg), cmd.arg)
+            self.files.load(self, cmd.arg, lambda: load_or_run_replay(cmd.arg))
         else:
             say(f"{cmd.name} works on the request screen (Enter opens a request)", error=True)
 
     def _open(self, arg: str) -> None:
-        from pathlib import Path
-
         path = Path(arg).expanduser()
         if path.suffix not in (".qdt", ".qdr") or not path.is_file():
-            self.query_one(MessageLine).say(f"open {arg}: expected an existing .qdt trace or .qdr replay report", error=True)
+            self.say(f"open {arg}: expected an existing .qdt trace or .qdr replay report", error=True)
             return
-        if path.suffix == ".qdr":
-            from qdebug.replay.report import load_report
-
-            self._load(lambda: load_report(path), arg)
-        else:
-            from qdebug.trace.schema import load_trace
-
-            self._load(lambda: load_trace(path), arg)
-
-    @work(thread=True, group="files")
-    def _load(self, load, source: str) -> None:
-        try:
-            value = load()
-        except Exception as exc:
-            self.post_message(Notice(describe(exc), error=True))
-            return
-        self.post_message(FileLoaded("report" if hasattr(value, "requests") else "trace", value, source))
-
-    def on_file_loaded(self, event: FileLoaded) -> None:
-        """Show what was opened: another report here, or a trace on a request screen."""
-        if event.kind == "report":
-            self.app.push_screen(BatchScreen(event.value, source=event.path))
-        else:
-            from .request import RequestScreen
-
-            self.app.push_screen(RequestScreen(TraceDoc(event.value, source=event.path)))
-
-    def on_notice(self, event: Notice) -> None:
-        """A worker's error."""
-        self.query_one(MessageLine).say(event.text, event.error)
+        self.files.open(self, path, arg)
 
     def action_command(self) -> None:
         """Focus the command bar."""
@@ -199,13 +175,11 @@ class BatchScreen(Screen):
         """Open the request under the table's cursor (Enter when the table has the focus does the same)."""
         rid = self.query_one(RequestTable).current_id
         if rid is not None:
-            self.post_message(RequestChosen(rid))
+            self.post_message(RequestTable.RequestChosen(rid))
 
     def action_help(self) -> None:
         """Keys and commands."""
-        from .help import HelpScreen
-
-        self.app.push_screen(HelpScreen())
+        self.app.show_help()
 
     def action_back(self) -> None:
         """Back to the screen below, if any."""

@@ -1,38 +1,45 @@
 """RequestScreen: one request's stages, their detail, the offset timeline, attention heatmap and top-k.
 
-State lives here (attributes down to the widgets); widgets and workers report back with messages.
-A live run is a RunSession whose worker thread blocks at breakpoints; `n`/`c`/`g`/`r` drive it.
+The screen holds what is on screen (document, selection) and pushes it down to the widgets; three controllers
+do the work: RunController (live runs), CommandController (command-bar verbs), ReplayController (`replay FILE`).
+Widgets and workers report back with messages, handled here with @on and handed to the controller they concern.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from rich.text import Text
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from ..messages import CommandEntered, FileLoaded, Notice, StageHighlighted
+from ..controllers.command import CommandController
+from ..controllers.prefetch import Prefetcher
+from ..controllers.replay import ReplayController
+from ..controllers.run import RunController
+from ..info_line import info_text
+from ..replay_job import ReplayJob
 from ..session import PendingRequest, RunSession
-from ..state import RunState, Selection, TraceDoc, View, pipeline_stages, query_move, run_line, stage_rows
+from ..state import Selection, TraceDoc, View, listed_stages, query_move, stage_changes, stage_rows
 from ..widgets.attention_view import AttentionView
 from ..widgets.command_bar import CommandBar
 from ..widgets.message_line import MessageLine
 from ..widgets.model_status import ModelStatus
 from ..widgets.offset_timeline import OffsetTimeline
+from ..widgets.replay_status import ReplayStatus
 from ..widgets.stage_detail import StageDetail
 from ..widgets.stage_list import StageList
 from ..widgets.topk_panel import TopKPanel
-from ..widgets.replay_status import ReplayStatus
-from .request_commands import RequestCommands
-from .request_replay import ReplayControls
-from .request_run import RunControls
+
+if TYPE_CHECKING:
+    from ..files import FileRouter
 
 
-class RequestScreen(RunControls, RequestCommands, ReplayControls, Screen):
+class RequestScreen(Screen):
     """Step through one request (live run or saved trace) and look at every stage."""
 
     BINDINGS = [
@@ -60,7 +67,7 @@ class RequestScreen(RunControls, RequestCommands, ReplayControls, Screen):
         Binding("q", "quit", "quit", id="quit"),
     ]
 
-    def __init__(self, doc: TraceDoc | None = None, *, reference: TraceDoc | None = None, live: bool = False,
+    def __init__(self, doc: TraceDoc | None = None, *, files: FileRouter, reference: TraceDoc | None = None, live: bool = False,
                  pending: PendingRequest | None = None, **kwargs):
         super().__init__(**kwargs)
         self.doc = doc
@@ -71,19 +78,10 @@ class RequestScreen(RunControls, RequestCommands, ReplayControls, Screen):
         self.pending = pending or PendingRequest()
         self.sel = Selection()
         self.breakpoints: set[str] = {"preprocess"} if live else set()  # a live run stops before it starts
-        self.session: RunSession | None = None
-        self.request = None  # the Request of the last run
-        self.loaded = None
-        self.model_error: str | None = None
-        self._old_sessions: list[RunSession] = []
-        self._select_last_step = False
-        self._run_when_loaded = False
-        self._queued: list[str] = []  # n / c / g pressed before the run could take them (model loading, run starting)
-        self._awaiting_pause = False  # the current run has not stopped anywhere yet
-        self._outcome: str | None = None  # how the current run ended (done / error / cancelled)
-        self._restarted_from: int | None = None  # the run the current one replaced
-        self._runs_started = 0
-        self._prefetch_pending = False
+        self.runs = RunController(self, live=live, pending=self.pending, breakpoints=self.breakpoints)
+        self.replays = ReplayController(self, files.show_report)
+        self.commands = CommandController(self, self.runs, self.replays, files)
+        self.prefetcher = Prefetcher(self)
         self._pixels_key = None
         self._ready = False  # widgets composed and mounted
         self._info_plain = None
@@ -126,7 +124,7 @@ class RequestScreen(RunControls, RequestCommands, ReplayControls, Screen):
         if self.doc is not None:
             self.sel = replace(self.sel, stage=self.doc.trace.stage_names[0] if self.doc.trace.stages else None)
         elif self.live and not self.pending.empty:
-            self._run_when_loaded = True
+            self.runs.run_when_loaded = True
             self.say(f"request ready: {self.pending.describe()}; it runs when the model is loaded (keys you press now act then)")
         elif self.live:
             self.say("`image PATH`, `prompt TEXT`, then `run` (: focuses the command bar)")
@@ -139,62 +137,92 @@ class RequestScreen(RunControls, RequestCommands, ReplayControls, Screen):
         self._ready = True
         self.refresh_view()
         self.query_one(StageList).focus()
-        if self.loaded is not None or self.model_error is not None:  # the loader finished before the first frame
+        if self.runs.loaded is not None or self.runs.model_error is not None:  # the loader finished before the first frame
             self._model_settled()
+
+    # the app and the tests talk to the screen ------------------------------------------
+    def model_ready(self, loaded) -> None:
+        """The app's loader finished: stages of this model, and the pre-filled request runs."""
+        self.runs.loaded = loaded
+        self._model_settled()
+
+    def model_failed(self, error: str) -> None:
+        """The model could not be loaded: say so, keep the UI (open still works)."""
+        self.runs.model_error = error
+        self._model_settled()
+
+    def _model_settled(self) -> None:
+        if self._ready:  # else on_mount does it: the loader finished before the first frame
+            self.query_one(ModelStatus).done()
+            self.runs.model_settled()
+
+    @property
+    def session(self) -> RunSession | None:
+        """The live run on screen, if any."""
+        return self.runs.session
+
+    @property
+    def model_error(self) -> str | None:
+        """Why the model could not be loaded (None: loading or loaded)."""
+        return self.runs.model_error
+
+    @property
+    def _queued(self) -> list[str]:
+        """Keys pressed before the run could take them (the tests look)."""
+        return self.runs.queued
+
+    @property
+    def replay_job(self) -> ReplayJob | None:
+        """The replay in progress, if any."""
+        return self.replays.job
+
+    def run_command(self, line: str) -> None:
+        """Run a command-bar line (the palette and the run controller call this too)."""
+        self.commands.run(line)
+
+    def cancel_all(self, timeout: float = 5.0) -> None:
+        """Cancel every run (and a replay) this screen started and wait for their threads (on quit)."""
+        self.replays.stop()
+        self.runs.cancel_all(timeout)
+
+    def on_unmount(self) -> None:
+        """However the app ends, no stepper thread is left blocked at a breakpoint."""
+        self.cancel_all(timeout=2.0)
 
     # what is on screen ----------------------------------------------------------------
     @property
     def num_layers(self) -> int | None:
         """Decoder layers of the model or trace on screen."""
+        loaded = self.runs.loaded
         if self.doc is not None:
             return self.doc.trace.meta.get("num_layers") or self.doc.trace.num_layers
-        if self.loaded is not None:
-            return len(self.loaded.adapter.decoder_layers(self.loaded.model))
+        if loaded is not None:
+            return len(loaded.adapter.decoder_layers(loaded.model))
         return None
 
     @property
     def num_heads(self) -> int | None:
         """Attention heads per layer."""
+        loaded = self.runs.loaded
         if self.doc is not None:
             return self.doc.trace.meta.get("num_heads")
-        if self.loaded is not None:
-            return int(self.loaded.adapter.text_config(self.loaded.config).num_attention_heads)
+        if loaded is not None:
+            return int(loaded.adapter.text_config(loaded.config).num_attention_heads)
         return None
-
-    def run_state(self) -> RunState | None:
-        """The live run's state while it has not finished (None: the document is complete)."""
-        if self.session is None or self.session.finished:
-            return None
-        return self.session.state()
 
     def stage_names(self) -> list[str]:
         """The stages listed: the trace's, or the pipeline so far for a live run."""
-        run = self.run_state()
-        if run is None and self.doc is not None:
-            return self.doc.trace.stage_names
-        names = pipeline_stages(self.num_layers)
-        steps = [s for s in (run.reached if run else ()) if s.startswith("step.")]
-        names += steps
-        if run is not None and run.running and "logits" in run.reached and self.request is not None and len(steps) < self.request.max_new_tokens:
-            names.append(f"step.{len(steps)}")
-        return names
-
-    def run_line(self) -> str:
-        """"run 1 · paused at preprocess": the live run's state, the one wording used everywhere ('' without a run)."""
-        if self.session is None:
-            if self._run_when_loaded and self.loaded is None and self.model_error is None:
-                return f"run {self._runs_started + 1} · waits for the model to load"
-            return ""
-        return run_line(self.session.id, self.session.state(), self._outcome)
+        request = self.runs.request
+        return listed_stages(self.doc.trace if self.doc else None, self.runs.state(), self.num_layers, request.max_new_tokens if request else None)
 
     def view(self) -> View:
         """The View the panels draw."""
         rows = {r.name: r for r in self._rows()}
         status = rows[self.sel.stage].status if self.sel.stage in rows else "done"
-        return View(self.doc, self.sel, status, self.run_line())
+        return View(self.doc, self.sel, status, self.runs.line())
 
     def _rows(self):
-        return stage_rows(self.stage_names(), self.doc.trace if self.doc else None, self.run_state(), self.breakpoints)
+        return stage_rows(self.stage_names(), self.doc.trace if self.doc else None, self.runs.state(), self.breakpoints)
 
     def refresh_view(self) -> None:
         """Push the current state down to every widget."""
@@ -210,12 +238,12 @@ class RequestScreen(RunControls, RequestCommands, ReplayControls, Screen):
             widget.view = view
         if self.app.pixels:
             self._show_pixels(view)
-        info = self._info_text()
+        info = info_text(self.doc, self.docs is not None, self.runs, self.app.model_spec.model if self.live else None)
         if info.plain != self._info_plain:  # an unchanged line must not cost a layout pass
             self._info_plain = info.plain
             self.query_one("#info", Static).update(info)
         if self.doc is not None and self.doc.complete:
-            self._schedule_prefetch()
+            self.prefetcher.schedule()
 
     def _show_pixels(self, view: View) -> None:
         """Give the pixel widget the image with the selection's attention over it (when that changed)."""
@@ -229,118 +257,101 @@ class RequestScreen(RunControls, RequestCommands, ReplayControls, Screen):
             widget.image = image
             widget.display = image is not None
 
-    def _info_text(self) -> Text:
-        text = Text()
-        if self.docs is not None:
-            other = self.doc.counterpart
-            text.append(f"request {self.doc.trace.request.get('id', '?')} · {self.doc.role} → {self.doc.trace.generated_text!r}", style="bold magenta")
-            text.append(f"   (t: {other.role} → {other.trace.generated_text!r})", style="dim")
-            return text
-        elif self.live:
-            spec, loaded = self.app.model_spec, self.loaded
-            if loaded is not None:
-                text.append(f"model {loaded.spec} ({loaded.device}, {loaded.dtype}) · ", style="bold")
-            else:
-                text.append(f"model {spec.model} {'failed' if self.model_error else 'loading…'} · ", style="bold")
-            line = self.run_line()
-            if line:
-                paused = self.session is not None and self.session.stepper.paused_at is not None and self._outcome is None
-                text.append(f"{line} · ", style="bold black on yellow" if paused else "bold yellow")
-            elif self.doc is None:
-                ready = "runs when the model is loaded" if self._run_when_loaded else "`run` starts it"
-                text.append(f"no run yet · next request: {self.pending.describe()} ({ready})", style="dim")
-        if self.doc is not None:
-            trace = self.doc.trace
-            if self.doc.source and not (self.live and self.session is not None):
-                text.append(f"{self.doc.source} · ", style="bold")
-            if not self.docs:
-                text.append(f"prompt {trace.request.get('prompt', '')!r} · ", style="dim")
-            if trace.generated_text or self.doc.complete:
-                text.append(f"→ {trace.generated_text!r}", style="bold green")
-            if not self.doc.complete:
-                text.append(" (so far)" if trace.generated_text else "nothing generated yet", style="dim")
-        return text
-
     def say(self, text: str, error: bool = False) -> None:
         """Show a line in the message bar."""
         self.query_one(MessageLine).say(text, error)
 
+    def last_said(self) -> str:
+        """The line the message bar shows now."""
+        return self.query_one(MessageLine).message[0]
+
+    def screenshot(self) -> str:
+        """The screen exactly as it is now, as SVG (Textual's screenshot), titled with the info line."""
+        return self.app.export_screenshot(title=f"qdebug · {self._info_plain or 'request'}")
+
+    def show_replay_status(self, line: str, done: int | None = None, total: int | None = None) -> None:
+        """A replay's progress under the panels."""
+        self.query_one(ReplayStatus).show(line, done, total)
+
+    def hide_replay_status(self) -> None:
+        """The replay ended."""
+        self.query_one(ReplayStatus).hide()
+
+    def quit(self) -> None:
+        """Leave qdebug (the app cancels every run first)."""
+        self.app.quit_app()
+
     # messages up ------------------------------------------------------------------------
-    def on_stage_highlighted(self, event: StageHighlighted) -> None:
+    @on(StageList.StageHighlighted)
+    def _follow_stage_cursor(self, event: StageList.StageHighlighted) -> None:
         """Follow the stage cursor: layer.N picks the heatmap layer, step.K the query that chose it."""
         if event.stage == self.query_one(StageList).current:  # drop stale events from programmatic moves
-            self._select_stage(event.stage)
+            self.select_stage(event.stage)
 
-    def _stage_changes(self, stage: str) -> dict:
-        """What selecting `stage` changes: layer.N picks the heatmap layer, step.K the query that chose it."""
-        changes: dict = {"stage": stage}
-        if stage.startswith("layer."):
-            changes["layer"] = int(stage.split(".")[1])
-        elif stage.startswith("step.") and self.doc is not None:
-            changes["pos"] = self.doc.prompt_len - 1 + int(stage.split(".")[1])
-        return changes
+    @on(CommandBar.Entered)
+    def _run_entered(self, event: CommandBar.Entered) -> None:
+        """Run a command from the bar."""
+        self.run_command(event.line)
 
-    def _select_stage(self, stage: str) -> None:
-        changes = self._stage_changes(stage)
+    @on(RunSession.Event)
+    def _follow_run(self, event: RunSession.Event) -> None:
+        """The live run paused, reached a stage or ended."""
+        self.runs.follow(event)
+
+    @on(ReplayJob.Progress)
+    def _replay_progress(self, event: ReplayJob.Progress) -> None:
+        """A replay moved on."""
+        self.replays.progress(event)
+
+    @on(ReplayJob.Ended)
+    def _replay_ended(self, event: ReplayJob.Ended) -> None:
+        """A replay ended (its report, cancelled, or failed)."""
+        self.replays.ended(event)
+
+    # changing what is on screen -----------------------------------------------------------
+    def select_stage(self, stage: str) -> None:
+        """Select `stage` (and the layer or query it implies), redrawing only when that changes something."""
+        changes = stage_changes(stage, self.doc)
         if replace(self.sel, **changes) != self.sel:
             self.select(**changes)
 
-    def _schedule_prefetch(self) -> None:
-        """Once the frame is out, render the neighbouring stages' panels (one panel per idle turn)."""
-        if not self._prefetch_pending:
-            self._prefetch_pending = True
-            self.call_after_refresh(self._prefetch_neighbours)
-
-    def _prefetch_neighbours(self) -> None:
-        self._prefetch_pending = False
+    def neighbour_views(self) -> list[tuple[object, View]]:
+        """Each panel with the view of the stage after, then before, the selected one (for the prefetcher)."""
         rows = self.query_one(StageList).rows
         names = [r.name for r in rows]
         if self.doc is None or self.sel.stage not in names:
-            return
+            return []
         i = names.index(self.sel.stage)
         panels = [self.query_one(StageDetail), self.query_one(AttentionView), self.query_one(TopKPanel), self.query_one(OffsetTimeline)]
         jobs = []
         for j in (i + 1, i - 1):  # ↓ is the usual direction: first
             if 0 <= j < len(names):
-                view = View(self.doc, replace(self.sel, **self._stage_changes(names[j])), rows[j].status, self.run_line())
+                view = View(self.doc, replace(self.sel, **stage_changes(names[j], self.doc)), rows[j].status, self.runs.line())
                 jobs.extend((panel, view) for panel in panels)
+        return jobs
 
-        def step() -> None:
-            if jobs and self.is_current:
-                panel, view = jobs.pop(0)
-                panel.prefetch(view)
-                self.call_later(step)  # yield to pending keys between panels
+    def select(self, **changes) -> None:
+        """Change the selection and redraw."""
+        self.sel = replace(self.sel, **changes)
+        self.refresh_view()
 
-        step()
-
-    def on_command_entered(self, event: CommandEntered) -> None:
-        """Run a command from the bar."""
-        self.run_command(event.line)
-
-    def on_notice(self, event: Notice) -> None:
-        """A worker's result or error."""
-        self.say(event.text, event.error)
-
-    def on_file_loaded(self, event: FileLoaded) -> None:
-        """`open`/`replay` finished: show the trace here, or a report on the batch screen."""
-        if event.kind == "report":
-            from .batch import BatchScreen
-
-            self.app.push_screen(BatchScreen(event.value, source=event.path))
-            return
-        self._stop_session()
+    def clear_for_run(self) -> None:
+        """A new run starts: no document on screen, the cursor back at preprocess."""
+        self.doc = None
         self.docs = None
-        self.show_doc(TraceDoc(event.value, source=event.path))
-        self.say(f"opened {event.path}")
+        self.sel = replace(self.sel, stage="preprocess", pos=None)
+
+    def show_opened(self, trace, source: str) -> None:
+        """A trace opened with `open`: it replaces the run or document on screen."""
+        self.runs.stop()
+        self.docs = None
+        self.show_doc(TraceDoc(trace, source=source))
+        self.say(f"opened {source}")
 
     def show_doc(self, doc: TraceDoc) -> None:
         """Put a document on screen, keeping the selection where it still makes sense."""
         self.doc = doc
-        names = self.stage_names()
-        stage = self.sel.stage if self.sel.stage in names else (names[0] if names else None)
-        layer = self.sel.layer if self.sel.layer is None or self.sel.layer < (self.num_layers or 0) else None
-        pos = self.sel.pos if self.sel.pos is not None and self.sel.pos < doc.length else None
-        self.sel = replace(self.sel, stage=stage, layer=layer, pos=pos, image=min(self.sel.image, max(0, len(doc.trace.images) - 1)))
+        self.sel = self.sel.kept_for(doc, self.stage_names(), self.num_layers)
         self.refresh_view()
 
     # keys ----------------------------------------------------------------------------------
@@ -350,7 +361,7 @@ class RequestScreen(RunControls, RequestCommands, ReplayControls, Screen):
         if not names:
             return
         index = names.index(self.sel.stage) + delta if self.sel.stage in names else 0
-        self._select_stage(names[max(0, min(len(names) - 1, index))])
+        self.select_stage(names[max(0, min(len(names) - 1, index))])
 
     def action_layer(self, delta: int) -> None:
         """Heatmap layer: mean → 0 → … → N-1 (and back)."""
@@ -396,14 +407,12 @@ class RequestScreen(RunControls, RequestCommands, ReplayControls, Screen):
 
     def action_help(self) -> None:
         """Keys and commands, starting with what the focused panel shows."""
-        from .help import HelpScreen
-
         focused = self.focused
-        self.app.push_screen(HelpScreen(focused.id if focused is not None else None))
+        self.app.show_help(focused.id if focused is not None else None)
 
     def action_back(self) -> None:
         """Cancel a replay in progress; else back to the batch screen (when opened from one), else to the stage list."""
-        if self.cancel_replay():
+        if self.replays.cancel():
             return
         if len(self.app.screen_stack) > 1:
             self.app.pop_screen()
@@ -412,7 +421,29 @@ class RequestScreen(RunControls, RequestCommands, ReplayControls, Screen):
 
     def action_quit(self) -> None:
         """Leave qdebug (the app cancels every run first)."""
-        self.app.quit_app()
+        self.quit()
+
+    # keys that drive the live run ----------------------------------------------------------
+    def action_next(self) -> None:
+        """Run to the next stage boundary."""
+        self.runs.next()
+
+    def action_continue(self) -> None:
+        """Run to the next breakpoint or the end."""
+        self.runs.continue_()
+
+    def action_breakpoint(self) -> None:
+        """Toggle a breakpoint on the selected stage."""
+        if self.sel.stage is not None:
+            self.runs.set_breakpoint(self.sel.stage, self.sel.stage not in self.breakpoints)
+
+    def action_generate(self) -> None:
+        """One more token: continue to the next step.K, or rerun with one more token when finished."""
+        self.runs.generate()
+
+    def action_rerun(self) -> None:
+        """Run the last request again (cancelling the one in progress)."""
+        self.runs.rerun()
 
     def check_action(self, action: str, parameters) -> bool | None:
         """Hide `t` unless there is a reference to toggle to."""

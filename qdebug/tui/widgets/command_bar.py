@@ -3,17 +3,25 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
+from textual import on
 from textual.binding import Binding
+from textual.message import Message
 from textual.widgets import Input
 
 from ..commands import CommandSuggester
-from ..messages import CommandEntered
 from .typeahead import pass_on
 
 
 class CommandBar(Input):
-    """A command input: Enter posts CommandEntered, ↑/↓ walk the history, Tab accepts the completion."""
+    """A command input: Enter posts CommandBar.Entered, ↑/↓ walk the history, Tab accepts the completion."""
+
+    @dataclass
+    class Entered(Message):
+        """The user submitted a command line."""
+
+        line: str
 
     BINDINGS = [
         Binding("up", "history(-1)", "Previous command", show=False),
@@ -52,7 +60,8 @@ class CommandBar(Input):
         """Typing here again."""
         self._away = False
 
-    def on_input_submitted(self, event: Input.Submitted) -> None:
+    @on(Input.Submitted)
+    def _send_line(self, event: Input.Submitted) -> None:
         """Send the line up and remember it."""
         event.stop()
         line = event.value.strip()
@@ -63,7 +72,7 @@ class CommandBar(Input):
             self.history.append(line)
         self._index = len(self.history)
         self.value = ""
-        self.post_message(CommandEntered(line))
+        self.post_message(self.Entered(line))
 
     def action_history(self, delta: int) -> None:
         """Replace the line with an older (-1) or newer (+1) command."""

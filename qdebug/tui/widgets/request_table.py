@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from rich.text import Text
+from textual import on
+from textual.message import Message
 from textual.widgets import DataTable
 
-from ..messages import RequestChosen
 
 def _short(text: str | None, width: int = 31) -> str:
     """Quoted text cut to `width` characters."""
@@ -19,7 +22,13 @@ VERDICT_STYLE = {"ok": "green", "contaminated": "bold red", "desync": "bold red"
 
 
 class RequestTable(DataTable):
-    """The burst's requests; Enter posts RequestChosen. Call `show(report)` to fill it."""
+    """The burst's requests; Enter posts RequestTable.RequestChosen. Call `show(report)` to fill it."""
+
+    @dataclass
+    class RequestChosen(Message):
+        """Enter on a request: open it."""
+
+        request_id: str
 
     def __init__(self, **kwargs):
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
@@ -49,7 +58,8 @@ class RequestTable(DataTable):
             return None
         return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
 
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+    @on(DataTable.RowSelected)
+    def _choose_row(self, event: DataTable.RowSelected) -> None:
         """Enter on a row: open that request."""
         event.stop()
-        self.post_message(RequestChosen(event.row_key.value))
+        self.post_message(self.RequestChosen(event.row_key.value))

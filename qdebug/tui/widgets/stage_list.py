@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from rich.text import Text
+from textual import on
 from textual.binding import Binding
+from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
-from ..messages import StageHighlighted
 from ..state import StageRow
 from .typeahead import FollowsFocus
 
@@ -39,6 +42,12 @@ class StageList(FollowsFocus, OptionList, inherit_bindings=False):
 
     ↑/↓ are left to the screen, which moves the cursor and redraws every panel in one handler (one frame per key).
     """
+
+    @dataclass
+    class StageHighlighted(Message):
+        """The cursor moved to a stage."""
+
+        stage: str
 
     BINDINGS = [
         Binding("end", "last", "Last", show=False),
@@ -76,8 +85,9 @@ class StageList(FollowsFocus, OptionList, inherit_bindings=False):
         option = self.highlighted_option
         return option.id if option is not None else None
 
-    def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+    @on(OptionList.OptionHighlighted)
+    def _tell_stage(self, event: OptionList.OptionHighlighted) -> None:
         """Tell the screen which stage is selected."""
         event.stop()
         if event.option.id is not None:
-            self.post_message(StageHighlighted(event.option.id))
+            self.post_message(self.StageHighlighted(event.option.id))

@@ -1,0 +1,1 @@
+"""The request screen's controllers: live runs, command verbs and replays, each with its own state."""

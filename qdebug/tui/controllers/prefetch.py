@@ -1,0 +1,48 @@
+"""Prefetcher: while the app is idle, render the panels of the stages next to the selected one, so that the key
+that goes there costs a lookup (one panel per idle turn: keys pressed meanwhile go first)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+
+class PrefetchHost(Protocol):
+    """What the prefetcher needs from the screen whose panels it fills."""
+
+    is_current: bool
+
+    def neighbour_views(self) -> list[tuple[object, object]]:
+        """(panel, view) pairs to render: each panel for the stages after and before the selected one."""
+
+    def call_after_refresh(self, callback: Callable, *args) -> bool:
+        """Call `callback` once the next frame is out."""
+
+    def call_later(self, callback: Callable, *args) -> bool:
+        """Call `callback` on a later turn of the message loop."""
+
+
+class Prefetcher:
+    """`schedule()` after each redraw; the work starts once the frame is out and stops when the screen is left."""
+
+    def __init__(self, host: PrefetchHost):
+        self.host = host
+        self._pending = False
+
+    def schedule(self) -> None:
+        """Once the frame is out, render the neighbouring stages' panels."""
+        if not self._pending:
+            self._pending = True
+            self.host.call_after_refresh(self._start)
+
+    def _start(self) -> None:
+        self._pending = False
+        jobs = self.host.neighbour_views()
+
+        def step() -> None:
+            if jobs and self.host.is_current:
+                panel, view = jobs.pop(0)
+                panel.prefetch(view)
+                self.host.call_later(step)  # yield to pending keys between panels
+
+        step()

@@ -1,0 +1,127 @@
+"""The app's one way in for files: traces (.qdt), replay reports (.qdr), replays of captures and logs, and what is
+saved or exported from the request screen, loaded or written off the UI thread, then shown on the screen that fits.
+
+Screens never import each other: they get this router from the app and ask it to open a path or to show a
+report, a trace or a request; the router pushes the screen (a report → BatchScreen, a trace → RequestScreen).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from textual.message import Message
+
+from qdebug.errors import describe
+
+from .screens.batch import BatchScreen
+from .screens.request import RequestScreen
+from .session import PendingRequest
+from .state import TraceDoc
+
+
+def load_document(path: Path):
+    """A .qdr replay report or a .qdt trace, read from `path` (errors: one line through `describe`)."""
+    if path.suffix == ".qdr":
+        from qdebug.replay.report import load_report
+
+        return load_report(path)
+    from qdebug.trace.schema import load_trace
+
+    return load_trace(path)
+
+
+class FileRouter:
+    """Opens files for the screens of `app` and pushes the screen that shows what was opened.
+
+    Work runs in a thread worker of the screen that asked (it ends with that screen); the worker posts
+    Loaded / Said to the app, which hands them back here on the UI thread."""
+
+    @dataclass
+    class Loaded(Message):
+        """A worker read a document (a Trace or a ReplayReport) for `requester`."""
+
+        requester: object
+        value: object
+        source: str
+
+    @dataclass
+    class Said(Message):
+        """A worker's one-line result for `requester`'s message line (an error when `error`)."""
+
+        requester: object
+        text: str
+        error: bool = False
+
+    def __init__(self, app):
+        self.app = app
+
+    # the first screen and the screens pushed on top ------------------------------------
+    def first_screen(self, *, trace=None, report=None, source: str = "", pending: PendingRequest | None = None):
+        """The screen the app starts on: a report's batch screen, a trace's request screen, else a live one."""
+        if report is not None:
+            return BatchScreen(report, files=self, source=source)
+        if trace is not None:
+            return RequestScreen(TraceDoc(trace, source=source or "saved trace"), files=self)
+        return RequestScreen(files=self, live=True, pending=pending)
+
+    def show_report(self, report, source: str) -> None:
+        """Push a batch screen for a replay report."""
+        self.app.push_screen(BatchScreen(report, files=self, source=source))
+
+    def show_request(self, doc: TraceDoc, reference: TraceDoc | None = None) -> None:
+        """Push a request screen for one request of a report (`reference`: its isolated run, `t` toggles)."""
+        self.app.push_screen(RequestScreen(doc, files=self, reference=reference))
+
+    def show_trace(self, trace, source: str, requester) -> None:
+        """Show a trace: on `requester` when it is a request screen (it takes the place of what was there), else on
+        a new request screen."""
+        if isinstance(requester, RequestScreen):
+            requester.show_opened(trace, source)
+        else:
+            self.app.push_screen(RequestScreen(TraceDoc(trace, source=source), files=self))
+
+    # work off the UI thread ---------------------------------------------------------------
+    def open(self, requester, path: Path, source: str) -> None:
+        """Read a .qdt trace or a .qdr report, then show it (errors go to `requester`'s message line)."""
+        self.load(requester, source, lambda: load_document(path))
+
+    def load(self, requester, source: str, load: Callable[[], object], failed: str = "") -> None:
+        """Run `load()` (a Trace or a ReplayReport) in a worker, then show it; an error reads `failed` + one line."""
+
+        def work() -> None:
+            try:
+                value = load()
+            except Exception as exc:  # QDebugError carries a one-line message; anything else is named
+                self.app.post_message(self.Said(requester, failed + describe(exc), error=True))
+                return
+            self.app.post_message(self.Loaded(requester, value, source))
+
+        requester.run_worker(work, thread=True, group="files")
+
+    def write(self, requester, write: Callable[[], object], done: str, failed: str) -> None:
+        """Run `write()` in a worker; `requester` hears `done` + the path it returns, or `failed` + the error."""
+
+        def work() -> None:
+            try:
+                self.app.post_message(self.Said(requester, f"{done}{write()}"))
+            except Exception as exc:
+                self.app.post_message(self.Said(requester, failed + describe(exc), error=True))
+
+        requester.run_worker(work, thread=True, group="files")
+
+    # back on the UI thread (the app hands its messages over) ------------------------------
+    def loaded(self, event: FileRouter.Loaded) -> None:
+        """Show what a worker read: a report on a batch screen, a trace where `show_trace` puts it."""
+        if event.requester not in self.app.screen_stack:
+            return  # the screen that asked is gone, and its work with it
+        if hasattr(event.value, "requests"):
+            self.show_report(event.value, event.source)
+        else:
+            self.show_trace(event.value, event.source, event.requester)
+
+    def said(self, event: FileRouter.Said) -> None:
+        """Put a worker's line on the message line of the screen that asked."""
+        if event.requester in self.app.screen_stack:
+            event.requester.say(event.text, event.error)

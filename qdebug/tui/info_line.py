@@ -1,0 +1,41 @@
+"""The request screen's top line: which request or model, where the live run stands, what was generated."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from .controllers.run import RunController
+from .state import TraceDoc
+
+
+def info_text(doc: TraceDoc | None, paired: bool, runs: RunController, model_name: str | None) -> Text:
+    """The line for `doc` (`paired`: a replayed/reference pair, t toggles), the live runs of a screen that can run
+    requests (`model_name`: the model being loaded, None on a screen without a model)."""
+    text = Text()
+    if paired:
+        other = doc.counterpart
+        text.append(f"request {doc.trace.request.get('id', '?')} · {doc.role} → {doc.trace.generated_text!r}", style="bold magenta")
+        text.append(f"   (t: {other.role} → {other.trace.generated_text!r})", style="dim")
+        return text
+    live = model_name is not None
+    if live:
+        if runs.loaded is not None:
+            text.append(f"model {runs.loaded.spec} ({runs.loaded.device}, {runs.loaded.dtype}) · ", style="bold")
+        else:
+            text.append(f"model {model_name} {'failed' if runs.model_error else 'loading…'} · ", style="bold")
+        line = runs.line()
+        if line:
+            text.append(f"{line} · ", style="bold black on yellow" if runs.paused else "bold yellow")
+        elif doc is None:
+            ready = "runs when the model is loaded" if runs.run_when_loaded else "`run` starts it"
+            text.append(f"no run yet · next request: {runs.pending.describe()} ({ready})", style="dim")
+    if doc is not None:
+        trace = doc.trace
+        if doc.source and not (live and runs.session is not None):
+            text.append(f"{doc.source} · ", style="bold")
+        text.append(f"prompt {trace.request.get('prompt', '')!r} · ", style="dim")
+        if trace.generated_text or doc.complete:
+            text.append(f"→ {trace.generated_text!r}", style="bold green")
+        if not doc.complete:
+            text.append(" (so far)" if trace.generated_text else "nothing generated yet", style="dim")
+    return text
