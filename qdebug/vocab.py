@@ -37,7 +37,7 @@ class EventKind(StrEnum):
     ENCODE_START = "encode_start"
     BUFFER_WRITE = "buffer_write"
     BUFFER_OVERWRITE = "buffer_overwrite"
-    STITCH = "stitch"
+    SYNC = "stitch"  # the sync step; the value predates the name and stays: documents, logs and indexes hold it
     DESYNC = "desync"
     SHAPE_MISMATCH = "shape_mismatch"
     INDEX_OUT_OF_BOUNDS = "index_out_of_bounds"

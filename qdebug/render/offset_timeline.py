@@ -77,10 +77,10 @@ def _detailed(report, fig, top, lanes) -> None:
     colour = {rid: _TAB[i % len(_TAB)] for i, rid in enumerate(ids)}
     stitch_x: dict[str, float] = {}
     for e in events:
-        if e.kind == EventKind.STITCH and e.request_id is not None:
+        if e.kind == EventKind.SYNC and e.request_id is not None:
             stitch_x[e.request_id] = x_of(e)
     # Limits first: labels are placed (and kept apart) in pixels, which depend on them.
-    top_y = max([e.offset + float(e.tokens or 1) for e in events if e.offset is not None and e.kind in (EventKind.BUFFER_WRITE, EventKind.BUFFER_OVERWRITE, EventKind.STITCH)] or [1.0])
+    top_y = max([e.offset + float(e.tokens or 1) for e in events if e.offset is not None and e.kind in (EventKind.BUFFER_WRITE, EventKind.BUFFER_OVERWRITE, EventKind.SYNC)] or [1.0])
     top.set_ylim(0, top_y * 1.15)
     top.set_xlim(min(xs) - span * 0.03, max(xs) + span * 0.15)
     labels = _Labels(top)
@@ -106,7 +106,7 @@ def _detailed(report, fig, top, lanes) -> None:
         labels.add(x, e.offset + height / 2, f"{e.donor}→{e.request_id}@{e.offset}" + ("" if contaminating else " (after stitch)"), "darkred")
     text_at = _text_offsets(report)
     for e in events:
-        if e.kind == EventKind.STITCH and e.offset is not None:
+        if e.kind == EventKind.SYNC and e.offset is not None:
             x = x_of(e)
             top.plot([x], [e.offset], marker="D", color="tab:green", ms=5, zorder=4)
             t = text_at.get(e.request_id)

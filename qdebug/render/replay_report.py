@@ -110,7 +110,7 @@ def timeline_table(report, limit: int = 40) -> Table:
         for e in sorted(by_request.get(rid, []), key=lambda e: (e.t if e.t is not None else 0, e.seq)):
             mark, style = _EVENT_MARK.get(e.kind, ("?", ""))
             label = mark
-            if e.kind in (EventKind.BUFFER_WRITE, EventKind.STITCH) and e.offset is not None:
+            if e.kind in (EventKind.BUFFER_WRITE, EventKind.SYNC) and e.offset is not None:
                 label += f"@{e.offset}"
             if e.kind == EventKind.BUFFER_OVERWRITE:
                 label += f"←{e.donor}@{e.offset}"

@@ -30,7 +30,7 @@ class BatchCapture:
             self.embeds = to_cpu(kwargs["inputs_embeds"])  # the one device boundary: rows and references both on CPU
             for rid, spans in zip(self.ids, self.spans):
                 if spans:
-                    self.events.add(EventKind.STITCH, rid, offset=spans[0][0], tokens=sum(e - s for s, e in spans))
+                    self.events.add(EventKind.SYNC, rid, offset=spans[0][0], tokens=sum(e - s for s, e in spans))
         return None
 
     def layer_output(self, layer, output) -> None:

@@ -150,7 +150,7 @@ class Recorder:
             pos = pos[-3:] if pos.ndim == 3 else pos[None].expand(3, *pos.shape)
             self.position_ids = to_cpu(pos[:, 0])
         if self.image_positions:
-            self.notify(EventKind.STITCH, offset=self.stitch_offset, tokens=len(self.image_positions))
+            self.notify(EventKind.SYNC, offset=self.stitch_offset, tokens=len(self.image_positions))
         self.on_stage("sync")
         if changed:
             return args, {**kwargs, "inputs_embeds": embeds}

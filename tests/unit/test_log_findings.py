@@ -16,7 +16,7 @@ from qdebug.replay.batch import (
     FIRST_TOKEN,
     INDEX_OUT_OF_BOUNDS,
     SHAPE_MISMATCH,
-    STITCH,
+    SYNC,
     Batch,
     BatchRequest,
     Event,
@@ -35,7 +35,7 @@ def overwrite(victim, donor, offset=0, line=None) -> Event:
 
 def stitch(rid) -> Event:
     """`rid` stitched its visual tokens."""
-    return Event(STITCH, rid, tokens=256, offset=0)
+    return Event(SYNC, rid, tokens=256, offset=0)
 
 
 def test_overwrite_before_stitch_contaminates_after_does_not():

@@ -20,7 +20,7 @@ from qdebug.replay.batch import (
     FIRST_TOKEN,
     INDEX_OUT_OF_BOUNDS,
     SHAPE_MISMATCH,
-    STITCH,
+    SYNC,
     Event,
 )
 from qdebug.replay.formats.log_writer import format_event, write_runtime_log
@@ -69,7 +69,7 @@ def test_known_log_events_exactly():
     assert [e.seq for e in ev] == list(range(len(ev)))
     assert [(e.kind, e.line) for e in ev] == [
         (ENCODE_START, 2), (ENCODE_START, 3), (BUFFER_WRITE, 4), (BUFFER_OVERWRITE, 6), (DESYNC, 7),
-        (SHAPE_MISMATCH, 8), (INDEX_OUT_OF_BOUNDS, 13), (DESYNC, 14), (STITCH, 15), (BUFFER_OVERWRITE, 18),
+        (SHAPE_MISMATCH, 8), (INDEX_OUT_OF_BOUNDS, 13), (DESYNC, 14), (SYNC, 15), (BUFFER_OVERWRITE, 18),
         (FIRST_TOKEN, 19),
     ]
     overwrites = [(e.request_id, e.donor, e.offset, e.tokens, e.line) for e in ev if e.kind == BUFFER_OVERWRITE]
@@ -131,7 +131,7 @@ def test_sample_burst_log_truth():
     assert [(e.request_id, e.offset, e.tokens, e.line) for e in ev if e.kind == INDEX_OUT_OF_BOUNDS] == [
         ("47", 1024, 768, 48)
     ]
-    assert sorted(e.request_id for e in ev if e.kind == STITCH) == ["41", "42", "43", "44", "45", "47", "48"]
+    assert sorted(e.request_id for e in ev if e.kind == SYNC) == ["41", "42", "43", "44", "45", "47", "48"]
     assert all(e.t is not None for e in ev)
     assert [e.t for e in ev] == sorted(e.t for e in ev)
 
@@ -203,7 +203,7 @@ VALID = [
     ("[WARN] TokenStreamDesyncWarning: visual token offset 256 differs from textual offset 0 (request_id=42)", DESYNC, "42"),
     ("2024-07-12T14:23:07.842Z ERROR VisualEmbeddingShapeMismatchError: expected shape (batch, seq_len, dim) but got (batch, dim)", SHAPE_MISMATCH, None),
     ("2024-07-12T14:23:07.849Z ERROR CrossAttentionIndexOutOfBounds: token index 1024 exceeds sequence length 768", INDEX_OUT_OF_BOUNDS, None),
-    ("[DEBUG] TokenSynchronizer::stitch: request_id=42 consumed 256 tokens at offset 0", STITCH, "42"),
+    ("[DEBUG] TokenSynchronizer::stitch: request_id=42 consumed 256 tokens at offset 0", SYNC, "42"),
     ("[DEBUG] Generator::decode: request_id=42 first_token", FIRST_TOKEN, "42"),
 ]
 FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -280,7 +280,7 @@ ROUND_TRIP = [
     Event(DESYNC, None, t=13.0, offset=384, text_offset=0),
     Event(SHAPE_MISMATCH, "46", t=14.0, message="VisualEmbeddingShapeMismatchError: expected shape (a) but got (b) (request_id=46)"),
     Event(INDEX_OUT_OF_BOUNDS, "47", t=15.0, offset=1024, tokens=768),
-    Event(STITCH, "42", t=16.0, tokens=256, offset=0),
+    Event(SYNC, "42", t=16.0, tokens=256, offset=0),
     Event(FIRST_TOKEN, "x'y", t=0.000001),
 ]
 

@@ -11,7 +11,7 @@ from qdebug.replay.batch import (
     DESYNC,
     INDEX_OUT_OF_BOUNDS,
     SHAPE_MISMATCH,
-    STITCH,
+    SYNC,
     Batch,
     Event,
 )
@@ -38,7 +38,7 @@ def _contaminating(events: list[Event]) -> list[Event]:
     """
     last_stitch: dict[str, int] = {}
     for i, e in enumerate(events):
-        if e.kind == STITCH and e.request_id is not None:
+        if e.kind == SYNC and e.request_id is not None:
             last_stitch[e.request_id] = i
     hits = []
     for i, e in enumerate(events):

@@ -17,7 +17,7 @@ from qdebug.replay.batch import (
     FIRST_TOKEN,
     INDEX_OUT_OF_BOUNDS,
     SHAPE_MISMATCH,
-    STITCH,
+    SYNC,
     Event,
 )
 
@@ -26,7 +26,7 @@ _LEVELS = {
     ENCODE_START: "DEBUG",
     BUFFER_WRITE: "DEBUG",
     BUFFER_OVERWRITE: "DEBUG",
-    STITCH: "DEBUG",
+    SYNC: "DEBUG",
     FIRST_TOKEN: "DEBUG",
     DESYNC: "WARN",
     SHAPE_MISMATCH: "ERROR",
@@ -83,7 +83,7 @@ def format_event(event: Event) -> str:
             f"VisualEncoder::write_buffer: request_id={_id(event.donor, kind, 'donor')} overwrote buffer"
             f"{at}{with_tokens} (previously {_id(rid, kind, 'victim')})"
         )
-    elif kind == STITCH:
+    elif kind == SYNC:
         tokens = "" if event.tokens is None else f" consumed {int(event.tokens)} tokens"
         at = "" if event.offset is None else f" at offset {int(event.offset)}"
         body = f"TokenSynchronizer::stitch: request_id={_id(rid, kind, 'its')}{tokens}{at}"

@@ -19,7 +19,7 @@ from qdebug.replay.batch import (
     FIRST_TOKEN,
     INDEX_OUT_OF_BOUNDS,
     SHAPE_MISMATCH,
-    STITCH,
+    SYNC,
     Batch,
     BatchRequest,
     Event,
@@ -258,7 +258,7 @@ def recognise_line(text: str, line: int | None = None, seq: int = 0) -> tuple[Ev
         body = _RID_RE.sub(" ", text)
         tm, om2 = _TOKENS_RE.search(body), _OFFSET_RE.search(body)
         event = Event(
-            STITCH, rid, t=t, seq=seq, line=line, message=msg,
+            SYNC, rid, t=t, seq=seq, line=line, message=msg,
             tokens=_int(tm and tm.group(1)), offset=_int(om2 and om2.group(1)),
         )
         return event, (rid,)
