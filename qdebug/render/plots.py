@@ -87,20 +87,8 @@ def diff_png(result, path: str | Path) -> Path:
         plt.close(fig)
 
 
-_MARKERS = {
-    "encode_start": ("o", "tab:cyan"),
-    "buffer_write": ("s", "tab:blue"),
-    "buffer_overwrite": ("X", "tab:red"),
-    "stitch": ("D", "tab:green"),
-    "desync": ("^", "gold"),
-    "shape_mismatch": ("*", "darkred"),
-    "index_out_of_bounds": ("*", "purple"),
-    "first_token": ("|", "tab:purple"),
-}
-
-
 def timeline_png(report, path: str | Path) -> Path:
-    """The offset timeline (time × buffer offset, overwrites with their donors, stitches, request lanes)."""
+    """The offset timeline (time × buffer offset, overwrites with their donors, syncs, request lanes)."""
     from .offset_timeline import draw_timeline
 
     return draw_timeline(report, path)

@@ -5,7 +5,10 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import DataTable
 
+from qdebug.render.palette import verdict_style
+
 from ..messages import RequestChosen
+
 
 def _short(text: str | None, width: int = 31) -> str:
     """Quoted text cut to `width` characters."""
@@ -13,9 +16,6 @@ def _short(text: str | None, width: int = 31) -> str:
         return "–"
     shown = repr(text)
     return shown if len(shown) <= width else shown[: width - 1] + "…"
-
-
-VERDICT_STYLE = {"ok": "green", "contaminated": "bold red", "desync": "bold red", "diverged": "yellow", "error": "bold red"}
 
 
 class RequestTable(DataTable):
@@ -32,7 +32,7 @@ class RequestTable(DataTable):
             offsets_differ = r.text_offset is not None and r.visual_offset is not None and r.text_offset != r.visual_offset
             self.add_row(
                 Text(r.id, style="bold"),
-                Text(r.verdict, style=VERDICT_STYLE.get(r.verdict, "")),
+                Text(r.verdict, style=verdict_style(r.verdict)),
                 Text(r.donor or "–", style="bold red" if r.donor else "dim"),
                 str(r.text_offset) if r.text_offset is not None else "–",
                 Text(str(r.visual_offset) if r.visual_offset is not None else "–", style="bold red" if offsets_differ else ""),
