@@ -18,10 +18,10 @@ def diff_orders_png(results: list[tuple[str, object]], path: str | Path) -> Path
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    widest = max(len([s for s in r.stages if s.verdict != "missing"]) for _, r in results)
+    widest = max(len([s for s in r.stages if s.verdict != StageVerdict.MISSING]) for _, r in results)
     fig, axes = plt.subplots(len(results), 1, figsize=(max(6, 0.45 * widest), 3.2 * len(results)), sharey=True, squeeze=False)
     for ax, (order, result) in zip(axes[:, 0], results):
-        stages = [s for s in result.stages if s.verdict != "missing"]
+        stages = [s for s in result.stages if s.verdict != StageVerdict.MISSING]
         names = [s.name for s in stages]
         values = [max(s.rel, _FLOOR) if s.rel == s.rel and s.rel != float("inf") else 1e3 for s in stages]
         ax.bar(range(len(names)), values, color=["tab:red" if s.verdict == StageVerdict.DIVERGED else "tab:blue" for s in stages])

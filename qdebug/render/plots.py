@@ -63,7 +63,7 @@ def diff_png(result, path: str | Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    stages = [s for s in result.stages if s.verdict != "missing"]
+    stages = [s for s in result.stages if s.verdict != StageVerdict.MISSING]
     names = [s.name for s in stages]
     floor = 1e-12
     values = [max(s.rel, floor) if s.rel == s.rel and s.rel != float("inf") else 1e3 for s in stages]

@@ -11,6 +11,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from qdebug.errors import describe
+from qdebug.vocab import Severity, Verdict
 
 from ..commands import CommandError, parse
 from ..messages import CommandEntered, FileLoaded, Notice, RequestChosen
@@ -98,7 +99,7 @@ class BatchScreen(Screen):
         r = self.report
         text = Text(f"replay {self.source}", style="bold")
         text.append(f" · {r.kind}" + (f" · mode {r.mode}" if r.mode else "") + (f" · inject {r.inject}" if r.inject else ""), style="dim")
-        bad = [o for o in r.requests if o.verdict != "ok"]
+        bad = [o for o in r.requests if o.verdict != Verdict.OK]
         text.append(f" · {len(r.requests)} requests, {len(bad)} not ok", style="bold red" if bad else "green")
         return text
 
@@ -107,7 +108,7 @@ class BatchScreen(Screen):
             return Text("no findings", style="green")
         text = Text()
         for f in self.report.findings:
-            text.append(f"[{f.severity}] {f.kind}: ", style="bold red" if f.severity == "error" else "yellow")
+            text.append(f"[{f.severity}] {f.kind}: ", style="bold red" if f.severity == Severity.ERROR else "yellow")
             text.append(f"{f.message}\n")
         text.rstrip()
         return text

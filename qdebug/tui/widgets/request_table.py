@@ -6,6 +6,7 @@ from rich.text import Text
 from textual.widgets import DataTable
 
 from qdebug.render.palette import verdict_style
+from qdebug.vocab import Verdict
 
 from ..messages import RequestChosen
 
@@ -38,7 +39,7 @@ class RequestTable(DataTable):
                 Text(str(r.visual_offset) if r.visual_offset is not None else "–", style="bold red" if offsets_differ else ""),
                 (r.image or "–").rsplit("/", 1)[-1][:22],
                 Text(_short(r.reference), style="dim"),
-                Text(_short(r.replayed if r.replayed is not None else r.observed), style="bold red" if r.verdict != "ok" else ""),
+                Text(_short(r.replayed if r.replayed is not None else r.observed), style="bold red" if r.verdict != Verdict.OK else ""),
                 key=r.id,
             )
 
