@@ -9,13 +9,12 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
-from qdebug.replay.batch import BUFFER_OVERWRITE, BUFFER_WRITE, EVENT_KINDS
-from qdebug.vocab import EventKind, Verdict
+from qdebug.vocab import EVENT_KINDS, EventKind, Verdict
 
 from .files import write_atomically
 from .palette import EVENT_LOOK, kind_look
 
-_WRITES = f"({EVENT_KINDS.index(BUFFER_WRITE)}, {EVENT_KINDS.index(BUFFER_OVERWRITE)})"  # kind codes in the index
+_WRITES = f"({EVENT_KINDS.index(EventKind.BUFFER_WRITE)}, {EVENT_KINDS.index(EventKind.BUFFER_OVERWRITE)})"  # kind codes in the index
 
 # Up to this many events the picture shows every write; beyond it, writes are binned by time and offset.
 DETAILED_EVENTS = 3_000

@@ -5,7 +5,9 @@ from __future__ import annotations
 import threading
 import time
 
-from .batch import BUFFER_OVERWRITE, Event
+from qdebug.vocab import EventKind
+
+from .batch import Event
 
 
 class EventLog:
@@ -32,7 +34,7 @@ class EventLog:
 
         def notify(kind: str, **fields) -> None:
             victim = fields.pop("victim", None)
-            if kind == BUFFER_OVERWRITE and victim is not None:
+            if kind == EventKind.BUFFER_OVERWRITE and victim is not None:
                 self.add(kind, victim, donor=request_id, **fields)
             else:
                 self.add(kind, request_id, **fields)

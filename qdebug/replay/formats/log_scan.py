@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from qdebug.errors import ReplayFormatError
-from qdebug.replay.batch import BUFFER_WRITE, ENCODE_START, EVENT_KINDS, FIRST_TOKEN, SYNC
+from qdebug.vocab import EVENT_KINDS, EventKind
 
 from .runtime_log import MAX_LINE_BYTES, _prefix, open_log, recognise_line
 
 CHUNK_BYTES = 4 << 20
 KIND_CODE = {kind: i for i, kind in enumerate(EVENT_KINDS)}
-_ENCODE, _WRITE, _STITCH, _FIRST = (KIND_CODE[k] for k in (ENCODE_START, BUFFER_WRITE, SYNC, FIRST_TOKEN))
+_ENCODE, _WRITE, _STITCH, _FIRST = (KIND_CODE[k] for k in (EventKind.ENCODE_START, EventKind.BUFFER_WRITE, EventKind.SYNC, EventKind.FIRST_TOKEN))
 
 # The shapes a busy service prints millions of times, recognised by splitting on spaces (several times faster
 # than a regex): `<ISO time>Z LEVEL <where>: request_id=<id> <words>`. Ids are plain ([0-9A-Za-z-]) so none
