@@ -6,17 +6,14 @@ from pathlib import Path
 
 from qdebug.vocab import StageVerdict
 
-from .files import write_atomically
+from .files import pyplot, save_png
 
 _FLOOR = 1e-12  # a stage that agrees exactly is drawn here on the log scale
 
 
 def diff_orders_png(results: list[tuple[str, object]], path: str | Path) -> Path:
     """Bars of max |a−b| / max |a| by stage for each (order label, DiffResult), first divergence marked."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     widest = max(len([s for s in r.stages if s.verdict != StageVerdict.MISSING]) for _, r in results)
     fig, axes = plt.subplots(len(results), 1, figsize=(max(6, 0.45 * widest), 3.2 * len(results)), sharey=True, squeeze=False)
@@ -34,7 +31,4 @@ def diff_orders_png(results: list[tuple[str, object]], path: str | Path) -> Path
         ax.set_ylabel("max |a−b| / max |a|", fontsize=8)
         ax.legend(fontsize=8)
     fig.tight_layout()
-    try:
-        return write_atomically(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
-    finally:
-        plt.close(fig)
+    return save_png(fig, path)

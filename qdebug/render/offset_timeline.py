@@ -11,7 +11,7 @@ from pathlib import Path
 
 from qdebug.vocab import EVENT_KINDS, EventKind, Verdict
 
-from .files import write_atomically
+from .files import pyplot, save_png
 from .palette import EVENT_LOOK, kind_look
 
 _WRITES = f"({EVENT_KINDS.index(EventKind.BUFFER_WRITE)}, {EVENT_KINDS.index(EventKind.BUFFER_OVERWRITE)})"  # kind codes in the index
@@ -178,10 +178,7 @@ def _binned(report, fig, top, lanes) -> None:
 
 def draw_timeline(report, path: str | Path) -> Path:
     """Write the offset timeline of a replay or a runtime log as a PNG (atomically)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     index = getattr(report, "log_index", None)
     binned = index is not None and index.count_events(report.event_filter) > min(DETAILED_EVENTS, len(report.events))
@@ -201,7 +198,4 @@ def draw_timeline(report, path: str | Path) -> Path:
     else:
         _detailed(report, fig, top, lanes)
     fig.subplots_adjust(left=0.1, right=0.98, top=0.95, bottom=0.08)
-    try:
-        return write_atomically(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
-    finally:
-        plt.close(fig)
+    return save_png(fig, path)

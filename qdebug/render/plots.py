@@ -6,20 +6,18 @@ from pathlib import Path
 
 from qdebug.vocab import StageVerdict
 
-from .files import write_atomically
+from .files import pyplot, save_png
 
 
 def attention_png(trace, pil_images, path: str | Path, *, steps: list[int], layer: int | None = None, head: int | None = None) -> Path:
     """Draw the image with one generation step's attention overlaid per panel (4 panels a row, image by image)."""
     import math
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import numpy as np
 
     from qdebug.analysis.attention import attention_grid, peak_of, step_query
+
+    plt = pyplot()
 
     steps = steps or [0]
     per_row = min(4, len(steps))
@@ -50,18 +48,12 @@ def attention_png(trace, pil_images, path: str | Path, *, steps: list[int], laye
             token = trace.steps[k].token if k < len(trace.steps) else "?"
             ax.set_title(f"step {k}: {token!r}" + (f" · image {img.index}" if len(trace.images) > 1 else ""), fontsize=9)
     fig.tight_layout()
-    try:
-        return write_atomically(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
-    finally:
-        plt.close(fig)
+    return save_png(fig, path)
 
 
 def diff_png(result, path: str | Path) -> Path:
     """Per-stage divergence plot: relative difference by stage (log scale), the tolerance line, the first divergence marked."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     stages = [s for s in result.stages if s.verdict != StageVerdict.MISSING]
     names = [s.name for s in stages]
@@ -81,10 +73,7 @@ def diff_png(result, path: str | Path) -> Path:
     ax.set_title(f"{result.a_label} vs {result.b_label}", fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    try:
-        return write_atomically(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
-    finally:
-        plt.close(fig)
+    return save_png(fig, path)
 
 
 def timeline_png(report, path: str | Path) -> Path:

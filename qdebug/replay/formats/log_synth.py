@@ -6,7 +6,6 @@ import datetime as _dt
 import os
 import random
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from qdebug.vocab import EventKind
 
@@ -28,7 +27,7 @@ class LogTruth:
     events: int = 0
     unknown: int = 0
     requests: int = 0
-    contaminated: dict[str, str] = field(default_factory=dict)  # victim -> donor of its last overwrite before its stitch
+    contaminated: dict[str, str] = field(default_factory=dict)  # victim -> donor of its last overwrite before its sync
     desync: int = 0
     shape_mismatch: int = 0
     index_out_of_bounds: int = 0
