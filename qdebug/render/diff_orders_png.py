@@ -7,6 +7,7 @@ from pathlib import Path
 from qdebug.vocab import StageVerdict
 
 from .files import pyplot, save_png
+from .palette import STAGE_VERDICT_COLOUR
 
 _FLOOR = 1e-12  # a stage that agrees exactly is drawn here on the log scale
 
@@ -21,7 +22,7 @@ def diff_orders_png(results: list[tuple[str, object]], path: str | Path) -> Path
         stages = [s for s in result.stages if s.verdict != StageVerdict.MISSING]
         names = [s.name for s in stages]
         values = [max(s.rel, _FLOOR) if s.rel == s.rel and s.rel != float("inf") else 1e3 for s in stages]
-        ax.bar(range(len(names)), values, color=["tab:red" if s.verdict == StageVerdict.DIVERGED else "tab:blue" for s in stages])
+        ax.bar(range(len(names)), values, color=[STAGE_VERDICT_COLOUR[s.verdict] for s in stages])
         ax.set_yscale("log")
         ax.axhline(result.tolerance.rtol, color="black", ls="--", lw=1, label=f"rtol {result.tolerance.rtol:g}")
         first = result.first_divergence

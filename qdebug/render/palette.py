@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from qdebug.vocab import EventKind, Verdict
+from qdebug.vocab import EventKind, StageVerdict, Verdict
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,13 @@ VERDICT_STYLE: dict[Verdict, str] = {
     Verdict.DESYNC: "bold yellow",
     Verdict.DIVERGED: "yellow",
     Verdict.ERROR: "bold magenta",
+}
+
+# A diff's stages in its PNGs (missing stages are left out of them).
+STAGE_VERDICT_COLOUR: dict[StageVerdict, str] = {
+    StageVerdict.OK: "tab:blue",
+    StageVerdict.DIVERGED: "tab:red",
+    StageVerdict.MISSING: "tab:gray",
 }
 
 

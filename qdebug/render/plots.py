@@ -7,6 +7,7 @@ from pathlib import Path
 from qdebug.vocab import StageVerdict
 
 from .files import pyplot, save_png
+from .palette import STAGE_VERDICT_COLOUR
 
 
 def attention_png(trace, pil_images, path: str | Path, *, steps: list[int], layer: int | None = None, head: int | None = None) -> Path:
@@ -60,7 +61,7 @@ def diff_png(result, path: str | Path) -> Path:
     floor = 1e-12
     values = [max(s.rel, floor) if s.rel == s.rel and s.rel != float("inf") else 1e3 for s in stages]
     fig, ax = plt.subplots(figsize=(max(6, 0.45 * len(names)), 3.6))
-    colours = ["tab:red" if s.verdict == StageVerdict.DIVERGED else "tab:blue" for s in stages]
+    colours = [STAGE_VERDICT_COLOUR[s.verdict] for s in stages]
     ax.bar(range(len(names)), values, color=colours)
     ax.set_yscale("log")
     ax.axhline(result.tolerance.rtol, color="black", ls="--", lw=1, label=f"rtol {result.tolerance.rtol:g}")
