@@ -18,7 +18,7 @@ from qdebug.vocab import EventKind
 
 # Open requests kept in memory at most; beyond it the oldest half is written out (a later mention merges).
 MAX_OPEN = 50_000
-_OVER, _WRITE, _STITCH, _DESYNC, _FIRST = (KIND_CODE[k] for k in (EventKind.BUFFER_OVERWRITE, EventKind.BUFFER_WRITE, EventKind.SYNC, EventKind.DESYNC, EventKind.FIRST_TOKEN))
+_OVER, _WRITE, _SYNC, _DESYNC, _FIRST = (KIND_CODE[k] for k in (EventKind.BUFFER_OVERWRITE, EventKind.BUFFER_WRITE, EventKind.SYNC, EventKind.DESYNC, EventKind.FIRST_TOKEN))
 _ERRORS = {KIND_CODE[EventKind.SHAPE_MISMATCH], KIND_CODE[EventKind.INDEX_OUT_OF_BOUNDS]}
 _FINDING_KINDS = _ERRORS | {_DESYNC}
 
@@ -67,7 +67,7 @@ class _Aggregator:
             s = opened.get(rid) or state(rid, line)
             if kind == _WRITE:
                 s[6], s[7] = 1, offset
-            elif kind == _STITCH:
+            elif kind == _SYNC:
                 s[8] = seq
             elif kind == _DESYNC:
                 s[3], s[4], s[5] = 1, text_offset, offset

@@ -31,7 +31,7 @@ class LogTruth:
     desync: int = 0
     shape_mismatch: int = 0
     index_out_of_bounds: int = 0
-    late_overwrites: int = 0  # overwrites after the victim's stitch: not contamination
+    late_overwrites: int = 0  # overwrites after the victim's sync: not contamination
 
 
 def _script(rng: random.Random, rid: int, others: list[int]) -> list[tuple[str, str | None, str | None]]:
@@ -110,7 +110,7 @@ def generate_log(path: str | os.PathLike, n_lines: int, seed: int = 0, concurren
                 f.writelines(out)
                 out.clear()
         f.writelines(out)
-    truth.contaminated.update(pre_sync)  # overwritten and never stitched (the log ended first): contaminated too
+    truth.contaminated.update(pre_sync)  # overwritten and never synced (the log ended first): contaminated too
     truth.lines = n_lines
     truth.requests = len(mentioned)
     return truth
