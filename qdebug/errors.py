@@ -79,7 +79,21 @@ def describe(exc: BaseException) -> str:
     return getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
 
 
+def text_lines(exc: BaseException) -> list[str]:
+    """An exception's text as its non-empty, stripped lines, without terminal colour codes."""
+    import re
+
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def cause(exc: BaseException) -> str:
+    """The first line of an exception's text (its type's name when it has none), to put after a qdebug message."""
+    lines = text_lines(exc)
+    return lines[0] if lines else type(exc).__name__
+
+
 def first_line(exc: BaseException) -> str:
     """An exception as `Type: first line of its text` (just `Type` when it has no text), for per-request errors."""
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+    lines = text_lines(exc)
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__

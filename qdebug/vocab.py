@@ -74,6 +74,9 @@ class FindingKind(StrEnum):
     """What a finding is about (a check's kind, when a trace check fails, is one of these too)."""
 
     # trace checks and input checks
+    CHECK_FAILED = "check_failed"
+    NAN_INF = "nan_inf"
+    FINGERPRINT = "fingerprint"
     SHAPE_MISMATCH = "shape_mismatch"
     DESYNC = "desync"
     FLAT_IMAGE = "flat_image"

@@ -12,14 +12,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from qdebug.replay.batch import BUFFER_OVERWRITE, BUFFER_WRITE, DESYNC, FIRST_TOKEN, INDEX_OUT_OF_BOUNDS, SHAPE_MISMATCH, STITCH
 from qdebug.replay.formats.log_scan import KIND_CODE, ScanStats, log_paths, order_files, scan_files
 from qdebug.replay.log_index import LogIndex, cache_dir, cache_key
+from qdebug.vocab import EventKind
 
 # Open requests kept in memory at most; beyond it the oldest half is written out (a later mention merges).
 MAX_OPEN = 50_000
-_OVER, _WRITE, _STITCH, _DESYNC, _FIRST = (KIND_CODE[k] for k in (BUFFER_OVERWRITE, BUFFER_WRITE, STITCH, DESYNC, FIRST_TOKEN))
-_ERRORS = {KIND_CODE[SHAPE_MISMATCH], KIND_CODE[INDEX_OUT_OF_BOUNDS]}
+_OVER, _WRITE, _SYNC, _DESYNC, _FIRST = (KIND_CODE[k] for k in (EventKind.BUFFER_OVERWRITE, EventKind.BUFFER_WRITE, EventKind.SYNC, EventKind.DESYNC, EventKind.FIRST_TOKEN))
+_ERRORS = {KIND_CODE[EventKind.SHAPE_MISMATCH], KIND_CODE[EventKind.INDEX_OUT_OF_BOUNDS]}
 _FINDING_KINDS = _ERRORS | {_DESYNC}
 
 
@@ -67,7 +67,7 @@ class _Aggregator:
             s = opened.get(rid) or state(rid, line)
             if kind == _WRITE:
                 s[6], s[7] = 1, offset
-            elif kind == _STITCH:
+            elif kind == _SYNC:
                 s[8] = seq
             elif kind == _DESYNC:
                 s[3], s[4], s[5] = 1, text_offset, offset

@@ -22,7 +22,7 @@ def _stage(result, name):
 def _before(result, name):
     names = [s.name for s in result.stages]
     i = names.index(name)
-    return next((s for s in reversed(result.stages[:i]) if s.verdict != "missing" and s.name != "preprocess"), None)
+    return next((s for s in reversed(result.stages[:i]) if s.verdict != StageVerdict.MISSING and s.name != "preprocess"), None)
 
 
 def mark_unexposed(result, exposed: list[str]) -> None:
@@ -30,13 +30,13 @@ def mark_unexposed(result, exposed: list[str]) -> None:
     for s in result.stages:
         if s.name in ("preprocess",) or s.name.startswith("step.") or s.name in exposed:
             continue
-        s.verdict, s.detail = "missing", "not exposed by the export's graphs"
+        s.verdict, s.detail = StageVerdict.MISSING, "not exposed by the export's graphs"
         s.max_abs = s.rel = s.cosine = float("nan")
         s.token_index = s.token_kind = None
         s.top_tokens = []
-    if result.first_divergence is not None and result.first_divergence.verdict == "missing":
+    if result.first_divergence is not None and result.first_divergence.verdict == StageVerdict.MISSING:
         result.first_divergence = next((s for s in result.stages if s.verdict == StageVerdict.DIVERGED), None)
-        result.findings = [f for f in result.findings if f.kind != "first_divergence" or result.first_divergence is not None and f.stage == result.first_divergence.name]
+        result.findings = [f for f in result.findings if f.kind != FindingKind.FIRST_DIVERGENCE or result.first_divergence is not None and f.stage == result.first_divergence.name]
 
 
 def _within(result, s) -> bool:

@@ -60,8 +60,8 @@ def report_from_replay(batch: Batch, run: ReplayRun) -> ReplayReport:
             seen.add((e.request_id, e.message))
             from_events.append(Finding(FindingKind.INJECTED, Severity.INFO, f"request {e.request_id}: {e.message} (the fault's own word; offsets are measured)",
                                        stage="sync", request_id=e.request_id))
-    findings = [f for f in from_events if f.kind != "contamination"]
-    findings += [Finding(FindingKind.OVERWRITE, f.severity, f.message, f.stage, f.request_id, f.donor) for f in from_events if f.kind == "contamination"]
+    findings = [f for f in from_events if f.kind != FindingKind.CONTAMINATION]
+    findings += [Finding(FindingKind.OVERWRITE, f.severity, f.message, f.stage, f.request_id, f.donor) for f in from_events if f.kind == FindingKind.CONTAMINATION]
     outcomes = []
     for req in batch.requests:
         rid = req.request_id

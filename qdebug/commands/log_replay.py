@@ -24,8 +24,8 @@ def parse_time(option: str, value: str | None) -> float | None:
 
 def make_filter(since: str | None, until: str | None, request: str | None, kinds: list[str] | None):
     """The EventFilter the options ask for (kinds: overwrite, desync, shape, oob, or full kind names)."""
-    from qdebug.replay.batch import EVENT_KINDS
     from qdebug.replay.log_index import KIND_ALIASES, EventFilter
+    from qdebug.vocab import EVENT_KINDS
 
     chosen = []
     for item in kinds or []:

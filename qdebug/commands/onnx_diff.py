@@ -14,6 +14,7 @@ def run_onnx_diff(args, models: dict | None = None):
     from qdebug.export.manifest import find_manifest
     from qdebug.export.ort_run import open_export, run_export
     from qdebug.trace.runner import CaptureOptions, prepare, trace_request
+    from qdebug.vocab import FindingKind
 
     if args.vary != "none" or args.inject or args.a_dtype or args.b_dtype:
         raise InputError("--onnx compares the export with the PyTorch reference; expected no --vary, --inject, --a-dtype or --b-dtype with it")
@@ -47,7 +48,7 @@ def run_onnx_diff(args, models: dict | None = None):
         mark_unexposed(result, run.exposed)
         explained = explain_onnx(result, run)
         fd = result.first_divergence
-        inputs_explain = any(f.kind in ("deepstack", "position_ids") for f in explained)  # the graph's inputs already say why
+        inputs_explain = any(f.kind in (FindingKind.DEEPSTACK, FindingKind.POSITION_IDS) for f in explained)  # the graph's inputs already say why
         if fd is not None and fd.name.startswith("layer.") and "prefill" in manifest.graphs and not inputs_explain:
             from qdebug.analysis.onnx_findings import explain_weights
             from qdebug.export.weights import layer_weight_layouts

@@ -9,7 +9,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from qdebug.errors import InputError, QDebugError
+from qdebug.errors import InputError, QDebugError, cause, text_lines
 
 from .graphs import PrefillGraph, VisionGraph, vision_precompute
 from .inject import Injects, transposed_weights
@@ -56,15 +56,10 @@ def _export(module, args, path: Path, input_names, output_names, dynamic_shapes,
 
 def _summary(exc: Exception) -> str:
     """The one line of an exporter error that names the cause (torch.onnx wraps it in a long report)."""
-    import re
-
-    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    if "## Exception summary" in lines:
-        rest = lines[lines.index("## Exception summary") + 1 :]
-        if rest:
-            return rest[0][:300]
-    return (lines[0] if lines else type(exc).__name__)[:300]
+    lines = text_lines(exc)
+    if "## Exception summary" in lines[:-1]:
+        return lines[lines.index("## Exception summary") + 1][:300]
+    return cause(exc)[:300]
 
 
 def _dims(tensor, named: dict[int, object]) -> dict:

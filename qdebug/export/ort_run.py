@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from qdebug.errors import ExportFormatError, ExportMismatchError
+from qdebug.errors import ExportFormatError, ExportMismatchError, cause
 
 from .build import deepstack_count, model_block
 from .graphs import vision_precompute
@@ -50,8 +50,7 @@ def _session(path, providers, threads: int | None = None):
     try:
         return ort.InferenceSession(str(path), sess_options=opts, providers=providers)
     except Exception as exc:  # onnxruntime raises its own types for unreadable or invalid models
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ExportFormatError(f"{path}: not a loadable ONNX model ({first[:200]}); expected an ONNX graph") from None
+        raise ExportFormatError(f"{path}: not a loadable ONNX model ({cause(exc)[:200]}); expected an ONNX graph") from None
 
 
 def open_export(manifest: Manifest, loaded, device: str, threads: int | None = None) -> OpenExport:

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 
-_local = threading.local()
+from .thread_taps import ThreadTaps
+
+_taps = ThreadTaps()
 _registered: set[str] = set()
 _lock = threading.Lock()
 
@@ -52,15 +54,9 @@ def register(base: str) -> str:
     return name
 
 
-@contextmanager
-def tapping(*taps: Tap) -> Iterator[None]:
+def tapping(*taps: Tap) -> AbstractContextManager[None]:
     """Activate taps for attention calls made by this thread, innermost last."""
-    stack = getattr(_local, "taps", ())
-    _local.taps = stack + tuple(taps)
-    try:
-        yield
-    finally:
-        _local.taps = stack
+    return _taps.pushed(taps)
 
 
 def _base_function(module, base: str):
@@ -123,7 +119,7 @@ def weights_for_rows(module, query, key, value, mask, rows: list[int], **kwargs)
 def _make_kernel(base: str):
     def qdebug_attention(module, query, key, value, attention_mask, **kwargs):
         base_fn = _base_function(module, base)
-        taps = getattr(_local, "taps", ())
+        taps = _taps.active()
         layer = getattr(module, "layer_idx", None)
         if not taps or layer is None:  # the vision tower (no layer_idx) always passes through untouched
             return base_fn(module, query, key, value, attention_mask, **kwargs)

@@ -11,11 +11,12 @@ from __future__ import annotations
 import importlib
 import sys
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
+
+from .thread_taps import ThreadTaps
 
 KERNELS = ("torch_chunk_gated_delta_rule", "torch_recurrent_gated_delta_rule")
-_local = threading.local()
+_taps = ThreadTaps()
 _lock = threading.Lock()
 _installed: set[str] = set()
 
@@ -45,15 +46,9 @@ def install(module_name: str) -> None:
         _installed.add(module_name)
 
 
-@contextmanager
-def linear_tapping(*taps) -> Iterator[None]:
+def linear_tapping(*taps) -> AbstractContextManager[None]:
     """Activate linear-attention taps for calls made by this thread, outermost first."""
-    stack = getattr(_local, "taps", ())
-    _local.taps = stack + tuple(taps)
-    try:
-        yield
-    finally:
-        _local.taps = stack
+    return _taps.pushed(taps)
 
 
 def _caller_layer() -> int | None:
@@ -68,7 +63,7 @@ def _wrap(name: str, original):
     kernel = name.removeprefix("torch_")
 
     def qdebug_gated_delta_rule(query, key, value, g=None, beta=None, **kwargs):
-        taps = getattr(_local, "taps", ())
+        taps = _taps.active()
         if not taps:
             return original(query, key, value, g=g, beta=beta, **kwargs)
         layer = _caller_layer()

@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from qdebug.errors import DeviceError, ModelLoadError
+from qdebug.errors import DeviceError, ModelLoadError, cause
 
 from .adapters import Adapter, adapter_for
 
@@ -93,7 +93,7 @@ def read_config(path: Path) -> dict:
     try:
         data = json.loads((path / "config.json").read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ModelLoadError(f"{path / 'config.json'}: unreadable ({exc}); expected a JSON model config") from None
+        raise ModelLoadError(f"{path / 'config.json'}: unreadable ({cause(exc)}); expected a JSON model config") from None
     if not isinstance(data, dict):
         raise ModelLoadError(f"{path / 'config.json'}: not a JSON object; expected a model config")
     return data
@@ -173,8 +173,7 @@ def load_model(
         )
         processor = AutoProcessor.from_pretrained(path, local_files_only=True, trust_remote_code=trust_remote_code)
     except Exception as exc:  # transformers, safetensors and tokenizers each raise their own types
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ModelLoadError(f"--model {spec}: could not load ({first})") from None
+        raise ModelLoadError(f"--model {spec}: could not load ({cause(exc)})") from None
     placed = (getattr(model, "hf_device_map", None) or {"": str(model.device)}) if device_map is not None else None
     if placed is None:
         model.to(device)

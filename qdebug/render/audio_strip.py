@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .files import write_atomically
+from .files import pyplot, save_png
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
 RAMP = "inferno"
@@ -47,14 +47,12 @@ def strip_panel(trace, clip: dict, strip, title: str, width: int = 72):
 
 def audio_png(trace, path: str | Path, *, steps: list[int], layer: int | None = None, head: int | None = None) -> Path:
     """One panel per generation step: the clip's waveform envelope with its attention strip beneath, peak marked."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import numpy as np
 
     from qdebug.analysis.attention import step_query
     from qdebug.analysis.audio_attention import attention_strip, clips, strip_peak
+
+    plt = pyplot()
 
     info = clips(trace)
     steps = steps or [0]
@@ -86,10 +84,7 @@ def audio_png(trace, path: str | Path, *, steps: list[int], layer: int | None = 
             token = trace.steps[k].token if k < len(trace.steps) else "?"
             ax.set_title(f"step {k}: {token!r} · clip {clip['index']}", fontsize=9)
     fig.tight_layout()
-    try:
-        return write_atomically(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
-    finally:
-        plt.close(fig)
+    return save_png(fig, path)
 
 
 def audio_stage_what(stage) -> str | None:

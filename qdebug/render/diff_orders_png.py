@@ -6,25 +6,23 @@ from pathlib import Path
 
 from qdebug.vocab import StageVerdict
 
-from .files import write_atomically
+from .files import pyplot, save_png
+from .palette import STAGE_VERDICT_COLOUR
 
 _FLOOR = 1e-12  # a stage that agrees exactly is drawn here on the log scale
 
 
 def diff_orders_png(results: list[tuple[str, object]], path: str | Path) -> Path:
     """Bars of max |a−b| / max |a| by stage for each (order label, DiffResult), first divergence marked."""
-    import matplotlib
+    plt = pyplot()
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    widest = max(len([s for s in r.stages if s.verdict != "missing"]) for _, r in results)
+    widest = max(len([s for s in r.stages if s.verdict != StageVerdict.MISSING]) for _, r in results)
     fig, axes = plt.subplots(len(results), 1, figsize=(max(6, 0.45 * widest), 3.2 * len(results)), sharey=True, squeeze=False)
     for ax, (order, result) in zip(axes[:, 0], results):
-        stages = [s for s in result.stages if s.verdict != "missing"]
+        stages = [s for s in result.stages if s.verdict != StageVerdict.MISSING]
         names = [s.name for s in stages]
         values = [max(s.rel, _FLOOR) if s.rel == s.rel and s.rel != float("inf") else 1e3 for s in stages]
-        ax.bar(range(len(names)), values, color=["tab:red" if s.verdict == StageVerdict.DIVERGED else "tab:blue" for s in stages])
+        ax.bar(range(len(names)), values, color=[STAGE_VERDICT_COLOUR[s.verdict] for s in stages])
         ax.set_yscale("log")
         ax.axhline(result.tolerance.rtol, color="black", ls="--", lw=1, label=f"rtol {result.tolerance.rtol:g}")
         first = result.first_divergence
@@ -34,7 +32,4 @@ def diff_orders_png(results: list[tuple[str, object]], path: str | Path) -> Path
         ax.set_ylabel("max |a−b| / max |a|", fontsize=8)
         ax.legend(fontsize=8)
     fig.tight_layout()
-    try:
-        return write_atomically(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
-    finally:
-        plt.close(fig)
+    return save_png(fig, path)

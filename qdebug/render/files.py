@@ -18,3 +18,23 @@ def write_atomically(path: str | Path, write: Callable[[Path], None]) -> Path:
 def write_text_atomically(path: str | Path, text: str) -> Path:
     """Write a text file atomically."""
     return write_atomically(path, lambda p: p.write_text(text))
+
+
+def pyplot():
+    """matplotlib.pyplot on the Agg backend (files only, no display), imported when a PNG is first drawn."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_png(fig, path: str | Path) -> Path:
+    """Write `fig` to `path` as a PNG (atomically), then close it, written or not."""
+    import matplotlib.pyplot as plt
+
+    try:
+        return write_atomically(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
+    finally:
+        plt.close(fig)

@@ -10,7 +10,8 @@ from rich.text import Text
 
 from qdebug.vocab import Verdict
 
-from .replay_report import VERDICT_STYLE, matrix_table, requests_table, timeline_table
+from .palette import verdict_style
+from .replay_report import matrix_table, requests_table, timeline_table
 
 # Up to these sizes the full per-request and per-event tables are printed as well.
 SMALL_REQUESTS = 40
@@ -37,7 +38,7 @@ def counts_table(report) -> Table:
     table.add_row("events", f"{meta.get('events', 0):,}")
     table.add_row("time span", f"{_when(first)} → {_when(last)} UTC" if first is not None else "no timestamps")
     for verdict, n in sorted(index.verdict_counts().items(), key=lambda kv: -kv[1]):
-        table.add_row(Text(f"requests {verdict}", style=VERDICT_STYLE.get(verdict, "")), f"{n:,}")
+        table.add_row(Text(f"requests {verdict}", style=verdict_style(verdict)), f"{n:,}")
     for kind, n in index.finding_counts().items():
         table.add_row(f"findings: {kind}", f"{n:,}")
     if report.event_filter is not None and report.event_filter.active:
@@ -53,7 +54,7 @@ def worst_table(report, limit: int = WORST) -> Table:
     for rid, verdict, donor, text_at, visual_at, line in report.log_index.requests(worst_first=True, limit=limit):
         if verdict == Verdict.OK:
             break
-        table.add_row(rid, Text(verdict, style=VERDICT_STYLE.get(verdict, "")), donor or "",
+        table.add_row(rid, Text(verdict, style=verdict_style(verdict)), donor or "",
                       "–" if text_at is None else str(text_at), "–" if visual_at is None else str(visual_at), str(line))
     return table
 

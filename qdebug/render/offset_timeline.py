@@ -1,4 +1,4 @@
-"""The offset-timeline PNG: buffer writes over time and offset, overwrites with their donors, stitches, request lanes.
+"""The offset-timeline PNG: buffer writes over time and offset, overwrites with their donors, syncs, request lanes.
 
 x is time in milliseconds from the first event (wall-clock start in the axis label; event order only when the
 events carry no time), y the visual-buffer offset. A large log is drawn binned by time from its index.
@@ -9,16 +9,20 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
-from qdebug.replay.batch import BUFFER_OVERWRITE, BUFFER_WRITE, EVENT_KINDS
-from qdebug.vocab import EventKind, Verdict
+from qdebug.vocab import EVENT_KINDS, EventKind, Verdict
 
-from .files import write_atomically
+from .files import pyplot, save_png
+from .palette import EVENT_LOOK, kind_look
 
-_WRITES = f"({EVENT_KINDS.index(BUFFER_WRITE)}, {EVENT_KINDS.index(BUFFER_OVERWRITE)})"  # kind codes in the index
+_WRITES = f"({EVENT_KINDS.index(EventKind.BUFFER_WRITE)}, {EVENT_KINDS.index(EventKind.BUFFER_OVERWRITE)})"  # kind codes in the index
 
 # Up to this many events the picture shows every write; beyond it, writes are binned by time and offset.
 DETAILED_EVENTS = 3_000
 MAX_LANES = 40
+# Events drawn on a request's lane (writes are drawn above, in the offset panel), and the marker symbols in text.
+_LANE_KINDS = (EventKind.ENCODE_START, EventKind.SYNC, EventKind.FIRST_TOKEN, EventKind.BUFFER_OVERWRITE, EventKind.DESYNC,
+               EventKind.SHAPE_MISMATCH, EventKind.INDEX_OUT_OF_BOUNDS)
+_SYMBOL = {"D": "◆", "X": "✕", "^": "▲", "s": "■"}
 _TAB = ("tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan", "tab:gray")
 
 
@@ -65,7 +69,7 @@ def _text_offsets(report) -> dict[str, int]:
 
 
 def _detailed(report, fig, top, lanes) -> None:
-    """Every write as a bar over [offset, offset + tokens) from when it landed until its request stitched."""
+    """Every write as a bar over [offset, offset + tokens) from when it landed until its request synced."""
     import matplotlib.patches as mpatches
 
     events = sorted(report.events, key=lambda e: e.seq)
@@ -75,10 +79,10 @@ def _detailed(report, fig, top, lanes) -> None:
     min_w = span * 0.012
     ids = list(dict.fromkeys([r.id for r in report.requests] + [e.request_id for e in events if e.request_id]))
     colour = {rid: _TAB[i % len(_TAB)] for i, rid in enumerate(ids)}
-    stitch_x: dict[str, float] = {}
+    sync_x: dict[str, float] = {}
     for e in events:
         if e.kind == EventKind.SYNC and e.request_id is not None:
-            stitch_x[e.request_id] = x_of(e)
+            sync_x[e.request_id] = x_of(e)
     # Limits first: labels are placed (and kept apart) in pixels, which depend on them.
     top_y = max([e.offset + float(e.tokens or 1) for e in events if e.offset is not None and e.kind in (EventKind.BUFFER_WRITE, EventKind.BUFFER_OVERWRITE, EventKind.SYNC)] or [1.0])
     top.set_ylim(0, top_y * 1.15)
@@ -89,43 +93,42 @@ def _detailed(report, fig, top, lanes) -> None:
         if e.kind not in (EventKind.BUFFER_WRITE, EventKind.BUFFER_OVERWRITE) or e.offset is None:
             continue
         x, height = x_of(e), float(e.tokens or 1)
-        end = stitch_x.get(e.request_id, x + min_w)
+        end = sync_x.get(e.request_id, x + min_w)
         width = max(min_w, end - x)
         if e.kind == EventKind.BUFFER_WRITE:
             top.add_patch(mpatches.Rectangle((x, e.offset), width, height, color=colour[e.request_id], alpha=0.55, lw=0))
             last_write[e.request_id] = (x, e.offset + height / 2)
-            labels.add(x, e.offset + height, f"W {e.request_id}@{e.offset}", colour[e.request_id])
+            labels.add(x, e.offset + height, f"{EVENT_LOOK[EventKind.BUFFER_WRITE].glyph} {e.request_id}@{e.offset}", colour[e.request_id])
             continue
         # An overwrite: the donor's rows land in the victim's slot (red), arrow from the donor's own write.
         contaminating = any(c.get("request_id") == e.request_id and c.get("donor") == e.donor for c in report.contamination_cells())
-        top.add_patch(mpatches.Rectangle((x, e.offset), width, height, facecolor="tab:red", alpha=0.8 if contaminating else 0.35,
+        top.add_patch(mpatches.Rectangle((x, e.offset), width, height, facecolor=EVENT_LOOK[EventKind.BUFFER_OVERWRITE].colour, alpha=0.8 if contaminating else 0.35,
                                          hatch=None if contaminating else "//", lw=0.8, edgecolor="darkred"))
         src = last_write.get(e.donor, (x - min_w * 2, e.offset + height * 1.5))
         top.annotate("", (x, e.offset + height / 2), xytext=src, arrowprops={"arrowstyle": "->", "color": "darkred", "lw": 1.3})
         last_write[e.donor] = (x, e.offset + height / 2)
-        labels.add(x, e.offset + height / 2, f"{e.donor}→{e.request_id}@{e.offset}" + ("" if contaminating else " (after stitch)"), "darkred")
+        labels.add(x, e.offset + height / 2, f"{e.donor}→{e.request_id}@{e.offset}" + ("" if contaminating else " (after sync)"), "darkred")
     text_at = _text_offsets(report)
+    sync = EVENT_LOOK[EventKind.SYNC]
     for e in events:
         if e.kind == EventKind.SYNC and e.offset is not None:
             x = x_of(e)
-            top.plot([x], [e.offset], marker="D", color="tab:green", ms=5, zorder=4)
+            top.plot([x], [e.offset], marker=sync.marker, color=sync.colour, ms=5, zorder=4)
             t = text_at.get(e.request_id)
-            labels.add(x, e.offset, f"S {e.request_id}: visual@{e.offset}" + (f" text@{t}" if t is not None else ""), "darkgreen")
+            labels.add(x, e.offset, f"{sync.glyph} {e.request_id}: visual@{e.offset}" + (f" text@{t}" if t is not None else ""), "darkgreen")
     top.set_ylabel("visual buffer offset (tokens)")
-    # Lanes: encode → stitch → first token, one thin line per request (the worst first when there are many).
+    # Lanes: encode → sync → first token, one thin line per request (the worst first when there are many).
     order = sorted(ids, key=lambda r: {Verdict.CONTAMINATED: 0, Verdict.DESYNC: 1, Verdict.ERROR: 2}.get(getattr(report.outcome(r), "verdict", Verdict.OK), 3))
     shown = order[:MAX_LANES]
     row = {rid: i for i, rid in enumerate(shown)}
-    marks = {"encode_start": ("o", "E"), "stitch": ("D", "S"), "first_token": ("|", "T"), "buffer_overwrite": ("X", "X"),
-             "desync": ("^", "D"), "shape_mismatch": ("*", "!"), "index_out_of_bounds": ("*", "!")}
     for rid in shown:
         own = [e for e in events if e.request_id == rid]
         if own:
             lanes.plot([x_of(own[0]), x_of(own[-1])], [row[rid]] * 2, color=colour[rid], lw=1.2)
         for e in own:
-            if e.kind in marks:
-                lanes.plot([x_of(e)], [row[rid]], marker=marks[e.kind][0], ms=4,
-                           color="tab:red" if e.kind in (EventKind.BUFFER_OVERWRITE, EventKind.DESYNC, EventKind.SHAPE_MISMATCH, EventKind.INDEX_OUT_OF_BOUNDS) else colour[rid])
+            if e.kind in _LANE_KINDS:
+                look = kind_look(e.kind)
+                lanes.plot([x_of(e)], [row[rid]], marker=look.marker, ms=4, color=look.colour if look.alarm else colour[rid])
     verdicts = {r.id: r.verdict for r in report.requests}
     lanes.set_yticks(range(len(shown)), [f"{rid} {verdicts.get(rid, '')}" for rid in shown], fontsize=6)
     lanes.set_ylim(len(shown) - 0.5, -0.5)
@@ -133,7 +136,8 @@ def _detailed(report, fig, top, lanes) -> None:
     note = "" if len(order) <= MAX_LANES else f"; lanes: the {MAX_LANES} worst of {len(order)} requests"
     if labels.dropped:
         note += f"; {labels.dropped} overlapping labels left out"
-    lanes.set_title("requests: o encode · ◆ stitch · | first token · ✕ overwritten · ▲ desync" + note, fontsize=7, loc="left")
+    legend = " · ".join(f"{_SYMBOL.get(EVENT_LOOK[k].marker, EVENT_LOOK[k].marker)} {EVENT_LOOK[k].label}" for k in _LANE_KINDS)
+    lanes.set_title(f"requests: {legend}" + note, fontsize=7, loc="left")
 
 
 def _binned(report, fig, top, lanes) -> None:
@@ -159,13 +163,13 @@ def _binned(report, fig, top, lanes) -> None:
     bad = conn.execute("SELECT e.t, e.offset FROM contam c JOIN events e ON e.seq = c.seq WHERE e.t IS NOT NULL LIMIT 20000").fetchall()
     if bad:
         arr = np.asarray([(t, o if o is not None else 0) for t, o in bad], dtype=float)
-        top.scatter((arr[:, 0] - t_lo) * 1000, arr[:, 1], s=6, color="tab:red", label="contaminating overwrite", zorder=3)
+        top.scatter((arr[:, 0] - t_lo) * 1000, arr[:, 1], s=6, color=EVENT_LOOK[EventKind.BUFFER_OVERWRITE].colour, label="contaminating overwrite", zorder=3)
         top.legend(fontsize=7, loc="upper right")
     top.set_ylabel("visual buffer offset (tokens)")
     per_min = index.per_minute(contaminating_only=True)
     if per_min:
         xs = [(m * 60 - t_lo) * 1000 for m, _ in per_min]
-        lanes.bar(xs, [n for _, n in per_min], width=60_000, align="edge", color="tab:red")
+        lanes.bar(xs, [n for _, n in per_min], width=60_000, align="edge", color=EVENT_LOOK[EventKind.BUFFER_OVERWRITE].colour)
     top.set_xlim(0, span_ms)
     lanes.set_ylabel("overwrites / min", fontsize=7)
     start = dt.datetime.fromtimestamp(t_lo, dt.timezone.utc).isoformat(timespec="milliseconds")[:-6]
@@ -174,10 +178,7 @@ def _binned(report, fig, top, lanes) -> None:
 
 def draw_timeline(report, path: str | Path) -> Path:
     """Write the offset timeline of a replay or a runtime log as a PNG (atomically)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     index = getattr(report, "log_index", None)
     binned = index is not None and index.count_events(report.event_filter) > min(DETAILED_EVENTS, len(report.events))
@@ -197,7 +198,4 @@ def draw_timeline(report, path: str | Path) -> Path:
     else:
         _detailed(report, fig, top, lanes)
     fig.subplots_adjust(left=0.1, right=0.98, top=0.95, bottom=0.08)
-    try:
-        return write_atomically(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
-    finally:
-        plt.close(fig)
+    return save_png(fig, path)

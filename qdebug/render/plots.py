@@ -6,20 +6,19 @@ from pathlib import Path
 
 from qdebug.vocab import StageVerdict
 
-from .files import write_atomically
+from .files import pyplot, save_png
+from .palette import STAGE_VERDICT_COLOUR
 
 
 def attention_png(trace, pil_images, path: str | Path, *, steps: list[int], layer: int | None = None, head: int | None = None) -> Path:
     """Draw the image with one generation step's attention overlaid per panel (4 panels a row, image by image)."""
     import math
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import numpy as np
 
     from qdebug.analysis.attention import attention_grid, peak_of, step_query
+
+    plt = pyplot()
 
     steps = steps or [0]
     per_row = min(4, len(steps))
@@ -50,25 +49,19 @@ def attention_png(trace, pil_images, path: str | Path, *, steps: list[int], laye
             token = trace.steps[k].token if k < len(trace.steps) else "?"
             ax.set_title(f"step {k}: {token!r}" + (f" · image {img.index}" if len(trace.images) > 1 else ""), fontsize=9)
     fig.tight_layout()
-    try:
-        return write_atomically(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
-    finally:
-        plt.close(fig)
+    return save_png(fig, path)
 
 
 def diff_png(result, path: str | Path) -> Path:
     """Per-stage divergence plot: relative difference by stage (log scale), the tolerance line, the first divergence marked."""
-    import matplotlib
+    plt = pyplot()
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    stages = [s for s in result.stages if s.verdict != "missing"]
+    stages = [s for s in result.stages if s.verdict != StageVerdict.MISSING]
     names = [s.name for s in stages]
     floor = 1e-12
     values = [max(s.rel, floor) if s.rel == s.rel and s.rel != float("inf") else 1e3 for s in stages]
     fig, ax = plt.subplots(figsize=(max(6, 0.45 * len(names)), 3.6))
-    colours = ["tab:red" if s.verdict == StageVerdict.DIVERGED else "tab:blue" for s in stages]
+    colours = [STAGE_VERDICT_COLOUR[s.verdict] for s in stages]
     ax.bar(range(len(names)), values, color=colours)
     ax.set_yscale("log")
     ax.axhline(result.tolerance.rtol, color="black", ls="--", lw=1, label=f"rtol {result.tolerance.rtol:g}")
@@ -81,26 +74,11 @@ def diff_png(result, path: str | Path) -> Path:
     ax.set_title(f"{result.a_label} vs {result.b_label}", fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    try:
-        return write_atomically(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
-    finally:
-        plt.close(fig)
-
-
-_MARKERS = {
-    "encode_start": ("o", "tab:cyan"),
-    "buffer_write": ("s", "tab:blue"),
-    "buffer_overwrite": ("X", "tab:red"),
-    "stitch": ("D", "tab:green"),
-    "desync": ("^", "gold"),
-    "shape_mismatch": ("*", "darkred"),
-    "index_out_of_bounds": ("*", "purple"),
-    "first_token": ("|", "tab:purple"),
-}
+    return save_png(fig, path)
 
 
 def timeline_png(report, path: str | Path) -> Path:
-    """The offset timeline (time × buffer offset, overwrites with their donors, stitches, request lanes)."""
+    """The offset timeline (time × buffer offset, overwrites with their donors, syncs, request lanes)."""
     from .offset_timeline import draw_timeline
 
     return draw_timeline(report, path)

@@ -8,18 +8,7 @@ from rich.text import Text
 from qdebug.vocab import EventKind
 
 from .colors import scale_color
-
-VERDICT_STYLE = {"ok": "green", "contaminated": "bold red", "desync": "bold yellow", "diverged": "yellow", "error": "bold magenta"}
-_EVENT_MARK = {
-    "encode_start": ("E", "cyan"),
-    "buffer_write": ("W", "blue"),
-    "buffer_overwrite": ("X", "bold white on red"),
-    "stitch": ("S", "green"),
-    "desync": ("D", "bold yellow"),
-    "shape_mismatch": ("!", "bold red"),
-    "index_out_of_bounds": ("!", "bold red"),
-    "first_token": ("T", "magenta"),
-}
+from .palette import EVENT_LOOK, kind_look, verdict_style
 
 
 def _short(text: str | None, width: int = 36) -> str:
@@ -45,7 +34,7 @@ def requests_table(report) -> Table:
     if replayed:  # how far the replayed first token's distribution moved from the reference's
         table.add_column("KL₀", no_wrap=True, justify="right")
     for r in report.requests:
-        verdict = Text(r.verdict, style=VERDICT_STYLE.get(r.verdict, ""))
+        verdict = Text(r.verdict, style=verdict_style(r.verdict))
         if r.error:
             verdict.append(f" ({_short(r.error, 48)})", style="dim")
         for label in getattr(r, "injected", None) or []:
@@ -97,8 +86,9 @@ def matrix_table(report, limit: int = 24) -> Table | Text:
 
 
 def timeline_table(report, limit: int = 40) -> Table:
-    """Per request, its events in time order: E encode, W write@offset, X overwritten by, S stitch@offset, T first token."""
-    table = Table(title="offset timeline (E encode · W write@offset · X overwritten by donor · S stitch@offset · D desync · ! error · T first token)")
+    """Per request, its events in time order, one glyph each (writes and syncs @offset, overwrites ←donor@offset)."""
+    legend = " · ".join(f"{look.glyph} {look.label}" for look in EVENT_LOOK.values())
+    table = Table(title=f"offset timeline ({legend})")
     table.add_column("request")
     table.add_column("events in time order")
     by_request: dict[str, list] = {}
@@ -108,15 +98,15 @@ def timeline_table(report, limit: int = 40) -> Table:
     for rid in order[:limit]:
         line = Text()
         for e in sorted(by_request.get(rid, []), key=lambda e: (e.t if e.t is not None else 0, e.seq)):
-            mark, style = _EVENT_MARK.get(e.kind, ("?", ""))
-            label = mark
+            look = kind_look(e.kind)
+            label = look.glyph
             if e.kind in (EventKind.BUFFER_WRITE, EventKind.SYNC) and e.offset is not None:
                 label += f"@{e.offset}"
             if e.kind == EventKind.BUFFER_OVERWRITE:
                 label += f"←{e.donor}@{e.offset}"
             if e.kind == EventKind.DESYNC:
                 label += f" v{e.offset}≠t{e.text_offset}"
-            line.append(label, style=style)
+            line.append(label, style=look.style)
             line.append(" ")
         table.add_row(rid, line)
     return table

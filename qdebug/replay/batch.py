@@ -4,18 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from qdebug.vocab import EVENT_KINDS, EventKind
-
-# Event kinds shared by parsed runtime logs and qdebug's own replays (aliases of `qdebug.vocab.EventKind`).
-ENCODE_START = EventKind.ENCODE_START
-BUFFER_WRITE = EventKind.BUFFER_WRITE
-BUFFER_OVERWRITE = EventKind.BUFFER_OVERWRITE
-STITCH = EventKind.SYNC
-DESYNC = EventKind.DESYNC
-SHAPE_MISMATCH = EventKind.SHAPE_MISMATCH
-INDEX_OUT_OF_BOUNDS = EventKind.INDEX_OUT_OF_BOUNDS
-FIRST_TOKEN = EventKind.FIRST_TOKEN
-
 
 @dataclass(slots=True)
 class Event:

@@ -8,7 +8,7 @@ import time
 from qdebug.trace.protocols import PipelineListener
 from qdebug.vocab import EventKind
 
-from .batch import BUFFER_OVERWRITE, Event
+from .batch import Event
 
 
 class EventLog:
@@ -44,7 +44,7 @@ class RequestEvents(PipelineListener):
     def __call__(self, kind: str, **fields) -> None:
         """Log one event of this request (or, for an overwrite, of its victim)."""
         victim = fields.pop("victim", None)
-        if kind == BUFFER_OVERWRITE and victim is not None:
+        if kind == EventKind.BUFFER_OVERWRITE and victim is not None:
             self.log.add(kind, victim, donor=self.request_id, **fields)
         else:
             self.log.add(kind, self.request_id, **fields)

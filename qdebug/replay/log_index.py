@@ -10,9 +10,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from qdebug.vocab import EventKind, Verdict
+from qdebug.vocab import EVENT_KINDS, EventKind, Verdict
 
-from .batch import EVENT_KINDS, Event
+from .batch import Event
 
 # Bump when the parser or the tables change: an index built by another version is rebuilt, never misread.
 INDEX_VERSION = 1

@@ -14,6 +14,7 @@ from pathlib import Path
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from qdebug.errors import first_line
 from qdebug.replay.engine import parse_inject
 from qdebug.replay.events import EventLog
 
@@ -152,8 +153,7 @@ def build_app(loaded, settings: ServeSettings):
         try:
             status, doc = tracer.answer(body, request.headers.get("x-qdebug-request"))
         except Exception as exc:  # one failing request answers 500 and the server keeps serving
-            text = str(exc).strip().splitlines()
-            return JSONResponse(_error(f"{type(exc).__name__}: {text[0] if text else ''}", "server_error"), status_code=500)
+            return JSONResponse(_error(first_line(exc), "server_error"), status_code=500)
         return JSONResponse(doc, status_code=status)
 
     return app

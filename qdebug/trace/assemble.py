@@ -67,7 +67,7 @@ def assemble_trace(loaded, request, prepared, rec: Recorder, generated, queries,
         st = tensor_stats(rows)
         tensors[f"encode.{img.index}"] = rows
         enc_summary.append({"image": img.index, "rows": rows.shape[0], "dim": rows.shape[1], **st, "fingerprint": fingerprint(rows)})
-        enc_checks.append(Check(f"image {img.index}: no NaN/Inf", st["nan"] == 0 and st["inf"] == 0, f"{st['nan']} NaN, {st['inf']} Inf", "nan_inf"))
+        enc_checks.append(Check(f"image {img.index}: no NaN/Inf", st["nan"] == 0 and st["inf"] == 0, f"{st['nan']} NaN, {st['inf']} Inf", FindingKind.NAN_INF))
     if rec.vision_rows is not None and not encode_rows:
         enc_checks.append(Check("encoder rows split per image", False, f"{rec.vision_rows.shape[0]} rows for grids {[i.grid_thw for i in images]}"))
     stages["encode"] = Stage("encode", {"images": enc_summary}, enc_checks)
@@ -91,7 +91,7 @@ def assemble_trace(loaded, request, prepared, rec: Recorder, generated, queries,
             tensors[f"layer.{layer}.last"] = rec.hidden_kept[layer]  # the last prompt row (rows × dim)
         if st is not None:
             summary.update(st)
-            checks.append(Check("no NaN/Inf", st["nan"] == 0 and st["inf"] == 0, f"{st['nan']} NaN, {st['inf']} Inf", "nan_inf"))
+            checks.append(Check("no NaN/Inf", st["nan"] == 0 and st["inf"] == 0, f"{st['nan']} NaN, {st['inf']} Inf", FindingKind.NAN_INF))
         if rec.step_hidden.get(layer):
             tensors[f"layer.{layer}.step_hidden"] = torch.stack(rec.step_hidden[layer])
         if rec.attn.get(layer):
@@ -202,7 +202,7 @@ def _sync_stage(loaded, images, encode_rows, rec: Recorder, inputs, tensors) -> 
                             f"{rows.shape[0]} rows, {end - start} placeholders, {img.tokens} expected", FindingKind.SHAPE_MISMATCH))
         checks.append(Check(f"image {img.index}: visual offset == text offset", landed == start,
                             f"visual {landed}, text {start}" if landed is not None else f"its rows are not in the stream (text {start})", FindingKind.DESYNC))
-        checks.append(Check(f"image {img.index}: merged rows equal encode rows", exact, f"max |diff| {diff}", "fingerprint"))
+        checks.append(Check(f"image {img.index}: merged rows equal encode rows", exact, f"max |diff| {diff}", FindingKind.FINGERPRINT))
     summary: dict = {"images": per_image}
     if rec.position_ids is not None:
         received = rec.position_ids.cpu()
@@ -222,7 +222,7 @@ def _sync_stage(loaded, images, encode_rows, rec: Recorder, inputs, tensors) -> 
             same = expected.shape == received.shape and bool(torch.equal(expected, received))
             checks.append(Check("MRoPE position ids == get_rope_index", same,
                                 "identical" if same else f"{int((expected != received).any(0).sum()) if expected.shape == received.shape else 'shape'} positions differ",
-                                "position_ids"))
+                                FindingKind.POSITION_IDS))
     return Stage("sync", summary, checks)
 
 

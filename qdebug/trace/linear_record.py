@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from qdebug.model.linear_attention import install, linear_tapping
+from qdebug.vocab import FindingKind
 
 from .schema import Check
 from .stats import tensor_stats
@@ -76,7 +77,7 @@ class LinearRecorder:
                 "states_of_another_shape": len(rec["state_norm"]) - len(kept),
             }
             bad = sum(rec[n]["nan"] + rec[n]["inf"] for n in ("query", "key", "value", "g", "beta"))
-            stage.checks.append(Check("q/k/v/g/beta: no NaN/Inf", bad == 0, f"{bad} non-finite", "nan_inf"))
+            stage.checks.append(Check("q/k/v/g/beta: no NaN/Inf", bad == 0, f"{bad} non-finite", FindingKind.NAN_INF))
         pos = self.position_ids
         sync = trace.stages.get("sync")
         if pos is not None and sync is not None and pos.ndim == 2 and pos.shape[0] == 4:
@@ -84,7 +85,7 @@ class LinearRecorder:
             same = bool(torch.equal(pos[0].long(), text))
             sync.summary["position_rows"] = 4
             sync.checks.append(Check("4-row position ids: text row == 1-D text positions", same,
-                                     "identical" if same else f"{int((pos[0].long() != text).sum())} positions differ", "position_ids"))
+                                     "identical" if same else f"{int((pos[0].long() != text).sum())} positions differ", FindingKind.POSITION_IDS))
 
 
 @contextmanager

@@ -11,6 +11,7 @@ from pathlib import Path
 from qdebug.atomic import atomic_path
 from qdebug.errors import TraceFormatError
 from qdebug.findings import Finding
+from qdebug.vocab import FindingKind
 
 FORMAT = "qdebug-trace"
 FORMAT_VERSION = 1
@@ -25,7 +26,7 @@ class Check:
     name: str
     ok: bool
     detail: str = ""
-    kind: str = "check_failed"  # the finding kind when it fails (desync, shape_mismatch, position_ids, ...)
+    kind: str = FindingKind.CHECK_FAILED  # the finding kind when it fails (desync, shape_mismatch, position_ids, ...)
 
 
 @dataclass

@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from qdebug.replay.batch import EVENT_KINDS
 from qdebug.replay.formats.log_scan import fast_message, scan_files
 from qdebug.replay.formats.runtime_log import parse_runtime_log
+from qdebug.vocab import EVENT_KINDS
 
 STAMPS = ["2024-07-12T14:23:07.103Z", "2024-07-12T14:23:07Z", "2024-07-12T14:23:07.1234567891Z", "2024-13-12T14:23:07.1Z",
           "2024-07-12T25:23:07.100Z", "2024-07-12T14:23:07.5+02:00", "2024-07-12 14:23:07.100Z", ""]

@@ -7,8 +7,8 @@ import time
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from qdebug.replay.batch import EVENT_KINDS
 from qdebug.replay.formats.runtime_log import parse_runtime_log, recognise_line
+from qdebug.vocab import EVENT_KINDS
 
 FRAGMENTS = [
     "request_id", "request_id=", 'request_id="', "request_id='", "=", ":", " ", "\t", "\r", "\x00", "(", ")", '"', "'",

@@ -72,10 +72,82 @@ def test_trace_sources_name_no_replay_module():
     assert not bad, bad
 
 
-# Modules whose event kinds and verdicts are spelled only as qdebug.vocab members. replay/formats/ is left out:
-# its parsers and synthetic logs match and write the runtime log's own words ("stitch", "desync"), which are text.
-VOCAB_CLEAN = ["qdebug/trace/hooks.py", "qdebug/replay", "qdebug/analysis", "qdebug/render", "qdebug/cli.py"]
-VOCAB_EXEMPT_DIRS = ("qdebug/replay/formats/",)
+# Words that also mean something else in qdebug (a log level, a widget id, a warnings filter, a JSON or summary key, a
+# panel title, a model input, a fault label's prefix): a literal one is flagged only where a vocabulary word is expected (below).
+ORDINARY = {"ok", "info", "warning", "error", "contamination", "injected", "fingerprint", "position_ids", "deepstack", "first_divergence"}
+# Names whose values are vocabulary words: `x.kind == "..."`, `kind="..."`, `verdict: str = "..."`.
+VOCAB_NAMES = ("kind", "verdict", "severity")
+# Calls whose positional arguments hold vocabulary words: (callee, position, vocabulary name).
+VOCAB_ARGS = {("Finding", 0): "kind", ("Finding", 1): "severity", ("Check", 3): "kind", ("Event", 0): "kind"}
+
+
+def _words() -> dict[str, set[str]]:
+    """The values of each vocabulary name, and `all`: every event kind, verdict, severity and finding kind."""
+    from qdebug.vocab import EventKind, FindingKind, Severity, StageVerdict, Verdict
+
+    words = {"kind": {m.value for m in (*EventKind, *FindingKind)}, "verdict": {m.value for m in (*Verdict, *StageVerdict)},
+             "severity": {m.value for m in Severity}}
+    words["all"] = set().union(*words.values())
+    return words
+
+
+def _tail(node) -> str | None:
+    """`kind` for `kind`, `e.kind` and `self.kind`; None for anything else."""
+    import ast
+
+    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+
+
+def _strings(node) -> list:
+    """The string constants `node` is, or holds as a tuple/list/set literal."""
+    import ast
+
+    items = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+    return [n for n in items if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+
+
+def _vocab_positions(tree) -> list[tuple[object, str, bool]]:
+    """(constant, vocabulary name, any literal is wrong) for every string literal where a vocabulary word belongs."""
+    import ast
+
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            for side in sides:
+                names = {_tail(o) for o in sides if o is not side} & set(VOCAB_NAMES)
+                out += [(c, name, False) for name in names for c in _strings(side)]
+        elif isinstance(node, ast.Call):
+            callee = _tail(node.func)
+            strict = callee in ("Finding", "Check")  # a finding's kind is always a FindingKind member
+            out += [(c, kw.arg, strict and kw.arg == "kind") for kw in node.keywords if kw.arg in VOCAB_NAMES for c in _strings(kw.value)]
+            out += [(c, VOCAB_ARGS[callee, i], strict and VOCAB_ARGS[callee, i] == "kind")
+                    for i, arg in enumerate(node.args) if (callee, i) in VOCAB_ARGS for c in _strings(arg)]
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            out += [(c, _tail(t), False) for t in targets if _tail(t) in VOCAB_NAMES for c in _strings(node.value)]
+    return out
+
+
+def _text_searches(tree) -> set[int]:
+    """ids of string constants searched for in text (`"stitch" in line`): a runtime log's own words, not vocabulary."""
+    import ast
+
+    return {id(node.left) for node in ast.walk(tree) if isinstance(node, ast.Compare) and isinstance(node.left, ast.Constant)
+            and all(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops) and not isinstance(node.comparators[0], (ast.Tuple, ast.List, ast.Set))}
+
+
+def spelled_words(source: str) -> list[str]:
+    """`line: 'word'` for each event kind, verdict, severity or finding kind that `source` spells as a string literal."""
+    import ast
+
+    tree = ast.parse(source)
+    words = _words()
+    found = {id(c): (c, f"{c.value!r}") for c, name, strict in _vocab_positions(tree) if strict or c.value in words[name]}
+    skip = _field_names(tree) | _text_searches(tree)
+    found.update({id(n): (n, f"{n.value!r}") for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                  and n.value in words["all"] - ORDINARY and id(n) not in skip})
+    return sorted(f"{n.lineno}: {text}" for n, text in found.values())
 
 
 def _field_names(tree) -> set[int]:
@@ -97,26 +169,34 @@ def _field_names(tree) -> set[int]:
     return ids
 
 
-def test_event_kinds_and_verdicts_are_vocab_members():
-    """trace/hooks.py, replay/, analysis/, render/ and cli.py spell no event kind or verdict as a string literal (qdebug.vocab does)."""
-    import ast
+def test_event_kinds_verdicts_and_finding_kinds_are_vocab_members():
+    """No module of qdebug/ but qdebug/vocab.py spells an event kind, verdict, severity or finding kind as a string literal."""
     from pathlib import Path
 
-    from qdebug.vocab import EventKind, Verdict
-
-    words = {m.value for m in EventKind} | {m.value for m in Verdict}
-    repo = Path(__file__).resolve().parents[2]
-    files = []
-    for entry in VOCAB_CLEAN:
-        p = repo / entry
-        files += sorted(p.rglob("*.py")) if p.is_dir() else [p]
-    bad = []
-    for path in files:
-        rel = path.relative_to(repo).as_posix()
-        if rel.startswith(VOCAB_EXEMPT_DIRS):
-            continue
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        skip = _field_names(tree)
-        bad += [f"{rel}:{n.lineno}: {n.value!r}" for n in ast.walk(tree)
-                if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value in words and id(n) not in skip]
+    root = Path(__file__).resolve().parents[2]
+    bad = [f"{path.relative_to(root).as_posix()}:{hit}" for path in sorted((root / "qdebug").rglob("*.py"))
+           if path.relative_to(root).as_posix() != "qdebug/vocab.py" for hit in spelled_words(path.read_text(encoding="utf-8"))]
     assert not bad, "spell these as qdebug.vocab members:\n" + "\n".join(bad)
+
+
+def test_the_vocabulary_check_flags_planted_literals():
+    """The check above is not vacuous: it finds words in each position, and leaves field names and text searches alone."""
+    planted = (
+        'BAD = {"buffer_overwrite", "desync"}\n'            # 1: distinctive words anywhere
+        'if e.kind == "stitch": pass\n'                      # 2: a compared event kind
+        'if outcome.verdict != "ok": pass\n'                 # 3: an ordinary word where a verdict belongs
+        'f = Finding("contamination", "error", "m")\n'       # 4: a finding's kind and severity
+        'c = Check("rows", ok, "", "nan_inf")\n'             # 5: a check's kind
+        'c = Check("rows", ok, kind="made_up")\n'            # 6: any literal as a finding kind
+        'kind: str = "first_divergence"\n'                   # 7: a default
+    )
+    assert spelled_words(planted) == ["1: 'buffer_overwrite'", "1: 'desync'", "2: 'stitch'", "3: 'ok'", "4: 'contamination'",
+                                      "4: 'error'", "5: 'nan_inf'", "6: 'made_up'", "7: 'first_divergence'"]
+    clean = (
+        'if "stitch" in text: pass\n'                        # the runtime log's own word
+        'n = counts["desync"] + row.get("contaminated", 0)\n'  # field names
+        'warnings.simplefilter("error")\n'                   # an ordinary word in an ordinary place
+        'if event.kind in ("done", "error"): pass\n'         # a run status, not an event or finding kind
+        'ok = {"status": "ok"}\n'
+    )
+    assert spelled_words(clean) == []

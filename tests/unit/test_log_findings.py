@@ -8,19 +8,8 @@ from qdebug.analysis.detectors.log_findings import (
     offsets_from_events,
     request_verdicts_from_events,
 )
-from qdebug.replay.batch import (
-    BUFFER_OVERWRITE,
-    BUFFER_WRITE,
-    DESYNC,
-    ENCODE_START,
-    FIRST_TOKEN,
-    INDEX_OUT_OF_BOUNDS,
-    SHAPE_MISMATCH,
-    STITCH,
-    Batch,
-    BatchRequest,
-    Event,
-)
+from qdebug.replay.batch import Batch, BatchRequest, Event
+from qdebug.vocab import EventKind
 
 
 def ev(kind, rid, **kw) -> Event:
@@ -30,20 +19,20 @@ def ev(kind, rid, **kw) -> Event:
 
 def overwrite(victim, donor, offset=0, line=None) -> Event:
     """`donor` overwrote `victim`'s buffer."""
-    return Event(BUFFER_OVERWRITE, victim, donor=donor, offset=offset, line=line)
+    return Event(EventKind.BUFFER_OVERWRITE, victim, donor=donor, offset=offset, line=line)
 
 
 def stitch(rid) -> Event:
     """`rid` stitched its visual tokens."""
-    return Event(STITCH, rid, tokens=256, offset=0)
+    return Event(EventKind.SYNC, rid, tokens=256, offset=0)
 
 
 def test_overwrite_before_stitch_contaminates_after_does_not():
     events = [
-        ev(BUFFER_WRITE, "a", offset=0, tokens=256),
+        ev(EventKind.BUFFER_WRITE, "a", offset=0, tokens=256),
         overwrite("a", "b"),
         stitch("a"),
-        ev(BUFFER_WRITE, "c", offset=256, tokens=256),
+        ev(EventKind.BUFFER_WRITE, "c", offset=256, tokens=256),
         stitch("c"),
         overwrite("c", "d"),  # after c consumed its tokens: harmless
     ]
@@ -64,14 +53,14 @@ def test_last_donor_before_the_stitch_wins():
 
 def test_findings_per_event_in_order():
     events = [
-        ev(ENCODE_START, "a", line=1),
+        ev(EventKind.ENCODE_START, "a", line=1),
         overwrite("a", "b", offset=256, line=3),
         stitch("a"),
         overwrite("a", "z", offset=512, line=5),  # after the stitch: no finding
-        ev(DESYNC, "a", offset=256, text_offset=0, line=6),
-        ev(SHAPE_MISMATCH, None, message="VisualEmbeddingShapeMismatchError: expected shape (batch, seq_len, dim) but got (batch, dim)", line=7),
-        ev(INDEX_OUT_OF_BOUNDS, "c", offset=1024, tokens=768, line=8),
-        ev(FIRST_TOKEN, "a", line=9),
+        ev(EventKind.DESYNC, "a", offset=256, text_offset=0, line=6),
+        ev(EventKind.SHAPE_MISMATCH, None, message="VisualEmbeddingShapeMismatchError: expected shape (batch, seq_len, dim) but got (batch, dim)", line=7),
+        ev(EventKind.INDEX_OUT_OF_BOUNDS, "c", offset=1024, tokens=768, line=8),
+        ev(EventKind.FIRST_TOKEN, "a", line=9),
     ]
     findings = findings_from_events(events)
     assert [(f.kind, f.severity, f.request_id, f.donor) for f in findings] == [
@@ -94,14 +83,14 @@ def test_verdict_precedence():
         kind="runtime-log",
         requests=[BatchRequest(r) for r in ("both", "desync_err", "err", "fine", "donor")],
         events=[
-            ev(DESYNC, "both", offset=1, text_offset=0),
+            ev(EventKind.DESYNC, "both", offset=1, text_offset=0),
             overwrite("both", "donor"),
-            ev(SHAPE_MISMATCH, "desync_err"),
-            ev(DESYNC, "desync_err", offset=1, text_offset=0),
-            ev(INDEX_OUT_OF_BOUNDS, "err", offset=9, tokens=8),
-            ev(SHAPE_MISMATCH, None),  # no request id: blames nobody
-            ev(INDEX_OUT_OF_BOUNDS, None, offset=9, tokens=8),
-            ev(FIRST_TOKEN, "fine"),
+            ev(EventKind.SHAPE_MISMATCH, "desync_err"),
+            ev(EventKind.DESYNC, "desync_err", offset=1, text_offset=0),
+            ev(EventKind.INDEX_OUT_OF_BOUNDS, "err", offset=9, tokens=8),
+            ev(EventKind.SHAPE_MISMATCH, None),  # no request id: blames nobody
+            ev(EventKind.INDEX_OUT_OF_BOUNDS, None, offset=9, tokens=8),
+            ev(EventKind.FIRST_TOKEN, "fine"),
         ],
     )
     assert request_verdicts_from_events(batch) == {
@@ -124,14 +113,14 @@ def test_verdicts_cover_event_only_ids_and_capture_errors():
 
 def test_offsets_from_desync_else_own_write():
     events = [
-        ev(BUFFER_WRITE, "a", offset=0, tokens=256),
-        ev(DESYNC, "a", offset=256, text_offset=0),
-        ev(DESYNC, "a", offset=384, text_offset=16),  # the last desync wins
-        ev(BUFFER_WRITE, "b", offset=256, tokens=256),
-        ev(BUFFER_WRITE, "b", offset=512, tokens=256),
+        ev(EventKind.BUFFER_WRITE, "a", offset=0, tokens=256),
+        ev(EventKind.DESYNC, "a", offset=256, text_offset=0),
+        ev(EventKind.DESYNC, "a", offset=384, text_offset=16),  # the last desync wins
+        ev(EventKind.BUFFER_WRITE, "b", offset=256, tokens=256),
+        ev(EventKind.BUFFER_WRITE, "b", offset=512, tokens=256),
         overwrite("b", "c", offset=512),  # c's own write, landing on b's slot
-        ev(DESYNC, None, offset=1, text_offset=0),
-        ev(ENCODE_START, "d"),
+        ev(EventKind.DESYNC, None, offset=1, text_offset=0),
+        ev(EventKind.ENCODE_START, "d"),
     ]
     assert offsets_from_events(events) == {"a": (16, 384), "b": (None, 512), "c": (None, 512)}
 

@@ -11,20 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from qdebug.errors import ReplayFormatError
-from qdebug.replay.batch import (
-    BUFFER_OVERWRITE,
-    BUFFER_WRITE,
-    DESYNC,
-    ENCODE_START,
-    EVENT_KINDS,
-    FIRST_TOKEN,
-    INDEX_OUT_OF_BOUNDS,
-    SHAPE_MISMATCH,
-    STITCH,
-    Event,
-)
+from qdebug.replay.batch import Event
 from qdebug.replay.formats.log_writer import format_event, write_runtime_log
 from qdebug.replay.formats.runtime_log import JOURNAL_YEAR, MAX_LINE_BYTES, parse_runtime_log
+from qdebug.vocab import EVENT_KINDS, EventKind
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_data" / "burst.log"
 
@@ -68,14 +58,14 @@ def test_known_log_events_exactly():
     ev = batch.events
     assert [e.seq for e in ev] == list(range(len(ev)))
     assert [(e.kind, e.line) for e in ev] == [
-        (ENCODE_START, 2), (ENCODE_START, 3), (BUFFER_WRITE, 4), (BUFFER_OVERWRITE, 6), (DESYNC, 7),
-        (SHAPE_MISMATCH, 8), (INDEX_OUT_OF_BOUNDS, 13), (DESYNC, 14), (STITCH, 15), (BUFFER_OVERWRITE, 18),
-        (FIRST_TOKEN, 19),
+        (EventKind.ENCODE_START, 2), (EventKind.ENCODE_START, 3), (EventKind.BUFFER_WRITE, 4), (EventKind.BUFFER_OVERWRITE, 6), (EventKind.DESYNC, 7),
+        (EventKind.SHAPE_MISMATCH, 8), (EventKind.INDEX_OUT_OF_BOUNDS, 13), (EventKind.DESYNC, 14), (EventKind.SYNC, 15), (EventKind.BUFFER_OVERWRITE, 18),
+        (EventKind.FIRST_TOKEN, 19),
     ]
-    overwrites = [(e.request_id, e.donor, e.offset, e.tokens, e.line) for e in ev if e.kind == BUFFER_OVERWRITE]
+    overwrites = [(e.request_id, e.donor, e.offset, e.tokens, e.line) for e in ev if e.kind == EventKind.BUFFER_OVERWRITE]
     assert overwrites == [("42", "43", 0, None, 6), ("req-6", "req 7", 512, 128, 18)]
     assert "overwrote buffer at offset 0 (previously 42)" in ev[3].message
-    desyncs = [(e.request_id, e.offset, e.text_offset, e.line) for e in ev if e.kind == DESYNC]
+    desyncs = [(e.request_id, e.offset, e.text_offset, e.line) for e in ev if e.kind == EventKind.DESYNC]
     assert desyncs == [("42", 256, 0, 7), (None, 384, 0, 14)]
     shape = ev[5]
     assert shape.request_id is None
@@ -123,15 +113,15 @@ def test_sample_burst_log_truth():
     assert batch.total_lines == 52 and batch.unknown_lines == 19
     assert [r.request_id for r in batch.requests] == [str(i) for i in range(41, 49)]
     ev = batch.events
-    overwrites = [(e.request_id, e.donor, e.offset, e.line) for e in ev if e.kind == BUFFER_OVERWRITE]
+    overwrites = [(e.request_id, e.donor, e.offset, e.line) for e in ev if e.kind == EventKind.BUFFER_OVERWRITE]
     assert overwrites == [("42", "43", 256, 14), ("44", "44", 512, 22), ("45", "46", 768, 31), ("47", "48", 1024, 47)]
-    desyncs = [(e.request_id, e.offset, e.text_offset, e.line) for e in ev if e.kind == DESYNC]
+    desyncs = [(e.request_id, e.offset, e.text_offset, e.line) for e in ev if e.kind == EventKind.DESYNC]
     assert desyncs == [("42", 256, 0, 16), (None, 384, 0, 38)]
-    assert [(e.request_id, e.line) for e in ev if e.kind == SHAPE_MISMATCH] == [("46", 32)]
-    assert [(e.request_id, e.offset, e.tokens, e.line) for e in ev if e.kind == INDEX_OUT_OF_BOUNDS] == [
+    assert [(e.request_id, e.line) for e in ev if e.kind == EventKind.SHAPE_MISMATCH] == [("46", 32)]
+    assert [(e.request_id, e.offset, e.tokens, e.line) for e in ev if e.kind == EventKind.INDEX_OUT_OF_BOUNDS] == [
         ("47", 1024, 768, 48)
     ]
-    assert sorted(e.request_id for e in ev if e.kind == STITCH) == ["41", "42", "43", "44", "45", "47", "48"]
+    assert sorted(e.request_id for e in ev if e.kind == EventKind.SYNC) == ["41", "42", "43", "44", "45", "47", "48"]
     assert all(e.t is not None for e in ev)
     assert [e.t for e in ev] == sorted(e.t for e in ev)
 
@@ -153,7 +143,7 @@ def test_file_lines_are_bytes_decoded_leniently(tmp_path):
     )
     batch = parse_runtime_log(str(p))
     assert batch.total_lines == 4 and batch.unknown_lines == 1
-    assert [e.kind for e in batch.events] == [ENCODE_START, BUFFER_WRITE]
+    assert [e.kind for e in batch.events] == [EventKind.ENCODE_START, EventKind.BUFFER_WRITE]
     assert batch.events[0].request_id == "\u00e9t\ufffd"
     assert (batch.events[1].tokens, batch.events[1].offset, batch.events[1].line) == (16, 32, 4)
 
@@ -197,14 +187,14 @@ def test_non_line_items_are_a_type_error():
 # --- fuzz: garbage mixed into a valid log never raises and never hides the valid lines' events ---
 
 VALID = [
-    ("[DEBUG] VisualEncoder::encode_image: request_id=42 start", ENCODE_START, "42"),
-    ("2024-07-12T14:23:07.842Z DEBUG VisualEncoder::write_buffer: request_id=42 wrote 256 tokens at offset 0", BUFFER_WRITE, "42"),
-    ("Jul 12 14:23:07 host qwen[1]: [DEBUG] VisualEncoder::write_buffer: request_id=43 overwrote buffer at offset 0 (previously 42)", BUFFER_OVERWRITE, "42"),
-    ("[WARN] TokenStreamDesyncWarning: visual token offset 256 differs from textual offset 0 (request_id=42)", DESYNC, "42"),
-    ("2024-07-12T14:23:07.842Z ERROR VisualEmbeddingShapeMismatchError: expected shape (batch, seq_len, dim) but got (batch, dim)", SHAPE_MISMATCH, None),
-    ("2024-07-12T14:23:07.849Z ERROR CrossAttentionIndexOutOfBounds: token index 1024 exceeds sequence length 768", INDEX_OUT_OF_BOUNDS, None),
-    ("[DEBUG] TokenSynchronizer::stitch: request_id=42 consumed 256 tokens at offset 0", STITCH, "42"),
-    ("[DEBUG] Generator::decode: request_id=42 first_token", FIRST_TOKEN, "42"),
+    ("[DEBUG] VisualEncoder::encode_image: request_id=42 start", EventKind.ENCODE_START, "42"),
+    ("2024-07-12T14:23:07.842Z DEBUG VisualEncoder::write_buffer: request_id=42 wrote 256 tokens at offset 0", EventKind.BUFFER_WRITE, "42"),
+    ("Jul 12 14:23:07 host qwen[1]: [DEBUG] VisualEncoder::write_buffer: request_id=43 overwrote buffer at offset 0 (previously 42)", EventKind.BUFFER_OVERWRITE, "42"),
+    ("[WARN] TokenStreamDesyncWarning: visual token offset 256 differs from textual offset 0 (request_id=42)", EventKind.DESYNC, "42"),
+    ("2024-07-12T14:23:07.842Z ERROR VisualEmbeddingShapeMismatchError: expected shape (batch, seq_len, dim) but got (batch, dim)", EventKind.SHAPE_MISMATCH, None),
+    ("2024-07-12T14:23:07.849Z ERROR CrossAttentionIndexOutOfBounds: token index 1024 exceeds sequence length 768", EventKind.INDEX_OUT_OF_BOUNDS, None),
+    ("[DEBUG] TokenSynchronizer::stitch: request_id=42 consumed 256 tokens at offset 0", EventKind.SYNC, "42"),
+    ("[DEBUG] Generator::decode: request_id=42 first_token", EventKind.FIRST_TOKEN, "42"),
 ]
 FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -272,16 +262,16 @@ def test_fuzz_truncated_lines_never_raise(cuts):
 # --- writer round trip ---
 
 ROUND_TRIP = [
-    Event(ENCODE_START, "42", t=1720794187.842),
-    Event(BUFFER_WRITE, "42", t=1720794187.85, tokens=256, offset=0),
-    Event(BUFFER_OVERWRITE, "42", t=1720794187.86, offset=0, tokens=128, donor="43"),
-    Event(BUFFER_OVERWRITE, "req 6", t=None, offset=512, donor="req 7"),
-    Event(DESYNC, "42", t=12.5, offset=256, text_offset=0),
-    Event(DESYNC, None, t=13.0, offset=384, text_offset=0),
-    Event(SHAPE_MISMATCH, "46", t=14.0, message="VisualEmbeddingShapeMismatchError: expected shape (a) but got (b) (request_id=46)"),
-    Event(INDEX_OUT_OF_BOUNDS, "47", t=15.0, offset=1024, tokens=768),
-    Event(STITCH, "42", t=16.0, tokens=256, offset=0),
-    Event(FIRST_TOKEN, "x'y", t=0.000001),
+    Event(EventKind.ENCODE_START, "42", t=1720794187.842),
+    Event(EventKind.BUFFER_WRITE, "42", t=1720794187.85, tokens=256, offset=0),
+    Event(EventKind.BUFFER_OVERWRITE, "42", t=1720794187.86, offset=0, tokens=128, donor="43"),
+    Event(EventKind.BUFFER_OVERWRITE, "req 6", t=None, offset=512, donor="req 7"),
+    Event(EventKind.DESYNC, "42", t=12.5, offset=256, text_offset=0),
+    Event(EventKind.DESYNC, None, t=13.0, offset=384, text_offset=0),
+    Event(EventKind.SHAPE_MISMATCH, "46", t=14.0, message="VisualEmbeddingShapeMismatchError: expected shape (a) but got (b) (request_id=46)"),
+    Event(EventKind.INDEX_OUT_OF_BOUNDS, "47", t=15.0, offset=1024, tokens=768),
+    Event(EventKind.SYNC, "42", t=16.0, tokens=256, offset=0),
+    Event(EventKind.FIRST_TOKEN, "x'y", t=0.000001),
 ]
 
 
@@ -328,16 +318,16 @@ def test_writer_line_shapes():
 )
 def test_writer_round_trip_fuzz(tmp_path_factory, specs):
     events = [
-        Event(kind, rid, t=t, offset=a, tokens=b, text_offset=b if kind == DESYNC else None,
-              donor=donor if kind == BUFFER_OVERWRITE else None)
+        Event(kind, rid, t=t, offset=a, tokens=b, text_offset=b if kind == EventKind.DESYNC else None,
+              donor=donor if kind == EventKind.BUFFER_OVERWRITE else None)
         for kind, rid, donor, a, b, t in specs
     ]
     for e in events:
-        if e.kind == SHAPE_MISMATCH:
+        if e.kind == EventKind.SHAPE_MISMATCH:
             e.offset = e.tokens = None  # shape mismatches carry only a message
-        if e.kind in (ENCODE_START, FIRST_TOKEN):
+        if e.kind in (EventKind.ENCODE_START, EventKind.FIRST_TOKEN):
             e.offset = e.tokens = None
-        if e.kind == DESYNC:
+        if e.kind == EventKind.DESYNC:
             e.tokens = None  # a desync's second number is its text offset
     batch = parse_runtime_log(write_runtime_log(events, tmp_path_factory.mktemp("rt") / "x.log"))
     assert batch.unknown_lines == 0
@@ -353,4 +343,4 @@ def test_writer_is_atomic_on_bad_event(tmp_path):
     assert target.read_text() == "previous contents\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.log"]
     with pytest.raises(ValueError, match="donor"):
-        format_event(Event(BUFFER_OVERWRITE, "1", offset=0))
+        format_event(Event(EventKind.BUFFER_OVERWRITE, "1", offset=0))

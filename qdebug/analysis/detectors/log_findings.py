@@ -5,17 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from qdebug.findings import Finding
-from qdebug.replay.batch import (
-    BUFFER_OVERWRITE,
-    BUFFER_WRITE,
-    DESYNC,
-    INDEX_OUT_OF_BOUNDS,
-    SHAPE_MISMATCH,
-    STITCH,
-    Batch,
-    Event,
-)
-from qdebug.vocab import FindingKind, Severity, Verdict
+from qdebug.replay.batch import Batch, Event
+from qdebug.vocab import EventKind, FindingKind, Severity, Verdict
 
 # Later verdicts win: a contaminated request that also desynced is reported as contaminated.
 _RANK = {Verdict.OK: 0, Verdict.ERROR: 1, Verdict.DESYNC: 2, Verdict.CONTAMINATED: 3}
@@ -38,11 +29,11 @@ def _contaminating(events: list[Event]) -> list[Event]:
     """
     last_stitch: dict[str, int] = {}
     for i, e in enumerate(events):
-        if e.kind == STITCH and e.request_id is not None:
+        if e.kind == EventKind.SYNC and e.request_id is not None:
             last_stitch[e.request_id] = i
     hits = []
     for i, e in enumerate(events):
-        if e.kind != BUFFER_OVERWRITE or e.request_id is None or e.donor is None:
+        if e.kind != EventKind.BUFFER_OVERWRITE or e.request_id is None or e.donor is None:
             continue
         if e.donor == e.request_id:
             continue  # a request rewriting its own buffer mixes nothing in
@@ -79,7 +70,7 @@ def finding_for_event(e: Event, contaminating: bool = False) -> Finding | None:
                 f"before it was stitched{_at_line(e)}"
             ),
         )
-    if e.kind == DESYNC:
+    if e.kind == EventKind.DESYNC:
         who = "" if e.request_id is None else f" for request {e.request_id}"
         return Finding(
             kind=FindingKind.DESYNC, severity=Severity.WARNING, request_id=e.request_id,
@@ -88,10 +79,10 @@ def finding_for_event(e: Event, contaminating: bool = False) -> Finding | None:
                 f"{_num(e.text_offset)}{who}{_at_line(e)}"
             ),
         )
-    if e.kind == SHAPE_MISMATCH:
+    if e.kind == EventKind.SHAPE_MISMATCH:
         detail = e.message.strip() or "visual embedding shape mismatch"
         return Finding(kind=FindingKind.SHAPE_MISMATCH, severity=Severity.ERROR, request_id=e.request_id, message=f"{detail}{_at_line(e)}")
-    if e.kind == INDEX_OUT_OF_BOUNDS:
+    if e.kind == EventKind.INDEX_OUT_OF_BOUNDS:
         return Finding(
             kind=FindingKind.INDEX_OUT_OF_BOUNDS, severity=Severity.ERROR, request_id=e.request_id,
             message=f"token index {_num(e.offset)} exceeds sequence length {_num(e.tokens)}{_at_line(e)}",
@@ -116,9 +107,9 @@ def request_verdicts_from_events(batch: Batch) -> dict[str, str]:
             verdicts.setdefault(rid, Verdict.OK)
 
     for e in batch.events:
-        if e.kind in (SHAPE_MISMATCH, INDEX_OUT_OF_BOUNDS):
+        if e.kind in (EventKind.SHAPE_MISMATCH, EventKind.INDEX_OUT_OF_BOUNDS):
             mark(e.request_id, Verdict.ERROR)
-        elif e.kind == DESYNC:
+        elif e.kind == EventKind.DESYNC:
             mark(e.request_id, Verdict.DESYNC)
         else:
             mark(e.request_id, Verdict.OK)
@@ -133,11 +124,11 @@ def offsets_from_events(events: Iterable[Event]) -> dict[str, tuple[int | None, 
     from_desync: dict[str, tuple[int | None, int | None]] = {}
     from_write: dict[str, tuple[int | None, int | None]] = {}
     for e in events:
-        if e.kind == DESYNC and e.request_id is not None:
+        if e.kind == EventKind.DESYNC and e.request_id is not None:
             from_desync[e.request_id] = (e.text_offset, e.offset)
-        elif e.kind == BUFFER_WRITE and e.request_id is not None:
+        elif e.kind == EventKind.BUFFER_WRITE and e.request_id is not None:
             from_write[e.request_id] = (None, e.offset)
-        elif e.kind == BUFFER_OVERWRITE and e.donor is not None:
+        elif e.kind == EventKind.BUFFER_OVERWRITE and e.donor is not None:
             # The overwrite is the donor's own write, landing on the victim's slot.
             from_write[e.donor] = (None, e.offset)
     result = dict(from_write)

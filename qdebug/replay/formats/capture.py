@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from urllib.parse import unquote
 
-from qdebug.errors import ImageError, ReplayFormatError
+from qdebug.errors import ImageError, ReplayFormatError, cause, first_line
 from qdebug.replay.batch import Batch, BatchRequest
 from qdebug.trace.image_input import decode
 from qdebug.trace.request import Request, load_image
@@ -42,7 +42,7 @@ def _decode_data_url(url: str) -> tuple[object, str]:
     try:
         data = base64.b64decode(payload, validate=True)
     except (binascii.Error, ValueError) as exc:
-        raise _LineError(f"bad base64 in data: URL ({exc})") from None
+        raise _LineError(f"bad base64 in data: URL ({cause(exc)})") from None
     if not data:
         raise _LineError("empty data: URL (no image bytes)")
     from PIL import UnidentifiedImageError
@@ -54,7 +54,7 @@ def _decode_data_url(url: str) -> tuple[object, str]:
     except UnidentifiedImageError:
         raise _LineError(f"data: URL ({len(data)} bytes) is not an image Pillow reads") from None
     except Exception as exc:  # Pillow raises many kinds (OSError, SyntaxError, DecompressionBombError...)
-        raise _LineError(f"corrupt image in data: URL ({type(exc).__name__}: {exc})") from None
+        raise _LineError(f"corrupt image in data: URL ({first_line(exc)})") from None
     return image, f"data:{mime} ({len(data)} bytes)"
 
 

@@ -14,20 +14,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from qdebug.errors import ReplayFormatError
-from qdebug.replay.batch import BUFFER_WRITE, ENCODE_START, EVENT_KINDS, FIRST_TOKEN, STITCH
+from qdebug.vocab import EVENT_KINDS, EventKind
 
 from .runtime_log import MAX_LINE_BYTES, _prefix, open_log, recognise_line
 
 CHUNK_BYTES = 4 << 20
 KIND_CODE = {kind: i for i, kind in enumerate(EVENT_KINDS)}
-_ENCODE, _WRITE, _STITCH, _FIRST = (KIND_CODE[k] for k in (ENCODE_START, BUFFER_WRITE, STITCH, FIRST_TOKEN))
+_ENCODE, _WRITE, _SYNC, _FIRST = (KIND_CODE[k] for k in (EventKind.ENCODE_START, EventKind.BUFFER_WRITE, EventKind.SYNC, EventKind.FIRST_TOKEN))
 
 # The shapes a busy service prints millions of times, recognised by splitting on spaces (several times faster
 # than a regex): `<ISO time>Z LEVEL <where>: request_id=<id> <words>`. Ids are plain ([0-9A-Za-z-]) so none
 # can hide a keyword the general recogniser would react to; anything else goes to recognise_line.
 _LEVEL_WORDS = frozenset((b"DEBUG", b"INFO", b"WARN", b"WARNING", b"ERROR", b"TRACE"))
 _SHORT = {b"VisualEncoder::encode_image:": (_ENCODE, b"start"), b"Generator::decode:": (_FIRST, b"first_token")}
-_LONG = {b"VisualEncoder::write_buffer:": (_WRITE, b"wrote"), b"TokenSynchronizer::stitch:": (_STITCH, b"consumed")}
+_LONG = {b"VisualEncoder::write_buffer:": (_WRITE, b"wrote"), b"TokenSynchronizer::stitch:": (_SYNC, b"consumed")}
 _TAIL = [b"tokens", b"at", b"offset"]
 _EXC_KEYS = (b"TokenStreamDesync", b"VisualEmbeddingShapeMismatch", b"CrossAttentionIndexOutOfBounds")
 _EXC_SEARCH = re.compile(b"|".join(_EXC_KEYS)).search
@@ -37,7 +37,7 @@ _EVENT_WORD = re.compile(rb"wrote|encode_image|first|stitch|concat|consumed").se
 _FAST_MESSAGE = {
     _ENCODE: "VisualEncoder::encode_image: request_id={rid} start",
     _WRITE: "VisualEncoder::write_buffer: request_id={rid} wrote {tokens} tokens at offset {offset}",
-    _STITCH: "TokenSynchronizer::stitch: request_id={rid} consumed {tokens} tokens at offset {offset}",
+    _SYNC: "TokenSynchronizer::stitch: request_id={rid} consumed {tokens} tokens at offset {offset}",
     _FIRST: "Generator::decode: request_id={rid} first_token",
 }
 
@@ -271,7 +271,7 @@ _SHAPES = {
     b"Generator::decode": rb"first_token",
 }
 _WHERE_KIND = {b"VisualEncoder::encode_image": _ENCODE, b"VisualEncoder::write_buffer": _WRITE,
-               b"TokenSynchronizer::stitch": _STITCH, b"Generator::decode": _FIRST}
+               b"TokenSynchronizer::stitch": _SYNC, b"Generator::decode": _FIRST}
 _BLOCK_RE = re.compile(
     rb"\n(?=[^\n]*request_id)(?:([^ \n]{19})(?:\.([0-9]{1,9}))?Z (?:DEBUG|INFO|WARN|WARNING|ERROR|TRACE) ("
     + b"|".join(re.escape(w) + rb"(?=: request_id=" + _RID + b" " + tail + rb"\r?\n)" for w, tail in _SHAPES.items())

@@ -6,7 +6,8 @@ import datetime as _dt
 import os
 import random
 from dataclasses import dataclass, field
-from pathlib import Path
+
+from qdebug.vocab import EventKind
 
 _NOISE = (
     "INFO POST /v1/chat/completions accepted request_id={rid} images=1",
@@ -26,28 +27,31 @@ class LogTruth:
     events: int = 0
     unknown: int = 0
     requests: int = 0
-    contaminated: dict[str, str] = field(default_factory=dict)  # victim -> donor of its last overwrite before its stitch
+    contaminated: dict[str, str] = field(default_factory=dict)  # victim -> donor of its last overwrite before its sync
     desync: int = 0
     shape_mismatch: int = 0
     index_out_of_bounds: int = 0
-    late_overwrites: int = 0  # overwrites after the victim's stitch: not contamination
+    late_overwrites: int = 0  # overwrites after the victim's sync: not contamination
 
 
 def _script(rng: random.Random, rid: int, others: list[int]) -> list[tuple[str, str | None, str | None]]:
-    """One request's lines as (message, kind, donor) with its occasional overwrite, desync, error or late overwrite."""
+    """One request's lines as (message, kind, donor) with its occasional overwrite, desync, error or late overwrite.
+
+    `kind` is the line's `EventKind`, or "event" (no truth to count) / "late" (an overwrite after the sync).
+    """
     off = (rid % 16) * 256
     s = [(f"DEBUG VisualEncoder::encode_image: request_id={rid} start", "event", None),
          (f"DEBUG VisualEncoder::write_buffer: request_id={rid} wrote 256 tokens at offset {off}", "event", None)]
     roll = rng.random()
     donor = rng.choice(others) if others else rid + 1
     if roll < 0.04:
-        s.append((f"DEBUG VisualEncoder::write_buffer: request_id={donor} overwrote buffer at offset {off} with 256 tokens (previously {rid})", "overwrite", str(donor)))
-        s.append((f"WARN TokenStreamDesyncWarning: visual token offset {off} differs from textual offset 0 (request_id={rid})", "desync", None))
+        s.append((f"DEBUG VisualEncoder::write_buffer: request_id={donor} overwrote buffer at offset {off} with 256 tokens (previously {rid})", EventKind.BUFFER_OVERWRITE, str(donor)))
+        s.append((f"WARN TokenStreamDesyncWarning: visual token offset {off} differs from textual offset 0 (request_id={rid})", EventKind.DESYNC, None))
     elif roll < 0.05:
-        s.append((f"ERROR VisualEmbeddingShapeMismatchError: expected shape (batch, seq_len, dim) but got (batch, dim) (request_id={rid})", "shape", None))
+        s.append((f"ERROR VisualEmbeddingShapeMismatchError: expected shape (batch, seq_len, dim) but got (batch, dim) (request_id={rid})", EventKind.SHAPE_MISMATCH, None))
     elif roll < 0.06:
-        s.append((f"ERROR CrossAttentionIndexOutOfBounds: token index {off + 256} exceeds sequence length {off} (request_id={rid})", "oob", None))
-    s.append((f"DEBUG TokenSynchronizer::stitch: request_id={rid} consumed 256 tokens at offset {off}", "stitch", None))
+        s.append((f"ERROR CrossAttentionIndexOutOfBounds: token index {off + 256} exceeds sequence length {off} (request_id={rid})", EventKind.INDEX_OUT_OF_BOUNDS, None))
+    s.append((f"DEBUG TokenSynchronizer::stitch: request_id={rid} consumed 256 tokens at offset {off}", EventKind.SYNC, None))
     if 0.06 <= roll < 0.07:
         s.append((f"DEBUG VisualEncoder::write_buffer: request_id={donor} overwrote buffer at offset {off} (previously {rid})", "late", str(donor)))
     s.append((f"DEBUG Generator::decode: request_id={rid} first_token", "event", None))
@@ -61,7 +65,7 @@ def generate_log(path: str | os.PathLike, n_lines: int, seed: int = 0, concurren
     truth = LogTruth()
     open_: dict[int, list] = {}
     next_rid = 1000
-    pre_stitch: dict[str, str] = {}
+    pre_sync: dict[str, str] = {}
     stamps: dict[int, str] = {}
     mentioned: set[int] = set()
     with open(path, "w", encoding="utf-8", newline="\n") as f:
@@ -84,18 +88,18 @@ def generate_log(path: str | os.PathLike, n_lines: int, seed: int = 0, concurren
                 rid = rng.choice(list(open_))
                 body, kind, donor = open_[rid].pop(0)
                 truth.events += 1
-                if kind == "overwrite":
-                    pre_stitch[str(rid)] = donor
+                if kind == EventKind.BUFFER_OVERWRITE:
+                    pre_sync[str(rid)] = donor
                 elif kind == "late":
                     truth.late_overwrites += 1
-                elif kind == "desync":
+                elif kind == EventKind.DESYNC:
                     truth.desync += 1
-                elif kind == "shape":
+                elif kind == EventKind.SHAPE_MISMATCH:
                     truth.shape_mismatch += 1
-                elif kind == "oob":
+                elif kind == EventKind.INDEX_OUT_OF_BOUNDS:
                     truth.index_out_of_bounds += 1
-                elif kind == "stitch" and str(rid) in pre_stitch:
-                    truth.contaminated[str(rid)] = pre_stitch.pop(str(rid))
+                elif kind == EventKind.SYNC and str(rid) in pre_sync:
+                    truth.contaminated[str(rid)] = pre_sync.pop(str(rid))
                 mentioned.add(rid)
                 if donor is not None:
                     mentioned.add(int(donor))
@@ -106,7 +110,7 @@ def generate_log(path: str | os.PathLike, n_lines: int, seed: int = 0, concurren
                 f.writelines(out)
                 out.clear()
         f.writelines(out)
-    truth.contaminated.update(pre_stitch)  # overwritten and never stitched (the log ended first): contaminated too
+    truth.contaminated.update(pre_sync)  # overwritten and never synced (the log ended first): contaminated too
     truth.lines = n_lines
     truth.requests = len(mentioned)
     return truth

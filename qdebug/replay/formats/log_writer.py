@@ -9,28 +9,19 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from qdebug.atomic import atomic_path
-from qdebug.replay.batch import (
-    BUFFER_OVERWRITE,
-    BUFFER_WRITE,
-    DESYNC,
-    ENCODE_START,
-    FIRST_TOKEN,
-    INDEX_OUT_OF_BOUNDS,
-    SHAPE_MISMATCH,
-    STITCH,
-    Event,
-)
+from qdebug.replay.batch import Event
+from qdebug.vocab import EventKind
 
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 _LEVELS = {
-    ENCODE_START: "DEBUG",
-    BUFFER_WRITE: "DEBUG",
-    BUFFER_OVERWRITE: "DEBUG",
-    STITCH: "DEBUG",
-    FIRST_TOKEN: "DEBUG",
-    DESYNC: "WARN",
-    SHAPE_MISMATCH: "ERROR",
-    INDEX_OUT_OF_BOUNDS: "ERROR",
+    EventKind.ENCODE_START: "DEBUG",
+    EventKind.BUFFER_WRITE: "DEBUG",
+    EventKind.BUFFER_OVERWRITE: "DEBUG",
+    EventKind.SYNC: "DEBUG",
+    EventKind.FIRST_TOKEN: "DEBUG",
+    EventKind.DESYNC: "WARN",
+    EventKind.SHAPE_MISMATCH: "ERROR",
+    EventKind.INDEX_OUT_OF_BOUNDS: "ERROR",
 }
 # A parsed event's message repeats the exception name and the id; strip both before rewriting it.
 _SHAPE_HEAD_RE = re.compile(r"^.*?VisualEmbeddingShapeMismatch\w*:?\s*")
@@ -69,13 +60,13 @@ def format_event(event: Event) -> str:
     if level is None:
         raise ValueError(f"unknown event kind {kind!r} (expected one of {', '.join(_LEVELS)})")
     rid = event.request_id
-    if kind == ENCODE_START:
+    if kind == EventKind.ENCODE_START:
         body = f"VisualEncoder::encode_image: request_id={_id(rid, kind, 'its')} start"
-    elif kind == BUFFER_WRITE:
+    elif kind == EventKind.BUFFER_WRITE:
         tokens = "" if event.tokens is None else f"{int(event.tokens)} "
         at = "" if event.offset is None else f" at offset {int(event.offset)}"
         body = f"VisualEncoder::write_buffer: request_id={_id(rid, kind, 'its')} wrote {tokens}tokens{at}"
-    elif kind == BUFFER_OVERWRITE:
+    elif kind == EventKind.BUFFER_OVERWRITE:
         # The writer (donor) owns the line; the victim is the request whose buffer was replaced.
         at = "" if event.offset is None else f" at offset {int(event.offset)}"
         with_tokens = "" if event.tokens is None else f" with {int(event.tokens)} tokens"
@@ -83,19 +74,19 @@ def format_event(event: Event) -> str:
             f"VisualEncoder::write_buffer: request_id={_id(event.donor, kind, 'donor')} overwrote buffer"
             f"{at}{with_tokens} (previously {_id(rid, kind, 'victim')})"
         )
-    elif kind == STITCH:
+    elif kind == EventKind.SYNC:
         tokens = "" if event.tokens is None else f" consumed {int(event.tokens)} tokens"
         at = "" if event.offset is None else f" at offset {int(event.offset)}"
         body = f"TokenSynchronizer::stitch: request_id={_id(rid, kind, 'its')}{tokens}{at}"
-    elif kind == FIRST_TOKEN:
+    elif kind == EventKind.FIRST_TOKEN:
         body = f"Generator::decode: request_id={_id(rid, kind, 'its')} first_token"
     else:
-        if kind == DESYNC:
+        if kind == EventKind.DESYNC:
             body = (
                 f"TokenStreamDesyncWarning: visual token offset {_num(event.offset)} "
                 f"differs from textual offset {_num(event.text_offset)}"
             )
-        elif kind == SHAPE_MISMATCH:
+        elif kind == EventKind.SHAPE_MISMATCH:
             detail = _RID_TAIL_RE.sub("", _SHAPE_HEAD_RE.sub("", event.message or "")).strip()
             body = f"VisualEmbeddingShapeMismatchError: {detail or 'visual embedding shape mismatch'}"
         else:

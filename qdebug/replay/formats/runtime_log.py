@@ -11,19 +11,8 @@ from functools import partial
 from pathlib import Path
 
 from qdebug.errors import ReplayFormatError
-from qdebug.replay.batch import (
-    BUFFER_OVERWRITE,
-    BUFFER_WRITE,
-    DESYNC,
-    ENCODE_START,
-    FIRST_TOKEN,
-    INDEX_OUT_OF_BOUNDS,
-    SHAPE_MISMATCH,
-    STITCH,
-    Batch,
-    BatchRequest,
-    Event,
-)
+from qdebug.replay.batch import Batch, BatchRequest, Event
+from qdebug.vocab import EventKind
 
 # journalctl's short format has no year; a fixed one keeps parses reproducible.
 JOURNAL_YEAR = 2024
@@ -193,15 +182,15 @@ def _exception_event(text: str, line: int | None, seq: int) -> tuple[Event, tupl
     if name == _DESYNC_KEY:
         vm, tm = _VISUAL_OFFSET_RE.search(text), _TEXT_OFFSET_RE.search(text)
         event = Event(
-            DESYNC, rid, t=t, seq=seq, line=line, message=msg,
+            EventKind.DESYNC, rid, t=t, seq=seq, line=line, message=msg,
             offset=_int(vm and vm.group(1)), text_offset=_int(tm and tm.group(1)),
         )
     elif name == _SHAPE_KEY:
-        event = Event(SHAPE_MISMATCH, rid, t=t, seq=seq, line=line, message=msg)
+        event = Event(EventKind.SHAPE_MISMATCH, rid, t=t, seq=seq, line=line, message=msg)
     else:
         im, sm = _INDEX_RE.search(text), _SEQLEN_RE.search(text)
         event = Event(
-            INDEX_OUT_OF_BOUNDS, rid, t=t, seq=seq, line=line, message=msg,
+            EventKind.INDEX_OUT_OF_BOUNDS, rid, t=t, seq=seq, line=line, message=msg,
             offset=_int(im and im.group(1)), tokens=_int(sm and sm.group(1)),
         )
     return event, ids
@@ -229,7 +218,7 @@ def recognise_line(text: str, line: int | None = None, seq: int = 0) -> tuple[Ev
             tokens = wm and wm.group(1)
         t, msg = split_prefix(text)
         event = Event(
-            BUFFER_OVERWRITE, victim, t=t, seq=seq, line=line, message=msg,
+            EventKind.BUFFER_OVERWRITE, victim, t=t, seq=seq, line=line, message=msg,
             offset=_int(om.group(1)), tokens=_int(tokens), donor=writer,
         )
         return event, (writer, victim)
@@ -241,24 +230,24 @@ def recognise_line(text: str, line: int | None = None, seq: int = 0) -> tuple[Ev
     if wm is not None:
         t, msg = split_prefix(text)
         event = Event(
-            BUFFER_WRITE, rid, t=t, seq=seq, line=line, message=msg,
+            EventKind.BUFFER_WRITE, rid, t=t, seq=seq, line=line, message=msg,
             tokens=_int(wm.group(1)), offset=_int(wm.group(2)),
         )
         return event, (rid,)
     i = text.find("encode_image")
     if i >= 0 and _ENCODE_RE.search(text, i + 12):
         t, msg = split_prefix(text)
-        return Event(ENCODE_START, rid, t=t, seq=seq, line=line, message=msg), (rid,)
+        return Event(EventKind.ENCODE_START, rid, t=t, seq=seq, line=line, message=msg), (rid,)
     if "first" in text and _FIRST_TOKEN_RE.search(text):
         t, msg = split_prefix(text)
-        return Event(FIRST_TOKEN, rid, t=t, seq=seq, line=line, message=msg), (rid,)
+        return Event(EventKind.FIRST_TOKEN, rid, t=t, seq=seq, line=line, message=msg), (rid,)
     if ("stitch" in text or "concat" in text or "consumed" in text) and _STITCH_RE.search(text):
         t, msg = split_prefix(text)
         # Drop the id before looking for counts so "request_id=42 tokens" is not read as 42 tokens.
         body = _RID_RE.sub(" ", text)
         tm, om2 = _TOKENS_RE.search(body), _OFFSET_RE.search(body)
         event = Event(
-            STITCH, rid, t=t, seq=seq, line=line, message=msg,
+            EventKind.SYNC, rid, t=t, seq=seq, line=line, message=msg,
             tokens=_int(tm and tm.group(1)), offset=_int(om2 and om2.group(1)),
         )
         return event, (rid,)

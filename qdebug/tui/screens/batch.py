@@ -13,6 +13,9 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
+from qdebug.errors import describe
+from qdebug.vocab import Severity, Verdict
+
 from ..commands import CommandError, parse
 from ..state import TraceDoc
 from ..widgets.command_bar import CommandBar
@@ -100,7 +103,7 @@ class BatchScreen(Screen):
         r = self.report
         text = Text(f"replay {self.source}", style="bold")
         text.append(f" · {r.kind}" + (f" · mode {r.mode}" if r.mode else "") + (f" · inject {r.inject}" if r.inject else ""), style="dim")
-        bad = [o for o in r.requests if o.verdict != "ok"]
+        bad = [o for o in r.requests if o.verdict != Verdict.OK]
         text.append(f" · {len(r.requests)} requests, {len(bad)} not ok", style="bold red" if bad else "green")
         return text
 
@@ -109,7 +112,7 @@ class BatchScreen(Screen):
             return Text("no findings", style="green")
         text = Text()
         for f in self.report.findings:
-            text.append(f"[{f.severity}] {f.kind}: ", style="bold red" if f.severity == "error" else "yellow")
+            text.append(f"[{f.severity}] {f.kind}: ", style="bold red" if f.severity == Severity.ERROR else "yellow")
             text.append(f"{f.message}\n")
         text.rstrip()
         return text

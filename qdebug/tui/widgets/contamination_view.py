@@ -7,6 +7,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from qdebug.render.colors import scale_color
+from qdebug.vocab import Verdict
 
 CELL = 4
 
@@ -30,7 +31,7 @@ def matrix_text(report) -> Text:
     notes = []
     for i, (rid, row) in enumerate(zip(ids, matrix)):
         outcome = report.outcome(rid)
-        donor = outcome.donor if outcome is not None and outcome.verdict in ("contaminated", "desync") else None
+        donor = outcome.donor if outcome is not None and outcome.verdict in (Verdict.CONTAMINATED, Verdict.DESYNC) else None
         out.append(f"{i + 1:>2} {rid[:name_width]:>{name_width}} ", style="bold")
         for d, v in zip(ids, row):
             if v is None:
@@ -42,7 +43,7 @@ def matrix_text(report) -> Text:
             style = "bold white on red" if d == donor else f"{ink} on rgb({r},{g},{b})"
             out.append(f"{text:^{CELL}}", style=style)
         out.append("\n")
-        if donor and outcome.verdict == "contaminated":
+        if donor and outcome.verdict == Verdict.CONTAMINATED:
             notes.append((f"{i + 1} {rid} ◀ {donor}'s rows", "bold red"))
         elif donor:
             notes.append((f"{i + 1} {rid} ◀ a mix, partly {donor}'s rows", "bold yellow"))

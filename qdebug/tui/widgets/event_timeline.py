@@ -6,18 +6,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-GLYPHS = {  # kind → (glyph, style, priority when two events share a cell)
-    "encode_start": ("E", "cyan", 1),
-    "buffer_write": ("W", "blue", 2),
-    "stitch": ("S", "green", 2),
-    "first_token": ("F", "yellow", 1),
-    "desync": ("D", "bold red", 4),
-    "shape_mismatch": ("#", "bold red", 4),
-    "index_out_of_bounds": ("!", "bold red", 4),
-    "buffer_overwrite": ("O", "bold white on red", 5),
-}
-LEGEND = {"encode_start": "encode", "buffer_write": "write", "stitch": "stitch", "first_token": "first token",
-          "buffer_overwrite": "overwritten by a donor", "desync": "desync", "shape_mismatch": "shape", "index_out_of_bounds": "index"}
+from qdebug.render.palette import EVENT_LOOK, kind_look
 
 
 def _clock(report):
@@ -42,10 +31,10 @@ def timeline_text(report, width: int, selected: str | None) -> Text:
     for rid in ids:
         lane: list[tuple[str, str, int]] = [("─", "dim", 0)] * (cells + 8)
         for e in (e for e in events if e.request_id == rid):
-            glyph, style, prio = GLYPHS.get(e.kind, ("?", "", 0))
+            look = kind_look(e.kind)
             x = round((_when(e) - t0) * scale)
-            if prio >= lane[x][2]:  # one glyph per event: offsets and donors are in the list below
-                lane[x] = (glyph, style, prio)
+            if look.rank >= lane[x][2]:  # one glyph per event: offsets and donors are in the list below
+                lane[x] = (look.glyph, look.style, look.rank)
         mark = "▶" if rid == selected else " "
         out.append(f"{mark}{rid:<{label_width - 1}}", style="bold reverse" if rid == selected else "bold")
         for ch, style, _ in lane:
@@ -54,15 +43,14 @@ def timeline_text(report, width: int, selected: str | None) -> Text:
     axis = f"{unit}{t0 * k:.0f}" if unit == "#" else f"{t0 * k:.0f}{unit}"
     end = f"{unit}{t1 * k:.0f}" if unit == "#" else f"{t1 * k:.0f}{unit}"
     out.append(" " * label_width + axis + " " * max(1, cells - len(axis) - len(end) + 1) + end + "\n", style="dim")
-    for i, (kind, what) in enumerate(LEGEND.items()):
-        glyph, style, _ = GLYPHS[kind]
+    for i, look in enumerate(EVENT_LOOK.values()):
         if i == 5:
             out.append("\n")
-        out.append(f"{glyph}", style=style)
-        out.append(f" {what}  ", style="dim")
+        out.append(look.glyph, style=look.style)
+        out.append(f" {look.label}  ", style="dim")
     out.append("\n")
     for e in events:
-        bad = e.kind in ("buffer_overwrite", "desync", "shape_mismatch", "index_out_of_bounds")
+        bad = kind_look(e.kind).alarm
         style = "bold red" if bad else ("bold" if e.request_id == selected else "dim")
         when = f"{_when(e) * k:7.1f}{unit}" if unit == "ms" else f"#{e.seq:<5}"
         detail = ", ".join(p for p in (

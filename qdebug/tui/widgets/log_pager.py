@@ -6,8 +6,9 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from qdebug.render.palette import kind_look
+
 PAGE = 200
-_BAD = {"buffer_overwrite", "desync", "shape_mismatch", "index_out_of_bounds"}
 
 
 def page_text(index, flt, page: int, size: int, selected: str | None) -> tuple[Text, int]:
@@ -20,7 +21,7 @@ def page_text(index, flt, page: int, size: int, selected: str | None) -> tuple[T
     shown = 0
     for e in index.events(flt, offset=first, limit=size):
         shown += 1
-        bad = e.kind in _BAD
+        bad = kind_look(e.kind).alarm
         style = "bold red" if bad else ("bold" if selected is not None and selected in (e.request_id, e.donor) else "dim")
         where = f"line {e.line}" if e.line is not None else f"#{e.seq}"
         detail = ", ".join(p for p in (

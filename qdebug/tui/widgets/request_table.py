@@ -9,6 +9,9 @@ from textual import on
 from textual.message import Message
 from textual.widgets import DataTable
 
+from qdebug.render.palette import verdict_style
+from qdebug.vocab import Verdict
+
 
 def _short(text: str | None, width: int = 31) -> str:
     """Quoted text cut to `width` characters."""
@@ -16,9 +19,6 @@ def _short(text: str | None, width: int = 31) -> str:
         return "–"
     shown = repr(text)
     return shown if len(shown) <= width else shown[: width - 1] + "…"
-
-
-VERDICT_STYLE = {"ok": "green", "contaminated": "bold red", "desync": "bold red", "diverged": "yellow", "error": "bold red"}
 
 
 class RequestTable(DataTable):
@@ -41,13 +41,13 @@ class RequestTable(DataTable):
             offsets_differ = r.text_offset is not None and r.visual_offset is not None and r.text_offset != r.visual_offset
             self.add_row(
                 Text(r.id, style="bold"),
-                Text(r.verdict, style=VERDICT_STYLE.get(r.verdict, "")),
+                Text(r.verdict, style=verdict_style(r.verdict)),
                 Text(r.donor or "–", style="bold red" if r.donor else "dim"),
                 str(r.text_offset) if r.text_offset is not None else "–",
                 Text(str(r.visual_offset) if r.visual_offset is not None else "–", style="bold red" if offsets_differ else ""),
                 (r.image or "–").rsplit("/", 1)[-1][:22],
                 Text(_short(r.reference), style="dim"),
-                Text(_short(r.replayed if r.replayed is not None else r.observed), style="bold red" if r.verdict != "ok" else ""),
+                Text(_short(r.replayed if r.replayed is not None else r.observed), style="bold red" if r.verdict != Verdict.OK else ""),
                 key=r.id,
             )
 
