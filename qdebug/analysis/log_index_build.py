@@ -14,13 +14,15 @@ from pathlib import Path
 
 from qdebug.replay.batch import BUFFER_OVERWRITE, BUFFER_WRITE, DESYNC, FIRST_TOKEN, INDEX_OUT_OF_BOUNDS, SHAPE_MISMATCH, STITCH
 from qdebug.replay.formats.log_scan import KIND_CODE, ScanStats, log_paths, order_files, scan_files
-from qdebug.replay.log_index import LogIndex, cache_dir, cache_key
+from qdebug.replay.log_index import CODE_OF_VERDICT, LogIndex, cache_dir, cache_key
+from qdebug.vocab import Verdict
 
 # Open requests kept in memory at most; beyond it the oldest half is written out (a later mention merges).
 MAX_OPEN = 50_000
 _OVER, _WRITE, _STITCH, _DESYNC, _FIRST = (KIND_CODE[k] for k in (BUFFER_OVERWRITE, BUFFER_WRITE, STITCH, DESYNC, FIRST_TOKEN))
 _ERRORS = {KIND_CODE[SHAPE_MISMATCH], KIND_CODE[INDEX_OUT_OF_BOUNDS]}
 _FINDING_KINDS = _ERRORS | {_DESYNC}
+_ERROR_CODE, _DESYNC_CODE = CODE_OF_VERDICT[Verdict.ERROR], CODE_OF_VERDICT[Verdict.DESYNC]
 
 
 class _Aggregator:
@@ -71,9 +73,9 @@ class _Aggregator:
                 s[8] = seq
             elif kind == _DESYNC:
                 s[3], s[4], s[5] = 1, text_offset, offset
-                s[2] = max(s[2], 2)
+                s[2] = max(s[2], _DESYNC_CODE)
             elif kind in _ERRORS:
-                s[2] = max(s[2], 1)
+                s[2] = max(s[2], _ERROR_CODE)
             elif kind == _FIRST:
                 self._close(rid)
         if overwrites:

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
 
 from qdebug.errors import InputError
+
+if TYPE_CHECKING:
+    from qdebug.analysis.diff import DiffResult
+    from qdebug.trace.schema import Trace
 
 VARY = ("none", "paths", "dtype", "attn", "device")
 ORDERS = ("image-first", "text-first", "both", "audio-first")
@@ -29,6 +34,7 @@ class DiffArgs:
 
     first: str
     second: str
+    _: KW_ONLY
     vary: str = "none"
     order: str = "image-first"
     inject: str | None = None
@@ -43,6 +49,43 @@ class DiffArgs:
     rtol: float | None = None
     images: list[str] = field(default_factory=list)  # more images of the same request, after `first`
     onnx: str | None = None  # an export directory (or mapping file): B is that export in onnxruntime
+
+
+class Comparison(NamedTuple):
+    """One comparison of `qdebug diff`: which prompt order, its DiffResult, and the two traces compared."""
+
+    order: str  # image-first | text-first | audio-first, or `traces` for two saved traces
+    result: DiffResult
+    trace_a: Trace
+    trace_b: Trace
+
+
+@dataclass(frozen=True)
+class DiffRun:
+    """What `qdebug diff` produced: one comparison, or one per order for --order both."""
+
+    comparisons: list[Comparison]
+
+    @property
+    def parted(self) -> bool:
+        """Whether any comparison found a diverging stage or different generated texts (exit status 1)."""
+        return any(c.result.first_divergence is not None or c.result.a_text != c.result.b_text for c in self.comparisons)
+
+    def to_json(self) -> dict:
+        """The `--json` document: one comparison, or `comparisons` for --order both."""
+        docs = [{"order": c.order, **c.result.to_json()} for c in self.comparisons]
+        if len(docs) == 1:
+            return docs[0]
+        # Top level speaks for both orders: the first order that parts (else the first), every order's findings.
+        lead = next((d for d in docs if d["first_divergence"] is not None or not d.get("texts_agree", True)), docs[0])
+        return {
+            "comparisons": docs,
+            **{k: lead[k] for k in ("stages", "first_divergence", "steps")},
+            "findings": [{**f, "order": d["order"]} for d in docs for f in d["findings"]],
+            "order": "both",
+            "first_divergence_order": lead["order"] if lead["first_divergence"] is not None else None,
+            "orders": {d["order"]: {"first_divergence": d["first_divergence"], "texts_agree": d.get("texts_agree")} for d in docs},
+        }
 
 
 def is_trace_file(path: str) -> bool:
@@ -147,8 +190,8 @@ def _trace(loaded, spec: RunSpec, request):
     return trace, watch.findings + (lin_watch.findings if lin_watch else []) + deepstack
 
 
-def run_diff(args: DiffArgs, models: dict | None = None):
-    """Returns a list of (order label, DiffResult, trace A, trace B). `models` caches loaded models across calls."""
+def run_diff(args: DiffArgs, models: dict | None = None) -> DiffRun:
+    """Run (or load) both sides and compare them. `models` caches loaded models across calls."""
     from qdebug.analysis.diff import diff_traces
     from qdebug.commands.common import loading, quiet_transformers
     from qdebug.trace.schema import load_trace
@@ -156,10 +199,10 @@ def run_diff(args: DiffArgs, models: dict | None = None):
     if args.onnx is not None:
         from qdebug.commands.onnx_diff import run_onnx_diff
 
-        return run_onnx_diff(args, models)
+        return DiffRun(run_onnx_diff(args, models))
     if is_trace_file(args.first) or is_trace_file(args.second):
         a, b = load_trace(args.first), load_trace(args.second)
-        return [("traces", diff_traces(a, b, atol=args.atol, rtol=args.rtol, a_label=args.first, b_label=args.second), a, b)]
+        return DiffRun([Comparison("traces", diff_traces(a, b, atol=args.atol, rtol=args.rtol, a_label=args.first, b_label=args.second), a, b)])
     spec_a, spec_b = run_specs(args)
     if spec_b.head_first is not None:  # checked against config.json before any weights load
         from qdebug.model.limits import decoder_limits
@@ -192,34 +235,17 @@ def run_diff(args: DiffArgs, models: dict | None = None):
         for f in fb:
             f.message = f"B: {f.message}"
         result = diff_traces(ta, tb, atol=args.atol, rtol=args.rtol, a_label=spec_a.label, b_label=spec_b.label, extra_findings=[*fa, *fb])
-        results.append((order, result, ta, tb))
-    return results
+        results.append(Comparison(order, result, ta, tb))
+    return DiffRun(results)
 
 
-def diff_json(results) -> dict:
-    """The `--json` document: one comparison, or `comparisons` for --order both."""
-    docs = [{"order": order, **result.to_json()} for order, result, _, _ in results]
-    if len(docs) == 1:
-        return docs[0]
-    # Top level speaks for both orders: the first order that parts (else the first), every order's findings.
-    lead = next((d for d in docs if d["first_divergence"] is not None or not d.get("texts_agree", True)), docs[0])
-    return {
-        "comparisons": docs,
-        **{k: lead[k] for k in ("stages", "first_divergence", "steps")},
-        "findings": [{**f, "order": d["order"]} for d in docs for f in d["findings"]],
-        "order": "both",
-        "first_divergence_order": lead["order"] if lead["first_divergence"] is not None else None,
-        "orders": {d["order"]: {"first_divergence": d["first_divergence"], "texts_agree": d.get("texts_agree")} for d in docs},
-    }
-
-
-def write_diff_png(results, path) -> None:
+def write_diff_png(run: DiffRun, path) -> None:
     """The per-stage divergence plot: one panel, or one panel per order for --order both."""
-    if len(results) == 1:
+    if len(run.comparisons) == 1:
         from qdebug.render.plots import diff_png
 
-        diff_png(results[0][1], path)
+        diff_png(run.comparisons[0].result, path)
         return
     from qdebug.render.diff_orders_png import diff_orders_png
 
-    diff_orders_png([(order, result) for order, result, _, _ in results], path)
+    diff_orders_png([(c.order, c.result) for c in run.comparisons], path)

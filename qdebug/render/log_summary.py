@@ -10,6 +10,7 @@ from rich.text import Text
 
 from qdebug.vocab import Verdict
 
+from .findings import findings_panel
 from .replay_report import VERDICT_STYLE, matrix_table, requests_table, timeline_table
 
 # Up to these sizes the full per-request and per-event tables are printed as well.
@@ -84,8 +85,6 @@ def histogram(report, rows: int = HISTOGRAM_ROWS) -> Table | Text:
 
 def log_renderables(report) -> list:
     """What `qdebug replay LOG` prints: the full tables for a small log, a summary for any log."""
-    from .attn_report import findings_panel
-
     index = report.log_index
     out = []
     small = index.request_count() <= SMALL_REQUESTS and index.count_events(report.event_filter) <= SMALL_EVENTS

@@ -103,14 +103,9 @@ class BatchScreen(Screen):
         return text
 
     def _findings(self) -> Text:
-        if not self.report.findings:
-            return Text("no findings", style="green")
-        text = Text()
-        for f in self.report.findings:
-            text.append(f"[{f.severity}] {f.kind}: ", style="bold red" if f.severity == "error" else "yellow")
-            text.append(f"{f.message}\n")
-        text.rstrip()
-        return text
+        from qdebug.render.findings import findings_text
+
+        return findings_text(self.report.findings, empty="no findings")
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         """Highlight the request's lane in the timeline."""
