@@ -8,7 +8,8 @@ def run_onnx_diff(args, models: dict | None = None) -> list:
     from qdebug.analysis.diff import diff_traces
     from qdebug.analysis.onnx_findings import ONNX_TOLERANCE, explain_onnx, mark_unexposed
     from qdebug.commands.common import quiet_transformers
-    from qdebug.commands.diff import Comparison, _requests, is_trace_file
+    from qdebug.commands.diff import _requests, is_trace_file
+    from qdebug.commands.diff_run import Comparison
     from qdebug.errors import InputError
     from qdebug.export.as_trace import onnx_trace
     from qdebug.export.manifest import find_manifest
