@@ -86,33 +86,35 @@ def attn(
     audio: Annotated[Optional[list[Path]], typer.Option("--audio", help="An audio clip (WAV/FLAC) for audio models (repeatable).")] = None,
 ) -> None:
     """Run one request; show generated text, stage checks, top-k per token and attention over the image (or clip)."""
-    from qdebug.commands.attn import AttnArgs, attn_renderables, run_attn, write_outputs
+    from qdebug.commands.attn import AttnArgs, run_attn, write_outputs
     from qdebug.commands.common import consoles, progress
     from qdebug.outputs import OutputPlan
 
     for item in keep or []:
         if item != "hidden":
             _fail(f"--keep {item}: expected hidden", 2)
-    args = AttnArgs([image, *(more_images or [])], prompt, model, device, dtype, kernel, max_new_tokens, topk, layer, head, token, png, json_out, save,
-                    layers=layers, queries=queries, keep_hidden="hidden" in (keep or []), device_map=device_map,
-                    prompt_logits=tui or save is not None, audio=list(audio or []))
+    args = AttnArgs([image, *(more_images or [])], prompt, model=model, device=device, dtype=dtype, kernel=kernel, max_new_tokens=max_new_tokens,
+                    topk=topk, layer=layer, head=head, token=token, png=png, json_out=json_out, save=save, layers=layers, queries=queries,
+                    keep_hidden="hidden" in (keep or []), device_map=device_map, prompt_logits=tui or save is not None, audio=list(audio or []))
     plan = OutputPlan({"--png": png, "--json": json_out, "--save": save}).check()  # before any model work
     report, status = consoles(json_to_stdout=json_out == "-")
     with progress(status, f"loading {model} and tracing…"):
-        trace, result, pil_images = run_attn(args)
+        result = run_attn(args)
     with plan:
-        write_outputs(args, trace, result, pil_images)
+        write_outputs(args, result)
     if tui:
         from qdebug.tui.app import build_app
 
-        build_app(trace=trace, source=f"qdebug attn {image}").run()
+        build_app(trace=result.trace, source=f"qdebug attn {image}").run()
         return
     if json_out != "-" or report.is_terminal:
-        for renderable in attn_renderables(trace, result, pil_images, args):
+        from qdebug.render.attn_report import attn_renderables
+
+        for renderable in attn_renderables(result):
             report.print(renderable)
     if png is not None:
         status.print(f"wrote {png}")
-    if any(f.severity == Severity.ERROR for f in trace.findings):
+    if any(f.severity == Severity.ERROR for f in result.trace.findings):
         raise typer.Exit(1)
 
 
@@ -164,14 +166,17 @@ def replay(
         from qdebug.commands.replay_endpoint import EndpointArgs, check_local_only_options, run_endpoint_replay
 
         check_local_only_options(mode, inject, seed)
-        eargs = EndpointArgs(endpoint, served_model, api_key_env, concurrency, speed, repeat, timeout, retries, model, device, dtype, kernel)
+        eargs = EndpointArgs(file=file, format=fmt, allow_paths=allow_paths, url=endpoint, served_model=served_model, api_key_env=api_key_env,
+                             concurrency=concurrency, speed=speed, repeat=repeat, timeout=timeout, retries=retries, model=model, device=device,
+                             dtype=dtype, kernel=kernel)
         with terminate_as_interrupt() as terminated:
-            report = run_endpoint_replay(file, fmt, allow_paths, eargs, status)
+            report = run_endpoint_replay(eargs, status)
     else:
-        log_filter = make_filter(since, until, request, kind)
+        args = ReplayArgs(file=file, format=fmt, mode=mode, concurrency=concurrency or 4, inject=inject, seed=seed, allow_paths=allow_paths,
+                          model=model or "demo", device=device, dtype=dtype, kernel=kernel, more_files=tuple(more_files or ()),
+                          log_filter=make_filter(since, until, request, kind))
         with terminate_as_interrupt() as terminated:
-            report = run_replay(ReplayArgs(file, fmt, mode, concurrency or 4, inject, seed, allow_paths, model or "demo", device, dtype, kernel,
-                                           tuple(more_files or ()), log_filter), status)
+            report = run_replay(args, status)
     with plan:
         write_replay_outputs(report, emit_log, timeline_png, save)
         write_report_json(report, json_out)
@@ -182,27 +187,16 @@ def replay(
 
         build_app(report=report).run()
     elif "-" not in (json_out, jsonl) or report_console.is_terminal:
-        from qdebug.render.attn_report import findings_panel
-        from qdebug.render.replay_report import matrix_table, requests_table, timeline_table
+        from qdebug.render.replay_report import replay_renderables
 
-        if report.kind == "runtime-log":
-            from qdebug.render.log_summary import log_renderables
-
-            renderables = log_renderables(report)
-        else:
-            renderables = (requests_table(report), matrix_table(report)) + (() if report.endpoint else (timeline_table(report),)) + (findings_panel(report.findings),)
-        for renderable in renderables:
+        for renderable in replay_renderables(report):
             report_console.print(renderable)
         if report.kind == "runtime-log":
             status.print(f"{report.unknown_lines} unrecognised line(s) kept and counted")
     if report.interrupted:
-        word = "terminated" if terminated.is_set() else "interrupted"
-        meta = getattr(report.log_index, "meta", None)
-        if meta:
-            status.print(f"{word} after {meta['total_lines']:,} lines ({meta['bytes_read']:,} of {meta['bytes_total']:,} bytes): "
-                         "the report covers what was read")
-        else:
-            status.print(f"{word}: the report covers the requests that finished")
+        from qdebug.render.replay_report import interrupted_note
+
+        status.print(interrupted_note(report, "terminated" if terminated.is_set() else "interrupted"))
         raise typer.Exit(143 if terminated.is_set() else 130)
     if report.kind == "capture" and any(r.verdict == Verdict.ERROR for r in report.requests):
         raise typer.Exit(1)  # some captured requests could not be replayed
@@ -232,36 +226,27 @@ def diff(
 ) -> None:
     """Find the first stage where two runs that should agree part (two input paths, dtypes, kernels, devices, or two saved traces)."""
     from qdebug.commands.common import consoles, emit_json, progress
-    from qdebug.commands.diff import DiffArgs, diff_json, run_diff
+    from qdebug.commands.diff import DiffArgs, run_diff
     from qdebug.outputs import OutputPlan
 
-    args = DiffArgs(first, second, vary, order, inject, model, device, dtype, kernel, a_dtype, b_dtype, max_new_tokens, atol, rtol,
-                    images=list(more_images or []), onnx=onnx)
+    args = DiffArgs(first, second, vary=vary, order=order, inject=inject, model=model, device=device, dtype=dtype, kernel=kernel, a_dtype=a_dtype,
+                    b_dtype=b_dtype, max_new_tokens=max_new_tokens, atol=atol, rtol=rtol, images=list(more_images or []), onnx=onnx)
     plan = OutputPlan({"--png": png, "--json": json_out}).check()
     report, status = consoles(json_to_stdout=json_out == "-")
     with progress(status, "running both sides…"):
-        results = run_diff(args)
+        run = run_diff(args)
     with plan:
         if png is not None:
             from qdebug.commands.diff import write_diff_png
 
-            write_diff_png(results, png)
-        emit_json(diff_json(results), json_out)
+            write_diff_png(run, png)
+        emit_json(run.to_json(), json_out)
     if json_out != "-" or report.is_terminal:
-        from qdebug.render.diff_report import diff_renderables
+        from qdebug.render.diff_report import diff_report
 
-        from qdebug.render.diff_report import heatmap_panels
-
-        for order_label, result, trace_a, trace_b in results:
-            for renderable in diff_renderables(order_label, result):
-                report.print(renderable)
-            for renderable in heatmap_panels(trace_a, trace_b, (result.a_label, result.b_label)):
-                report.print(renderable)
-            if onnx is not None:
-                from qdebug.render.onnx_report import first_token_table
-
-                report.print(first_token_table(result))
-    if any(r.first_divergence is not None or r.a_text != r.b_text for _, r, _, _ in results):
+        for renderable in diff_report(run, onnx=onnx is not None):
+            report.print(renderable)
+    if run.parted:
         raise typer.Exit(1)
 
 
@@ -275,16 +260,14 @@ def export_onnx(
 ) -> None:
     """Export the model as ONNX the way real exports are split: vision encoder + language-model prefill (every layer's output exposed)."""
     from qdebug.commands.common import consoles, progress
-    from qdebug.commands.export import run_export_onnx
+    from qdebug.commands.export import ExportArgs, run_export_onnx
+    from qdebug.render.export_report import export_lines
 
     status = consoles(json_to_stdout=False)[1]
     with progress(status, f"exporting {model}…"):
-        manifest, seconds = run_export_onnx(model, out, inject, opset)
-    for name, graph in manifest.graphs.items():
-        status.print(f"wrote {out / graph.file}: {name} ({len(graph.inputs)} inputs, {len(graph.outputs)} stage outputs)")
-    status.print(f"wrote {manifest.path} (opset {manifest.extra.get('opset')}) in {seconds:.1f} s")
-    for name, reason in manifest.extra.get("not_exported", {}).items():
-        status.print(f"not exported: the {name} graph ({reason}); `diff --onnx` compares the other graph only")
+        result = run_export_onnx(ExportArgs(out=out, model=model, inject=inject, opset=opset))
+    for line in export_lines(result):
+        status.print(line)
 
 
 @app.command()
@@ -334,22 +317,16 @@ def estimate(
     json_out: Annotated[Optional[str], typer.Option("--json", help="Write the estimate as JSON to PATH, or `-` for stdout.")] = None,
 ) -> None:
     """From config.json alone (meta device, no weights read): parameters, weight memory, trace size and what tracing adds."""
-    from qdebug.commands.common import emit_json, quiet_transformers
-    from qdebug.trace.estimate import estimate as run_estimate
-    from qdebug.trace.estimate import gib
+    from qdebug.commands.common import emit_json
+    from qdebug.commands.estimate import EstimateArgs, run_estimate
+    from qdebug.render.estimate_report import estimate_lines
 
-    if queries not in ("gen", "all"):
-        _fail(f"--queries {queries}: expected gen or all", 2)
-    quiet_transformers()
-    est = run_estimate(model, image_tokens=image_tokens, dtype=dtype, device=device, max_new_tokens=max_new_tokens, layers=layers,
-                       queries=queries, keep_hidden="hidden" in (keep or []))
+    est = run_estimate(EstimateArgs(model=model, image_tokens=image_tokens, dtype=dtype, device=device, max_new_tokens=max_new_tokens,
+                                    layers=layers, queries=queries, keep_hidden="hidden" in (keep or [])))
     emit_json(est.to_json(), json_out)
     if json_out != "-":
-        typer.echo(f"{est.architecture} ({est.model_type}): {est.parameters:,} parameters")
-        typer.echo(f"weights: {gib(est.weights_bytes)} in {est.dtype}")
-        typer.echo(f"trace ({est.image_tokens} image tokens, {est.max_new_tokens} new tokens, attention in {est.layers_captured}/{est.layers} layers): "
-                   f"{gib(est.trace_bytes)} ({gib(est.trace_bytes // max(1, est.layers))} per layer)")
-        typer.echo(f"tracing adds on {est.device}: {gib(est.extra_bytes)}; total about {gib(est.total_bytes)}")
+        for line in estimate_lines(est):
+            typer.echo(line)
 
 
 @app.command()
@@ -370,7 +347,8 @@ def serve(
     """Serve a model over HTTP (OpenAI chat completions), tracing every request; optionally with an injected fault."""
     from qdebug.commands.serve import ServeArgs, run_serve
 
-    run_serve(ServeArgs(model, device, dtype, kernel, host, port, traces, inject, seed, served_model, wave_window))
+    run_serve(ServeArgs(model=model, device=device, dtype=dtype, kernel=kernel, host=host, port=port, traces=traces, inject=inject, seed=seed,
+                        served_model=served_model, wave_window=wave_window))
 
 
 @demo_app.command("train")

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from qdebug.vocab import SEVERITIES  # noqa: F401  (re-exported)
-
 
 @dataclass
 class Finding:

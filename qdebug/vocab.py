@@ -110,4 +110,7 @@ class FindingKind(StrEnum):
 
 EVENT_KINDS: tuple[EventKind, ...] = tuple(EventKind)
 VERDICTS: tuple[Verdict, ...] = tuple(Verdict)
+# How bad a request's verdict is: where pieces of evidence disagree, the higher rank wins. A runtime log never
+# says `diverged` (it holds no answers), so its index stores the other four, in this order, as 0..3.
+VERDICT_RANK: dict[Verdict, int] = {Verdict.OK: 0, Verdict.DIVERGED: 1, Verdict.ERROR: 2, Verdict.DESYNC: 3, Verdict.CONTAMINATED: 4}
 SEVERITIES: tuple[Severity, ...] = tuple(Severity)

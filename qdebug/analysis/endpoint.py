@@ -19,7 +19,8 @@ from qdebug.replay.report import ReplayReport, RequestOutcome
 from qdebug.vocab import FindingKind, Severity, Verdict
 
 from .detectors.divergence import topk_overlap
-from .replay import _judge_observed
+from .replay import observed_evidence
+from .verdicts import settle_by_text
 
 CLOSE = 0.75  # word-level similarity at which an answer reads as another request's
 MARGIN = 0.25  # ... when it is at least this much closer to that request's answer than to its own
@@ -150,9 +151,8 @@ def report_from_endpoint(batch: Batch, run: EndpointRun, local: dict | None = No
         if local is not None and rid in local:
             _against_local(out, local, rid, findings)
         # What production returned is reported, but the verdict here is about this server's own answers.
-        verdict, donor = out.verdict, out.donor
-        _judge_observed(out, refs, findings)
-        out.verdict, out.donor = verdict, donor
+        _, _, said = observed_evidence(out, refs)
+        findings += said
     matrix = [[(matches[r][d] / len(run.bursts)) if run.bursts else None for d in ids] for r in ids]
     extra = {
         "served_model": run.model,
@@ -184,10 +184,9 @@ def _against_local(out: RequestOutcome, local: dict, rid: str, findings: list[Fi
         findings.append(Finding(FindingKind.SERVER_MISMATCH, Severity.ERROR,
                                 f"request {rid}: the server's isolated answer {out.reference!r} is request {' or '.join(candidates)}'s answer under the local model; "
                                 f"the model says {truth!r}", request_id=rid, donor=donor))
-        if out.verdict in (Verdict.OK, Verdict.DIVERGED):
+        if settle_by_text(out.verdict, Verdict.CONTAMINATED) != out.verdict:
             out.verdict, out.donor = Verdict.CONTAMINATED, donor
     else:
         findings.append(Finding(FindingKind.SERVER_MISMATCH, Severity.ERROR,
                                 f"request {rid}: the server answers {out.reference!r} even alone; the model itself says {truth!r}", request_id=rid))
-        if out.verdict == Verdict.OK:
-            out.verdict = Verdict.DIVERGED
+        out.verdict = settle_by_text(out.verdict, Verdict.DIVERGED)

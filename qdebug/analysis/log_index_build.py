@@ -13,14 +13,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 from qdebug.replay.formats.log_scan import KIND_CODE, ScanStats, log_paths, order_files, scan_files
-from qdebug.replay.log_index import LogIndex, cache_dir, cache_key
-from qdebug.vocab import EventKind
+from qdebug.replay.log_index import CODE_OF_VERDICT, LogIndex, cache_dir, cache_key
+from qdebug.vocab import EventKind, Verdict
 
 # Open requests kept in memory at most; beyond it the oldest half is written out (a later mention merges).
 MAX_OPEN = 50_000
 _OVER, _WRITE, _SYNC, _DESYNC, _FIRST = (KIND_CODE[k] for k in (EventKind.BUFFER_OVERWRITE, EventKind.BUFFER_WRITE, EventKind.SYNC, EventKind.DESYNC, EventKind.FIRST_TOKEN))
 _ERRORS = {KIND_CODE[EventKind.SHAPE_MISMATCH], KIND_CODE[EventKind.INDEX_OUT_OF_BOUNDS]}
 _FINDING_KINDS = _ERRORS | {_DESYNC}
+_ERROR_CODE, _DESYNC_CODE = CODE_OF_VERDICT[Verdict.ERROR], CODE_OF_VERDICT[Verdict.DESYNC]
 
 
 class _Aggregator:
@@ -71,9 +72,9 @@ class _Aggregator:
                 s[8] = seq
             elif kind == _DESYNC:
                 s[3], s[4], s[5] = 1, text_offset, offset
-                s[2] = max(s[2], 2)
+                s[2] = max(s[2], _DESYNC_CODE)
             elif kind in _ERRORS:
-                s[2] = max(s[2], 1)
+                s[2] = max(s[2], _ERROR_CODE)
             elif kind == _FIRST:
                 self._close(rid)
         if overwrites:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from qdebug.findings import Finding
 from qdebug.replay.batch import Batch
 from qdebug.replay.batched import BatchedRow
@@ -13,7 +15,7 @@ from .offsets import candidates_from_references, measure_stream, media_spans
 from .detectors.contamination import contamination_from_donors, contamination_matrix, donor_of, is_mixed, row_shares
 from .detectors.divergence import first_token_divergence, kl, observed_source, topk_overlap
 from .detectors.log_findings import contamination_from_events, findings_from_events, offsets_from_events, request_verdicts_from_events
-
+from .verdicts import RequestEvidence, judge_request
 
 
 def report_from_log(batch: Batch) -> ReplayReport:
@@ -50,18 +52,8 @@ def report_from_replay(batch: Batch, run: ReplayRun) -> ReplayReport:
     matrix = contamination_matrix(ran, landed, encoded)
     references = {rid: run.references[rid].generated_text for rid in ran}
     candidates = candidates_from_references({rid: run.references[rid] for rid in ran})
-    # An event-level "contamination" is an overwrite before the stitch; the matrix decides contamination here.
-    # Events a fault emitted about itself are labels: they become "injected" notes, never desync findings.
-    labels = [e for e in events if e.message.startswith("injected")]
-    from_events = findings_from_events([e for e in events if not e.message.startswith("injected")])
-    seen = set()
-    for e in labels:
-        if (e.request_id, e.message) not in seen:
-            seen.add((e.request_id, e.message))
-            from_events.append(Finding(FindingKind.INJECTED, Severity.INFO, f"request {e.request_id}: {e.message} (the fault's own word; offsets are measured)",
-                                       stage="sync", request_id=e.request_id))
-    findings = [f for f in from_events if f.kind != FindingKind.CONTAMINATION]
-    findings += [Finding(FindingKind.OVERWRITE, f.severity, f.message, f.stage, f.request_id, f.donor) for f in from_events if f.kind == FindingKind.CONTAMINATION]
+    rows = _Rows(ran, matrix, landed, encoded)
+    findings = _event_findings(events)
     outcomes = []
     for req in batch.requests:
         rid = req.request_id
@@ -75,57 +67,102 @@ def report_from_replay(batch: Batch, run: ReplayRun) -> ReplayReport:
             out.error = req.error or run.errors.get(rid) or "not replayed"
             findings.append(Finding(FindingKind.REQUEST_ERROR, Severity.ERROR, f"request {rid}: {out.error}", request_id=rid))
             continue
+        out.reference = references[rid]
         if rid not in landed:  # interrupted before its replay
             out.verdict, out.error = Verdict.ERROR, "interrupted before replay"
-            out.reference = references[rid]
             continue
-        out.reference = references[rid]
         trace = run.traces.get(rid)
         _fill_replayed(out, trace, run.batched.get(rid), run.references[rid], candidates)
         # A fault's own events are labels, never evidence: the verdict rests on the rows the decoder received.
         out.injected = sorted({e.message for e in events if e.request_id == rid and e.message.startswith("injected")})
-        donor = donor_of(ran, matrix, rid)
-        mixed = is_mixed(ran, matrix, rid)
-        failed = [c for c in (trace.stages["sync"].checks if trace else []) if not c.ok]
-        moved = [im for im in out.images if im["visual_offset"] != im["text_offset"]]
-        if donor is not None:
-            out.verdict, out.donor = Verdict.CONTAMINATED, donor
-            score = matrix[ran.index(rid)]
-            findings.append(Finding(FindingKind.CONTAMINATION, Severity.ERROR,
-                f"request {rid} received request {donor}'s visual rows (similarity {score[ran.index(donor)]:.3f} vs its own {score[ran.index(rid)]:.3f})"
-                + (f"; it answered {out.replayed!r}, {donor}'s reference is {references[donor]!r}" if out.replayed is not None else ""),
-                stage="sync", request_id=rid, donor=donor,
-            ))
-        elif mixed or failed or moved:
-            out.verdict = Verdict.DESYNC
-            if mixed:
-                shares = row_shares(rid, ran, landed, encoded)
-                parts = ", ".join(f"{d} ({share:.0%} of its rows)" for d, share in shares.items())
-                findings.append(Finding(FindingKind.MIXED_ROWS, Severity.ERROR,
-                    f"request {rid}'s stream holds a mix of visual rows: partly overwritten by {parts or 'an unknown request'}",
-                    stage="sync", request_id=rid, donor=next(iter(shares), None),
-                ))
-                out.donor = next(iter(shares), None)
-            for check in failed:
-                findings.append(Finding(FindingKind.DESYNC if check.kind == FindingKind.DESYNC else FindingKind.SHAPE_MISMATCH, Severity.ERROR,
-                                        f"request {rid}: {check.name} failed ({check.detail})", stage="sync", request_id=rid))
-            if not failed:  # batched streams carry no checks: say what the measurement found
-                for im in moved:
-                    where = "nowhere in the stream" if im["visual_offset"] is None else f"at {im['visual_offset']}"
-                    findings.append(Finding(FindingKind.DESYNC, Severity.ERROR, f"request {rid} image {im['index']}: visual rows landed {where}, placeholders start at {im['text_offset']}",
-                                            stage="sync", request_id=rid))
-        elif out.replayed is not None and out.replayed != out.reference:
-            out.verdict = Verdict.DIVERGED
-            findings.append(Finding(FindingKind.DIVERGED, Severity.WARNING,
-                                    f"request {rid}: replayed {out.replayed!r} but its isolated reference says {out.reference!r} (first-token KL {out.first_token_kl})",
-                                    request_id=rid))
-        _judge_observed(out, references, findings)
+        findings += _judge_replayed(out, trace, rows, references)
     report = ReplayReport(
         source=batch.source, kind="capture", mode=run.settings.mode, inject=run.settings.inject, seed=run.settings.seed,
         requests=outcomes, contamination_ids=ran, contamination=matrix, events=list(events), findings=findings,
         interrupted=run.interrupted, traces=dict(run.traces), references=dict(run.references),
     )
     return report
+
+
+def _event_findings(events) -> list[Finding]:
+    """Findings from a replay's events: desyncs and errors as they are, overwrites as `overwrite`, fault labels as `injected`.
+
+    An event-level "contamination" is an overwrite before the sync step; the matrix decides contamination here.
+    Events a fault emitted about itself are labels: they become "injected" notes, never desync findings.
+    """
+    labels = [e for e in events if e.message.startswith("injected")]
+    from_events = findings_from_events([e for e in events if not e.message.startswith("injected")])
+    seen = set()
+    for e in labels:
+        if (e.request_id, e.message) not in seen:
+            seen.add((e.request_id, e.message))
+            from_events.append(Finding(FindingKind.INJECTED, Severity.INFO, f"request {e.request_id}: {e.message} (the fault's own word; offsets are measured)",
+                                       stage="sync", request_id=e.request_id))
+    findings = [f for f in from_events if f.kind != FindingKind.CONTAMINATION]
+    findings += [Finding(FindingKind.OVERWRITE, f.severity, f.message, f.stage, f.request_id, f.donor) for f in from_events if f.kind == FindingKind.CONTAMINATION]
+    return findings
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """The replay's row evidence: which requests ran, the contamination matrix, landed and isolated rows."""
+
+    ran: list[str]
+    matrix: list
+    landed: dict
+    encoded: dict
+
+
+def _judge_replayed(out: RequestOutcome, trace, rows: _Rows, references: dict[str, str]) -> list[Finding]:
+    """Gather one replayed request's evidence, set its verdict and donor (`judge_request`), and say why as findings."""
+    rid = out.id
+    donor = donor_of(rows.ran, rows.matrix, rid)
+    mixed = is_mixed(rows.ran, rows.matrix, rid)
+    failed = [c for c in (trace.stages["sync"].checks if trace else []) if not c.ok]
+    moved = [im for im in out.images if im["visual_offset"] != im["text_offset"]]
+    diverged = out.replayed is not None and out.replayed != out.reference
+    observed, source, said = observed_evidence(out, references)
+    out.verdict = judge_request(RequestEvidence(donor=donor, damaged=bool(mixed or failed or moved), diverged=diverged, observed=observed))
+    findings = []
+    if donor is not None:
+        out.donor = donor
+        score = rows.matrix[rows.ran.index(rid)]
+        findings.append(Finding(FindingKind.CONTAMINATION, Severity.ERROR,
+            f"request {rid} received request {donor}'s visual rows (similarity {score[rows.ran.index(donor)]:.3f} vs its own {score[rows.ran.index(rid)]:.3f})"
+            + (f"; it answered {out.replayed!r}, {donor}'s reference is {references[donor]!r}" if out.replayed is not None else ""),
+            stage="sync", request_id=rid, donor=donor,
+        ))
+    elif mixed or failed or moved:
+        findings += _desync_findings(out, rows if mixed else None, failed, moved)
+    elif diverged:
+        findings.append(Finding(FindingKind.DIVERGED, Severity.WARNING,
+                                f"request {rid}: replayed {out.replayed!r} but its isolated reference says {out.reference!r} (first-token KL {out.first_token_kl})",
+                                request_id=rid))
+    if out.verdict == Verdict.CONTAMINATED and donor is None:
+        out.donor = source  # only production's answer says so: it is that request's answer
+    return findings + said
+
+
+def _desync_findings(out: RequestOutcome, mixed_rows: _Rows | None, failed: list, moved: list[dict]) -> list[Finding]:
+    """Why a stream is out of step: whose rows it mixes in (`mixed_rows`), its failed sync checks, or where its rows landed."""
+    rid, findings = out.id, []
+    if mixed_rows is not None:
+        shares = row_shares(rid, mixed_rows.ran, mixed_rows.landed, mixed_rows.encoded)
+        parts = ", ".join(f"{d} ({share:.0%} of its rows)" for d, share in shares.items())
+        findings.append(Finding(FindingKind.MIXED_ROWS, Severity.ERROR,
+            f"request {rid}'s stream holds a mix of visual rows: partly overwritten by {parts or 'an unknown request'}",
+            stage="sync", request_id=rid, donor=next(iter(shares), None),
+        ))
+        out.donor = next(iter(shares), None)
+    for check in failed:
+        findings.append(Finding(FindingKind.DESYNC if check.kind == FindingKind.DESYNC else FindingKind.SHAPE_MISMATCH, Severity.ERROR,
+                                f"request {rid}: {check.name} failed ({check.detail})", stage="sync", request_id=rid))
+    if not failed:  # batched streams carry no checks: say what the measurement found
+        for im in moved:
+            where = "nowhere in the stream" if im["visual_offset"] is None else f"at {im['visual_offset']}"
+            findings.append(Finding(FindingKind.DESYNC, Severity.ERROR, f"request {rid} image {im['index']}: visual rows landed {where}, placeholders start at {im['text_offset']}",
+                                    stage="sync", request_id=rid))
+    return findings
 
 
 def _fill_replayed(out: RequestOutcome, trace, batched: BatchedRow | None, reference, candidates) -> None:
@@ -151,20 +188,15 @@ def _fill_replayed(out: RequestOutcome, trace, batched: BatchedRow | None, refer
             out.first_token_topk_overlap = topk_overlap(ref_logits.topk(k).indices.tolist(), logits.topk(k).indices.tolist())
 
 
-def _judge_observed(out: RequestOutcome, references: dict[str, str], findings: list[Finding]) -> None:
-    """Compare what production returned with the isolated reference; name the request it matches instead."""
+def observed_evidence(out: RequestOutcome, references: dict[str, str]) -> tuple[Verdict, str | None, list[Finding]]:
+    """What production's answer says against the isolated references: (verdict by text, whose answer it is, findings)."""
     if out.observed is None or out.reference is None or out.observed.strip() == out.reference.strip():
-        return
+        return Verdict.OK, None, []
     source = observed_source(out.observed, {k: v for k, v in references.items() if k != out.id})
     if source is not None:
-        findings.append(Finding(FindingKind.OBSERVED_CONTAMINATION, Severity.ERROR,
+        return Verdict.CONTAMINATED, source, [Finding(FindingKind.OBSERVED_CONTAMINATION, Severity.ERROR,
                                 f"request {out.id}: production returned {out.observed!r}, which is request {source}'s reference answer; its own is {out.reference!r}",
-                                request_id=out.id, donor=source))
-        if out.verdict in (Verdict.OK, Verdict.DIVERGED):
-            out.verdict, out.donor = Verdict.CONTAMINATED, source
-    else:
-        findings.append(Finding(FindingKind.OBSERVED_DIVERGED, Severity.WARNING,
+                                request_id=out.id, donor=source)]
+    return Verdict.DIVERGED, None, [Finding(FindingKind.OBSERVED_DIVERGED, Severity.WARNING,
                                 f"request {out.id}: production returned {out.observed!r}; the isolated reference says {out.reference!r}",
-                                request_id=out.id))
-        if out.verdict == Verdict.OK:
-            out.verdict = Verdict.DIVERGED
+                                request_id=out.id)]

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from qdebug.errors import InputError
+
+if TYPE_CHECKING:
+    from qdebug.trace.schema import Trace
 
 
 @dataclass
@@ -14,6 +18,7 @@ class AttnArgs:
 
     images: list[Path]
     prompt: str
+    _: KW_ONLY
     model: str = "demo"
     device: str = "auto"
     dtype: str = "auto"
@@ -34,8 +39,23 @@ class AttnArgs:
     audio: list[Path] = field(default_factory=list)  # clips given with --audio (a positional clip is found by content)
 
 
-def attn_result(trace, *, layer: int | None, head: int | None) -> dict:
-    """The machine-readable result of `qdebug attn` (the `--json` document)."""
+@dataclass(frozen=True, kw_only=True)
+class AttnResult:
+    """What `qdebug attn` produced: the trace, the opened images, and the attention selection it reports on."""
+
+    trace: Trace
+    pil_images: list = field(default_factory=list)  # the request's images, opened (PIL; none for audio)
+    layer: int | None = None  # --layer (None: mean of layers)
+    head: int | None = None  # --head (None: mean of heads)
+    token: int | None = None  # --token (None: every generated token)
+
+    def to_json(self) -> dict:
+        """The `--json` document."""
+        return _attn_json(self.trace, layer=self.layer, head=self.head)
+
+
+def _attn_json(trace, *, layer: int | None, head: int | None) -> dict:
+    """The `--json` document of one trace at one attention selection."""
     from qdebug.analysis.attention import step_peak
 
     steps = []
@@ -112,8 +132,8 @@ def check_before_load(args: AttnArgs) -> None:
     check_index("--token", args.token, args.max_new_tokens, f"generation steps with --max-new-tokens {args.max_new_tokens}")
 
 
-def run_attn(args: AttnArgs):
-    """Load, trace, write outputs; returns (trace, result dict, pil images)."""
+def run_attn(args: AttnArgs) -> AttnResult:
+    """Check the selection, load, trace and check the findings; outputs are written by `write_outputs`."""
     from qdebug.commands.common import loading, quiet_transformers
     from qdebug.model.load import load_model
     from qdebug.trace.request import build_request, load_image
@@ -148,14 +168,15 @@ def run_attn(args: AttnArgs):
 
     trace.findings.extend(deepstack_findings(trace))  # Qwen3-VL: deepstack rows, layers, levels
     validate_selection(trace, args.layer, args.head, args.token)
-    return trace, attn_result(trace, layer=args.layer, head=args.head), pil_images
+    return AttnResult(trace=trace, pil_images=pil_images, layer=args.layer, head=args.head, token=args.token)
 
 
-def write_outputs(args: AttnArgs, trace, result: dict, pil_images) -> None:
+def write_outputs(args: AttnArgs, result: AttnResult) -> None:
     """Write the PNG, the saved trace and the JSON (each atomically)."""
     from qdebug.commands.common import emit_json
     from qdebug.trace.schema import save_trace
 
+    trace, pil_images = result.trace, result.pil_images
     if args.png is not None and trace.meta.get("audio"):
         from qdebug.render.audio_strip import audio_png
 
@@ -168,52 +189,6 @@ def write_outputs(args: AttnArgs, trace, result: dict, pil_images) -> None:
         attention_png(trace, pil_images, args.png, steps=steps or [0], layer=args.layer, head=args.head)
     if args.save is not None:
         save_trace(trace, args.save)
-    emit_json(result, args.json_out)
+    if args.json_out is not None:
+        emit_json(result.to_json(), args.json_out)
 
-
-def attn_renderables(trace, result: dict, pil_images, args: AttnArgs) -> list:
-    """What the terminal report shows, top to bottom."""
-    from rich.panel import Panel
-    from rich.text import Text
-
-    from qdebug.analysis.attention import attention_grid, step_query
-    from qdebug.render.attn_report import findings_panel, heatmap_panel, stage_table, topk_table
-
-    model = trace.meta["model"]
-    about = f"{model['spec']} · {model['architecture']} · {model['device']} · {model['dtype']}"
-    text = trace.generated_text or "(empty)"
-    out = [
-        Panel(Text(text, style="bold"), title="generated", subtitle=about, width=max(len(text), len(about)) + 6),
-        Text(trace.meta.get("attn_capture", ""), style="dim"),
-        Text(_processors_line(trace), style="dim"),
-        stage_table(trace),
-        topk_table(trace),
-    ]
-    queries = [step_query(trace, args.token)] if args.token is not None else None
-    what = f"step {args.token}" if args.token is not None else "all generated tokens"
-    sel = f"layer {args.layer}" if args.layer is not None else "mean of layers"
-    sel += f", head {args.head}" if args.head is not None else ", mean of heads"
-    for img in trace.images:
-        grid = attention_grid(trace, img.index, queries=queries, layer=args.layer, head=args.head)
-        if grid is not None:
-            out.append(heatmap_panel(trace, img, grid, f"image {img.index} ← {what} ({sel})", pil_images[img.index]))
-    if trace.meta.get("audio"):
-        from qdebug.analysis.audio_attention import attention_strip
-        from qdebug.render.audio_strip import strip_panel
-
-        for clip in trace.meta["audio"]:
-            strip = attention_strip(trace, clip["index"], queries=queries, layer=args.layer, head=args.head)
-            if strip is not None and strip.numel():
-                out.append(strip_panel(trace, clip, strip, f"clip {clip['index']} ← {what} ({sel})"))
-    out.append(findings_panel(trace.findings))
-    return out
-
-
-def _processors_line(trace) -> str:
-    """What generate chose from: the checkpoint's logits processors, and the steps where raw and processed top-1 part."""
-    names = trace.meta.get("processors") or []
-    if not names:
-        return "generate chose from the raw logits (no logits processors in the generation config)"
-    parted = [s.index for s in trace.steps if s.raw_topk is not None and s.raw_topk.token_ids[0] != s.token_id]
-    where = f"; the raw top-1 differs from the choice at steps {parted}" if parted else "; the raw top-1 agrees at every step"
-    return f"generate chose from processed scores ({', '.join(names)}); top-k shown are processed{where}"

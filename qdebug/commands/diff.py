@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 
 from qdebug.errors import InputError
+
+from .diff_run import Comparison, DiffRun
 
 VARY = ("none", "paths", "dtype", "attn", "device")
 ORDERS = ("image-first", "text-first", "both", "audio-first")
@@ -16,6 +18,7 @@ class RunSpec:
     """How one side of a comparison runs."""
 
     label: str
+    _: KW_ONLY
     device: str = "auto"
     dtype: str = "auto"
     kernel: str = "eager"
@@ -29,6 +32,7 @@ class DiffArgs:
 
     first: str
     second: str
+    _: KW_ONLY
     vary: str = "none"
     order: str = "image-first"
     inject: str | None = None
@@ -57,8 +61,8 @@ def run_specs(args: DiffArgs) -> tuple[RunSpec, RunSpec]:
     """The A and B runs implied by --vary/--inject/--a-dtype/--b-dtype."""
     if args.vary not in VARY:
         raise InputError(f"--vary {args.vary}: expected one of {', '.join(VARY)}")
-    a = RunSpec("A", args.device, args.dtype, args.kernel)
-    b = RunSpec("B", args.device, args.dtype, args.kernel)
+    a = RunSpec("A", device=args.device, dtype=args.dtype, kernel=args.kernel)
+    b = RunSpec("B", device=args.device, dtype=args.dtype, kernel=args.kernel)
     if args.vary == "paths":
         a.label, b.label, b.input_path = "A token ids", "B inputs_embeds", "embeds"
     elif args.vary == "dtype":
@@ -147,8 +151,8 @@ def _trace(loaded, spec: RunSpec, request):
     return trace, watch.findings + (lin_watch.findings if lin_watch else []) + deepstack
 
 
-def run_diff(args: DiffArgs, models: dict | None = None):
-    """Returns a list of (order label, DiffResult, trace A, trace B). `models` caches loaded models across calls."""
+def run_diff(args: DiffArgs, models: dict | None = None) -> DiffRun:
+    """Run (or load) both sides and compare them. `models` caches loaded models across calls."""
     from qdebug.analysis.diff import diff_traces
     from qdebug.commands.common import loading, quiet_transformers
     from qdebug.trace.schema import load_trace
@@ -156,10 +160,10 @@ def run_diff(args: DiffArgs, models: dict | None = None):
     if args.onnx is not None:
         from qdebug.commands.onnx_diff import run_onnx_diff
 
-        return run_onnx_diff(args, models)
+        return DiffRun(run_onnx_diff(args, models))
     if is_trace_file(args.first) or is_trace_file(args.second):
         a, b = load_trace(args.first), load_trace(args.second)
-        return [("traces", diff_traces(a, b, atol=args.atol, rtol=args.rtol, a_label=args.first, b_label=args.second), a, b)]
+        return DiffRun([Comparison("traces", diff_traces(a, b, atol=args.atol, rtol=args.rtol, a_label=args.first, b_label=args.second), a, b)])
     spec_a, spec_b = run_specs(args)
     if spec_b.head_first is not None:  # checked against config.json before any weights load
         from qdebug.model.limits import decoder_limits
@@ -192,34 +196,17 @@ def run_diff(args: DiffArgs, models: dict | None = None):
         for f in fb:
             f.message = f"B: {f.message}"
         result = diff_traces(ta, tb, atol=args.atol, rtol=args.rtol, a_label=spec_a.label, b_label=spec_b.label, extra_findings=[*fa, *fb])
-        results.append((order, result, ta, tb))
-    return results
+        results.append(Comparison(order, result, ta, tb))
+    return DiffRun(results)
 
 
-def diff_json(results) -> dict:
-    """The `--json` document: one comparison, or `comparisons` for --order both."""
-    docs = [{"order": order, **result.to_json()} for order, result, _, _ in results]
-    if len(docs) == 1:
-        return docs[0]
-    # Top level speaks for both orders: the first order that parts (else the first), every order's findings.
-    lead = next((d for d in docs if d["first_divergence"] is not None or not d.get("texts_agree", True)), docs[0])
-    return {
-        "comparisons": docs,
-        **{k: lead[k] for k in ("stages", "first_divergence", "steps")},
-        "findings": [{**f, "order": d["order"]} for d in docs for f in d["findings"]],
-        "order": "both",
-        "first_divergence_order": lead["order"] if lead["first_divergence"] is not None else None,
-        "orders": {d["order"]: {"first_divergence": d["first_divergence"], "texts_agree": d.get("texts_agree")} for d in docs},
-    }
-
-
-def write_diff_png(results, path) -> None:
+def write_diff_png(run: DiffRun, path) -> None:
     """The per-stage divergence plot: one panel, or one panel per order for --order both."""
-    if len(results) == 1:
+    if len(run.comparisons) == 1:
         from qdebug.render.plots import diff_png
 
-        diff_png(results[0][1], path)
+        diff_png(run.comparisons[0].result, path)
         return
     from qdebug.render.diff_orders_png import diff_orders_png
 
-    diff_orders_png([(order, result) for order, result, _, _ in results], path)
+    diff_orders_png([(c.order, c.result) for c in run.comparisons], path)

@@ -3,11 +3,35 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from qdebug.export.manifest import Manifest
 
 
-def run_export_onnx(model: str, out: Path, inject: list[str] | None, opset: int | None):
-    """Export `model` into `out`; returns (manifest, seconds)."""
+@dataclass(kw_only=True)
+class ExportArgs:
+    """Everything `qdebug export onnx` was asked for."""
+
+    out: Path
+    model: str = "demo"
+    inject: list[str] | None = None  # faults broken into the export on purpose
+    opset: int | None = None  # None: the exporter's
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    """What `qdebug export onnx` wrote: the export's manifest (its graphs and files), and how long it took."""
+
+    out: Path
+    manifest: Manifest
+    seconds: float
+
+
+def run_export_onnx(args: ExportArgs) -> ExportResult:
+    """Export `args.model` into `args.out` (a new or empty directory)."""
     from qdebug.commands.common import quiet_transformers
 
     quiet_transformers()
@@ -15,14 +39,14 @@ def run_export_onnx(model: str, out: Path, inject: list[str] | None, opset: int 
     from qdebug.export.inject import parse_injects
     from qdebug.model.load import load_model
 
-    out = Path(out)
+    out = Path(args.out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         from qdebug.errors import InputError
 
         raise InputError(f"--out {out}: exists and is not an empty directory; expected a new or empty directory")
     # Plain eager attention: the graph holds the model's own ops, not qdebug's recording kernel.
-    loaded = load_model(model, "cpu", "float32", attn_implementation="eager")
-    injects = parse_injects(inject, len(loaded.adapter.decoder_layers(loaded.model)), deepstack_count(loaded))
+    loaded = load_model(args.model, "cpu", "float32", attn_implementation="eager")
+    injects = parse_injects(args.inject, len(loaded.adapter.decoder_layers(loaded.model)), deepstack_count(loaded))
     start = time.perf_counter()
-    manifest = export_onnx(loaded, out, injects, opset)
-    return manifest, time.perf_counter() - start
+    manifest = export_onnx(loaded, out, injects, args.opset)
+    return ExportResult(out, manifest, time.perf_counter() - start)

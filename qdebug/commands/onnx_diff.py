@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 
-def run_onnx_diff(args, models: dict | None = None):
-    """Returns [(order label, DiffResult, reference trace, export trace)] like `run_diff`. `models` caches loaded models."""
+def run_onnx_diff(args, models: dict | None = None) -> list:
+    """One Comparison per order (A = the PyTorch reference trace, B = the export's). `models` caches loaded models."""
     from qdebug.analysis.diff import diff_traces
     from qdebug.analysis.onnx_findings import ONNX_TOLERANCE, explain_onnx, mark_unexposed
     from qdebug.commands.common import quiet_transformers
     from qdebug.commands.diff import _requests, is_trace_file
+    from qdebug.commands.diff_run import Comparison
     from qdebug.errors import InputError
     from qdebug.export.as_trace import onnx_trace
     from qdebug.export.manifest import find_manifest
@@ -55,5 +56,5 @@ def run_onnx_diff(args, models: dict | None = None):
 
             layer = int(fd.name.split(".")[1])
             explain_weights(result, layer, layer_weight_layouts(manifest.file("prefill"), loaded, layer))
-        results.append((order, result, reference, exported))
+        results.append(Comparison(order, result, reference, exported))
     return results

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from qdebug.replay.report import ReplayReport
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ReplayArgs:
     """Everything `qdebug replay` was asked for."""
 
@@ -25,7 +29,7 @@ class ReplayArgs:
     log_filter: object | None = None  # qdebug.replay.log_index.EventFilter for --since/--until/--request/--kind
 
 
-def run_replay(args: ReplayArgs, console=None):
+def run_replay(args: ReplayArgs, console=None) -> ReplayReport:
     """Parse, re-execute when there are payloads, analyse; returns a ReplayReport (interrupted ones included)."""
     from qdebug.analysis.replay import report_from_log, report_from_replay
     from qdebug.replay.engine import ReplaySettings, check_settings, replay
@@ -39,7 +43,7 @@ def run_replay(args: ReplayArgs, console=None):
     batch = read_batch(args.file, args.format, args.allow_paths)
     if batch.kind == "runtime-log":
         return report_from_log(batch)
-    settings = ReplaySettings(args.mode, args.concurrency, args.inject, args.seed)
+    settings = ReplaySettings(mode=args.mode, concurrency=args.concurrency, inject=args.inject, seed=args.seed)
     check_settings(settings)
     from qdebug.commands.common import loading, quiet_transformers
     from qdebug.model.load import load_model
@@ -56,14 +60,14 @@ def run_replay(args: ReplayArgs, console=None):
     return report_from_replay(batch, run)
 
 
-def load_or_run_replay(path: str | Path):
+def load_or_run_replay(path: str | Path) -> ReplayReport:
     """For the TUI: open a saved `.qdr` report, or replay a capture / read a log with default settings."""
     from qdebug.replay.report import load_report
 
     p = Path(path)
     if p.suffix == ".qdr":
         return load_report(p)
-    return run_replay(ReplayArgs(p, device="cpu" if not _cuda() else "auto"))
+    return run_replay(ReplayArgs(file=p, device="cpu" if not _cuda() else "auto"))
 
 
 def _cuda() -> bool:

@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from qdebug.replay.report import ReplayReport
 
 
-@dataclass
+@dataclass(kw_only=True)
 class EndpointArgs:
-    """The endpoint options of `qdebug replay`."""
+    """What `qdebug replay CAPTURE --endpoint URL` was asked for."""
 
-    url: str
+    file: Path  # a capture (JSONL of chat-completions bodies)
+    url: str  # --endpoint
+    format: str | None = None
+    allow_paths: bool = False
     served_model: str | None = None
     api_key_env: str | None = None
     concurrency: int | None = None
@@ -33,18 +41,19 @@ def check_local_only_options(mode: str, inject: str, seed: int) -> None:
         raise InputError("--inject/--seed act on qdebug's own replay; to serve with a fault, run `qdebug serve --inject ... --seed S` and point --endpoint at it")
 
 
-def run_endpoint_replay(file, fmt: str | None, allow_paths: bool, args: EndpointArgs, console=None):
+def run_endpoint_replay(args: EndpointArgs, console=None) -> ReplayReport:
     """Parse the capture, replay it against the endpoint (and locally with --model); returns a ReplayReport."""
     from qdebug.analysis.endpoint import report_from_endpoint
     from qdebug.errors import InputError
     from qdebug.replay.endpoint import EndpointSettings, check_endpoint_settings, run_endpoint
     from qdebug.replay.formats.detect import read_batch
 
-    settings = EndpointSettings(args.url, args.served_model, args.api_key_env, args.concurrency, args.speed, args.repeat, args.timeout, args.retries)
+    settings = EndpointSettings(url=args.url, served_model=args.served_model, api_key_env=args.api_key_env, concurrency=args.concurrency,
+                                speed=args.speed, repeat=args.repeat, timeout=args.timeout, retries=args.retries)
     check_endpoint_settings(settings)
-    batch = read_batch(file, fmt, allow_paths)
+    batch = read_batch(args.file, args.format, args.allow_paths)
     if batch.kind != "capture":
-        raise InputError(f"{file}: --endpoint replays a capture (JSONL of chat-completions bodies), not a {batch.kind}")
+        raise InputError(f"{args.file}: --endpoint replays a capture (JSONL of chat-completions bodies), not a {batch.kind}")
     local = _local_references(batch, args) if args.model else None
     total = sum(1 for r in batch.requests if r.request is not None)
     from qdebug.commands.common import two_phase_progress

@@ -10,7 +10,7 @@ from pathlib import Path
 from qdebug.errors import InputError
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ServeArgs:
     """Everything `qdebug serve` was asked for."""
 
@@ -63,7 +63,7 @@ def run_serve(args: ServeArgs) -> None:
     from qdebug.serve.app import ServeSettings, build_app
 
     name = args.served_model or ("qdebug-demo" if args.model == "demo" else args.model)
-    settings = ServeSettings(name, args.traces, args.inject, args.seed, args.wave_window)
+    settings = ServeSettings(model_name=name, traces=args.traces, inject=args.inject, seed=args.seed, wave_window=args.wave_window)
     app = build_app(loaded, settings)
     where = f"http://{args.host}:{args.port}"
     print(f"qdebug serve: {name} on {where}/v1 (inject {args.inject}, seed {args.seed}; traces: {args.traces or 'not saved'})", file=sys.stderr, flush=True)

@@ -1,4 +1,4 @@
-"""Rich renderables for one traced request: text, stage table, top-k per step, heatmaps, findings."""
+"""The Rich report of `qdebug attn`: generated text, stage table, top-k per step, heatmaps, findings."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from qdebug.vocab import Severity
-
+from .findings import findings_panel
 from .heatmap import heatmap, legend, thumbnail
 
 
@@ -93,13 +92,47 @@ def heatmap_panel(trace, image, grid, title: str, pil_image=None) -> Panel:
     return Panel(body, title=title, expand=False)
 
 
-def findings_panel(findings) -> Panel:
-    """Findings as a list (a green 'all checks passed' when empty)."""
-    if not findings:
-        return Panel(Text("all checks passed", style="green"), title="findings", expand=False)
-    lines = Text()
-    for f in findings:
-        lines.append(f"[{f.severity}] {f.kind}: ", style="bold red" if f.severity == Severity.ERROR else "yellow")
-        lines.append(f"{f.message}\n")
-    lines.rstrip()
-    return Panel(lines, title="findings", expand=False)
+def attn_renderables(result) -> list:
+    """What `qdebug attn` shows for an AttnResult, top to bottom."""
+    from qdebug.analysis.attention import attention_grid, step_query
+
+    trace, pil_images = result.trace, result.pil_images
+    model = trace.meta["model"]
+    about = f"{model['spec']} · {model['architecture']} · {model['device']} · {model['dtype']}"
+    text = trace.generated_text or "(empty)"
+    out = [
+        Panel(Text(text, style="bold"), title="generated", subtitle=about, width=max(len(text), len(about)) + 6),
+        Text(trace.meta.get("attn_capture", ""), style="dim"),
+        Text(_processors_line(trace), style="dim"),
+        stage_table(trace),
+        topk_table(trace),
+    ]
+    queries = [step_query(trace, result.token)] if result.token is not None else None
+    what = f"step {result.token}" if result.token is not None else "all generated tokens"
+    sel = f"layer {result.layer}" if result.layer is not None else "mean of layers"
+    sel += f", head {result.head}" if result.head is not None else ", mean of heads"
+    for img in trace.images:
+        grid = attention_grid(trace, img.index, queries=queries, layer=result.layer, head=result.head)
+        if grid is not None:
+            out.append(heatmap_panel(trace, img, grid, f"image {img.index} ← {what} ({sel})", pil_images[img.index]))
+    if trace.meta.get("audio"):
+        from qdebug.analysis.audio_attention import attention_strip
+
+        from .audio_strip import strip_panel
+
+        for clip in trace.meta["audio"]:
+            strip = attention_strip(trace, clip["index"], queries=queries, layer=result.layer, head=result.head)
+            if strip is not None and strip.numel():
+                out.append(strip_panel(trace, clip, strip, f"clip {clip['index']} ← {what} ({sel})"))
+    out.append(findings_panel(trace.findings))
+    return out
+
+
+def _processors_line(trace) -> str:
+    """What generate chose from: the checkpoint's logits processors, and the steps where raw and processed top-1 part."""
+    names = trace.meta.get("processors") or []
+    if not names:
+        return "generate chose from the raw logits (no logits processors in the generation config)"
+    parted = [s.index for s in trace.steps if s.raw_topk is not None and s.raw_topk.token_ids[0] != s.token_id]
+    where = f"; the raw top-1 differs from the choice at steps {parted}" if parted else "; the raw top-1 agrees at every step"
+    return f"generate chose from processed scores ({', '.join(names)}); top-k shown are processed{where}"

@@ -1,4 +1,4 @@
-"""Rich renderables for a diff: per-stage differences, the first divergence, steps side by side."""
+"""The Rich report of `qdebug diff`: per-stage differences, the first divergence, steps side by side, heatmaps."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from rich.text import Text
 
 from qdebug.vocab import StageVerdict
 
-from .attn_report import findings_panel
+from .findings import findings_panel
 
 
 def _num(x: float | None) -> str:
@@ -90,3 +90,16 @@ def diff_renderables(order: str, result) -> list:
     if result.images:
         out.append(images_table(result))
     return out + [steps_table(result), findings_panel(result.findings)]
+
+
+def diff_report(run, onnx: bool = False) -> list:
+    """What `qdebug diff` shows for a DiffRun: each comparison, both runs' heatmaps, and with --onnx the first token's top-k."""
+    out = []
+    for comparison in run.comparisons:
+        out += diff_renderables(comparison.order, comparison.result)
+        out += heatmap_panels(comparison.trace_a, comparison.trace_b, (comparison.result.a_label, comparison.result.b_label))
+        if onnx:
+            from .onnx_report import first_token_table
+
+            out.append(first_token_table(comparison.result))
+    return out

@@ -10,6 +10,7 @@ from rich.text import Text
 
 from qdebug.vocab import Verdict
 
+from .findings import findings_panel
 from .palette import verdict_style
 from .replay_report import matrix_table, requests_table, timeline_table
 
@@ -85,8 +86,6 @@ def histogram(report, rows: int = HISTOGRAM_ROWS) -> Table | Text:
 
 def log_renderables(report) -> list:
     """What `qdebug replay LOG` prints: the full tables for a small log, a summary for any log."""
-    from .attn_report import findings_panel
-
     index = report.log_index
     out = []
     small = index.request_count() <= SMALL_REQUESTS and index.count_events(report.event_filter) <= SMALL_EVENTS
@@ -96,5 +95,5 @@ def log_renderables(report) -> list:
     findings = report.findings if small else report.findings[:20]
     out.append(findings_panel(findings))
     if not small and len(report.findings) > 20:
-        out.append(Text(f"… first 20 findings shown; --json, --jsonl, --kind or --request for the rest", style="dim"))
+        out.append(Text("… first 20 findings shown; --json, --jsonl, --kind or --request for the rest", style="dim"))
     return [Group(*out)]

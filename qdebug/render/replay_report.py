@@ -125,3 +125,23 @@ def cells_table(report, limit: int = 24) -> Table | Text:
     if len(cells) > limit:
         table.caption = f"first {limit} of {len(cells)}"
     return table
+
+
+def replay_renderables(report) -> list:
+    """What `qdebug replay` shows: a runtime log's summary, else the requests, the matrix, the timeline and the findings."""
+    if report.kind == "runtime-log":
+        from .log_summary import log_renderables
+
+        return log_renderables(report)
+    from .findings import findings_panel
+
+    return [requests_table(report), matrix_table(report), *(() if report.endpoint else (timeline_table(report),)), findings_panel(report.findings)]
+
+
+def interrupted_note(report, word: str) -> str:
+    """The status line of a replay stopped by Ctrl-C or SIGTERM (`word`): what its report covers."""
+    meta = getattr(report.log_index, "meta", None)
+    if meta:
+        return (f"{word} after {meta['total_lines']:,} lines ({meta['bytes_read']:,} of {meta['bytes_total']:,} bytes): "
+                "the report covers what was read")
+    return f"{word}: the report covers the requests that finished"

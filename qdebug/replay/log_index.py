@@ -10,13 +10,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from qdebug.vocab import EVENT_KINDS, EventKind, Verdict
+from qdebug.vocab import EVENT_KINDS, VERDICT_RANK, EventKind, Verdict
 
 from .batch import Event
 
 # Bump when the parser or the tables change: an index built by another version is rebuilt, never misread.
 INDEX_VERSION = 1
-VERDICT_OF_RANK = (Verdict.OK, Verdict.ERROR, Verdict.DESYNC, Verdict.CONTAMINATED)
+# A request's stored verdict code (column `rank`): its place in vocab.VERDICT_RANK among the verdicts a log can
+# give (never `diverged`), so SQL's max() and ORDER BY rank keep the shared ranking. On disk: ok 0, error 1, desync 2, contaminated 3.
+VERDICT_OF_CODE = tuple(v for v in sorted(VERDICT_RANK, key=VERDICT_RANK.__getitem__) if v != Verdict.DIVERGED)
+CODE_OF_VERDICT = {v: code for code, v in enumerate(VERDICT_OF_CODE)}
 KIND_ALIASES = {"overwrite": EventKind.BUFFER_OVERWRITE, EventKind.DESYNC: EventKind.DESYNC, "shape": EventKind.SHAPE_MISMATCH, "oob": EventKind.INDEX_OUT_OF_BOUNDS}
 
 _SCHEMA = """
@@ -45,12 +48,12 @@ _FINALISE = """
 INSERT INTO contam SELECT o.seq, o.victim, o.donor FROM overwrites o JOIN requests r ON r.rid = o.victim
   WHERE r.last_stitch IS NULL OR o.seq < r.last_stitch;
 CREATE INDEX contam_victim ON contam(victim, seq);
-UPDATE requests SET rank = 3,
+UPDATE requests SET rank = {contaminated},
   donor_seq = (SELECT max(seq) FROM contam c WHERE c.victim = requests.rid)
   WHERE rid IN (SELECT victim FROM contam);
 UPDATE requests SET donor = (SELECT donor FROM contam c WHERE c.seq = requests.donor_seq) WHERE donor_seq IS NOT NULL;
 INSERT INTO findings SELECT seq FROM contam;
-"""
+""".format(contaminated=CODE_OF_VERDICT[Verdict.CONTAMINATED])
 _EVENT_COLS = "e.seq, e.line, e.t, e.kind, e.rid, e.donor, e.offset, e.text_offset, e.tokens, e.message"
 
 
@@ -243,14 +246,14 @@ class LogIndex:
                 if params and params[-1] == limit:
                     params = [*params[:-1], left]
                 for rid, rank, donor, t, v, line in self.conn.execute(sql, params):
-                    yield rid, VERDICT_OF_RANK[rank], donor, t, v, line
+                    yield rid, VERDICT_OF_CODE[rank], donor, t, v, line
                     left -= 1
         return rows()
 
     def verdict_counts(self) -> dict[str, int]:
         """Requests per verdict."""
         rows = self.conn.execute("SELECT rank, count(*) FROM requests GROUP BY rank").fetchall()
-        return {VERDICT_OF_RANK[rank]: n for rank, n in rows}
+        return {VERDICT_OF_CODE[rank]: n for rank, n in rows}
 
     def findings(self, flt: EventFilter | None = None, limit: int = -1) -> Iterator[tuple[Event, bool]]:
         """(event, contaminating) for every event that is a finding, in source order."""

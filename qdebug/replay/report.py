@@ -11,7 +11,7 @@ from pathlib import Path
 from qdebug.atomic import atomic_path
 from qdebug.errors import TraceFormatError
 from qdebug.findings import Finding
-from qdebug.vocab import VERDICTS, Verdict
+from qdebug.vocab import Verdict
 
 from .batch import Event
 

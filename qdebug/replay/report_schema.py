@@ -5,8 +5,7 @@ from __future__ import annotations
 from qdebug.errors import TraceFormatError
 from qdebug.trace.trace_schema import FINDING, _list, _obj
 from qdebug.validation import first_problem
-
-from .report import VERDICTS
+from qdebug.vocab import VERDICTS
 
 _OPT_STR = {"type": ["string", "null"]}
 _OPT_INT = {"type": ["integer", "null"]}

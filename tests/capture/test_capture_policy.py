@@ -201,6 +201,6 @@ def test_prompt_topk_only_when_saved(scene_png, tmp_path):
     assert trace.tensors["logits.topk_ids"].shape[0] == len(trace.input_ids)
     from qdebug.commands.attn import AttnArgs, run_attn
 
-    lean, _, _ = run_attn(AttnArgs([path], "Describe the image.", device="cpu", max_new_tokens=2, prompt_logits=False))
+    lean = run_attn(AttnArgs([path], "Describe the image.", device="cpu", max_new_tokens=2, prompt_logits=False)).trace
     assert "logits.topk_ids" not in lean.tensors
     assert lean.stages["logits"].summary["last_topk"] == trace.stages["logits"].summary["last_topk"]

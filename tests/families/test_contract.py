@@ -103,7 +103,7 @@ def test_saved_trace_round_trips(family_model, name, media, tmp_path):
 @pytest.mark.parametrize("name", FAMILIES)
 def test_paths_agree_in_float32_or_name_the_reason(family_dir, name, media):
     ((_, result, _, _),) = run_diff(DiffArgs(_input(name, media), "Describe the image.", vary="paths", model=str(family_dir(name)),
-                                             device="cpu", dtype="float32", max_new_tokens=2))
+                                             device="cpu", dtype="float32", max_new_tokens=2)).comparisons
     if name in PATHS_PART:
         stage, kind = PATHS_PART[name]
         assert result.first_divergence.name == stage and any(f.kind == kind for f in result.findings)
@@ -115,7 +115,7 @@ def test_paths_agree_in_float32_or_name_the_reason(family_dir, name, media):
 def test_head_first_is_localised_on_each_kind_of_layer(family_dir, name, media):
     for layer in LAYERS.get(name, [1]):
         ((_, result, _, _),) = run_diff(DiffArgs(_input(name, media), "Describe the image.", inject=f"head-first:{layer}",
-                                                 model=str(family_dir(name)), device="cpu", dtype="float32", max_new_tokens=2))
+                                                 model=str(family_dir(name)), device="cpu", dtype="float32", max_new_tokens=2)).comparisons
         assert result.first_divergence.name == f"layer.{layer}"
         assert {f.layer for f in result.findings if f.kind == "layout"} == {layer}
 

@@ -68,7 +68,7 @@ def test_rows_outside_the_span_and_wrong_levels_are_flagged(family_model):
 
 def test_embeds_path_finding_says_why_paths_part_at_layer_1(family_dir):
     ((_, result, _, _),) = run_diff(DiffArgs(IMAGE, "Describe the image.", vary="paths", model=str(family_dir("qwen3_vl")),
-                                             device="cpu", max_new_tokens=2))
+                                             device="cpu", max_new_tokens=2)).comparisons
     assert result.first_divergence.name == "layer.1"
     (finding,) = [f for f in result.findings if f.kind == "deepstack"]
     assert finding.message.startswith("B: deepstack features missing after layer.0, layer.1")

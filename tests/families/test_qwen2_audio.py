@@ -102,7 +102,7 @@ def test_head_first_is_localised_to_its_layer(qwen2_audio_dir, clip_wav):
     from qdebug.commands.diff import DiffArgs, run_diff
 
     ((_, result, _, _),) = run_diff(DiffArgs(str(clip_wav), "What is it?", vary="none", inject="head-first:1",
-                                             model=str(qwen2_audio_dir), device="cpu", max_new_tokens=3))
+                                             model=str(qwen2_audio_dir), device="cpu", max_new_tokens=3)).comparisons
     assert result.first_divergence.name == "layer.1"
     layout = [f for f in result.findings if f.kind == "layout"]
     assert layout and {f.layer for f in layout} == {1} and "swapped" in layout[0].message

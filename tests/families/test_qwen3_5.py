@@ -43,7 +43,7 @@ def test_linear_layers_record_layout_gates_and_state_norms(family_model):
 
 def test_head_first_on_a_linear_layer_names_layer_kernel_and_layout(family_dir):
     ((_, result, _, _),) = run_diff(DiffArgs(IMAGE, "Describe the image.", inject="head-first:2", model=str(family_dir("qwen3_5")),
-                                             device="cpu", max_new_tokens=3))
+                                             device="cpu", max_new_tokens=3)).comparisons
     assert result.first_divergence.name == "layer.2"
     verdicts = {s.name: s.verdict for s in result.stages}
     assert verdicts["layer.0"] == verdicts["layer.1"] == verdicts["sync"] == "ok"
@@ -54,7 +54,7 @@ def test_head_first_on_a_linear_layer_names_layer_kernel_and_layout(family_dir):
 
 def test_head_first_on_a_full_attention_layer_still_uses_the_attention_fault(family_dir):
     ((_, result, _, _),) = run_diff(DiffArgs(IMAGE, "Describe the image.", inject="head-first:1", model=str(family_dir("qwen3_5")),
-                                             device="cpu", max_new_tokens=3))
+                                             device="cpu", max_new_tokens=3)).comparisons
     assert result.first_divergence.name == "layer.1"
     layout = [f for f in result.findings if f.kind == "layout"]
     assert layout and {f.layer for f in layout} == {1} and "swapped" in layout[0].message

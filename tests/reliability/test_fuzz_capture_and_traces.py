@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from qdebug.analysis.diff import model_signature
-from qdebug.commands.attn import attn_result
+from qdebug.commands.attn import AttnResult
 from qdebug.errors import QDebugError, TraceFormatError
 from qdebug.replay.formats.capture import parse_capture
 from qdebug.replay.report import load_report
@@ -126,7 +126,7 @@ def test_wrong_type_in_every_trace_field(tmp_path, path, value):
     if trace is not None:  # the value was acceptable there: the trace must still serve its readers
         trace.to_json()
         trace.image_positions()
-        attn_result(trace, layer=None, head=None)  # what `attn --json` and the reports read
+        AttnResult(trace=trace).to_json()  # what `attn --json` and the reports read
         model_signature(trace)  # what diff compares first
 
 

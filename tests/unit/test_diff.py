@@ -12,7 +12,7 @@ IMAGE = str(__import__("pathlib").Path(__file__).resolve().parents[2] / "sample_
 
 
 def _diff(**kw):
-    return run_diff(DiffArgs(IMAGE, "Describe the image.", device="cpu", dtype="float32", max_new_tokens=10, **kw))
+    return run_diff(DiffArgs(IMAGE, "Describe the image.", device="cpu", dtype="float32", max_new_tokens=10, **kw)).comparisons
 
 
 @pytest.mark.parametrize("order", ["image-first", "text-first"])

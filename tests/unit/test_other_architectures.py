@@ -85,7 +85,7 @@ def test_qwen3_vl_embeds_path_shows_the_dropped_deepstack_features(qwen3_dir):
     from qdebug.commands.diff import DiffArgs, run_diff
 
     image = str(__import__("pathlib").Path(__file__).resolve().parents[2] / "sample_data" / "red_circle_top_left.png")
-    ((_, result, _, _),) = run_diff(DiffArgs(image, "Describe the image.", vary="paths", model=str(qwen3_dir), device="cpu", max_new_tokens=3))
+    ((_, result, _, _),) = run_diff(DiffArgs(image, "Describe the image.", vary="paths", model=str(qwen3_dir), device="cpu", max_new_tokens=3)).comparisons
     verdicts = {s.name: s.verdict for s in result.stages}
     # Encoder, merge and positions agree; the first layer after a deepstack injection does not.
     assert verdicts["encode"] == verdicts["sync"] == verdicts["layer.0"] == "ok"

@@ -8,8 +8,7 @@ from qdebug.findings import Finding
 from qdebug.replay.batch import Batch, Event
 from qdebug.vocab import EventKind, FindingKind, Severity, Verdict
 
-# Later verdicts win: a contaminated request that also desynced is reported as contaminated.
-_RANK = {Verdict.OK: 0, Verdict.ERROR: 1, Verdict.DESYNC: 2, Verdict.CONTAMINATED: 3}
+from ..verdicts import worst
 
 
 def _at_line(event: Event) -> str:
@@ -98,13 +97,9 @@ def request_verdicts_from_events(batch: Batch) -> dict[str, str]:
     """
     verdicts: dict[str, str] = {r.request_id: (Verdict.ERROR if r.error else Verdict.OK) for r in batch.requests}
 
-    def mark(rid: str | None, verdict: str) -> None:
-        if rid is None:
-            return
-        if _RANK[verdict] > _RANK[verdicts.get(rid, Verdict.OK)]:
-            verdicts[rid] = verdict
-        else:
-            verdicts.setdefault(rid, Verdict.OK)
+    def mark(rid: str | None, verdict: Verdict) -> None:
+        if rid is not None:  # the worse verdict wins: a contaminated request that also desynced is contaminated
+            verdicts[rid] = worst(verdicts.get(rid, Verdict.OK), verdict)
 
     for e in batch.events:
         if e.kind in (EventKind.SHAPE_MISMATCH, EventKind.INDEX_OUT_OF_BOUNDS):

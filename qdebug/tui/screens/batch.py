@@ -13,8 +13,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from qdebug.errors import describe
-from qdebug.vocab import Severity, Verdict
+from qdebug.vocab import Verdict
 
 from ..commands import CommandError, parse
 from ..state import TraceDoc
@@ -108,14 +107,9 @@ class BatchScreen(Screen):
         return text
 
     def _findings(self) -> Text:
-        if not self.report.findings:
-            return Text("no findings", style="green")
-        text = Text()
-        for f in self.report.findings:
-            text.append(f"[{f.severity}] {f.kind}: ", style="bold red" if f.severity == Severity.ERROR else "yellow")
-            text.append(f"{f.message}\n")
-        text.rstrip()
-        return text
+        from qdebug.render.findings import findings_text
+
+        return findings_text(self.report.findings, empty="no findings")
 
     def say(self, text: str, error: bool = False) -> None:
         """Show a line in the message bar."""

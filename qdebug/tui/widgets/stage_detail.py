@@ -234,8 +234,7 @@ class StageDetail(ViewPanel):
         """The visible part of the detail, with a line saying how much more there is."""
         if self.view is None:
             return Text("")
-        console = self.app.console
-        width, height = max(10, self.size.width), max(1, self.size.height)
+        height = max(1, self.size.height)
         self._lines = self.all_lines(self.view)
         total = len(self._lines)
         if total <= height:

@@ -1,0 +1,34 @@
+"""One verdict ranking: the replay judge, the log findings and the log index's stored codes agree on it."""
+
+from qdebug.analysis.verdicts import RequestEvidence, judge_request, settle_by_text, worst
+from qdebug.replay.log_index import CODE_OF_VERDICT, VERDICT_OF_CODE
+from qdebug.vocab import VERDICT_RANK, Verdict
+
+
+def test_every_verdict_has_a_rank_and_the_worse_wins():
+    assert set(VERDICT_RANK) == set(Verdict)
+    assert worst(Verdict.OK, Verdict.DESYNC, Verdict.ERROR) == Verdict.DESYNC
+    assert worst(Verdict.CONTAMINATED, Verdict.DESYNC) == Verdict.CONTAMINATED
+    assert worst(Verdict.OK) == Verdict.OK
+
+
+def test_log_index_codes_on_disk_are_unchanged():
+    assert VERDICT_OF_CODE == (Verdict.OK, Verdict.ERROR, Verdict.DESYNC, Verdict.CONTAMINATED)
+    assert [CODE_OF_VERDICT[v] for v in VERDICT_OF_CODE] == [0, 1, 2, 3]
+
+
+def test_texts_move_only_ok_or_diverged():
+    assert settle_by_text(Verdict.OK, Verdict.DIVERGED) == Verdict.DIVERGED
+    assert settle_by_text(Verdict.DIVERGED, Verdict.CONTAMINATED) == Verdict.CONTAMINATED
+    assert settle_by_text(Verdict.DESYNC, Verdict.CONTAMINATED) == Verdict.DESYNC
+    assert settle_by_text(Verdict.ERROR, Verdict.CONTAMINATED) == Verdict.ERROR
+
+
+def test_judge_request_stream_first_then_answers():
+    judge = lambda **kw: judge_request(RequestEvidence(**kw))  # noqa: E731
+    assert judge() == Verdict.OK
+    assert judge(donor="b", damaged=True, diverged=True) == Verdict.CONTAMINATED
+    assert judge(damaged=True, diverged=True, observed=Verdict.CONTAMINATED) == Verdict.DESYNC
+    assert judge(diverged=True) == Verdict.DIVERGED
+    assert judge(diverged=True, observed=Verdict.CONTAMINATED) == Verdict.CONTAMINATED
+    assert judge(observed=Verdict.DIVERGED) == Verdict.DIVERGED
