@@ -243,7 +243,7 @@ class StageDetail(ViewPanel):
         shown = self._lines[top : top + height - 1]
         more = total - top - len(shown)
         hint = f"↓ {more} more lines (shift+↓/↑ or the wheel scroll)" if more else f"↑ {top} lines above (shift+↑)"
-        return Lines([*shown, [Segment(hint, console.get_style("dim"))]])
+        return Lines([*shown, [Segment(hint, self.app.console.get_style("dim"))]])
 
     @property
     def text(self) -> str:
