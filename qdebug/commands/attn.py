@@ -52,7 +52,7 @@ def attn_result(trace, *, layer: int | None, head: int | None) -> dict:
                 "attention_peak": peak.to_json() if peak else None,
             }
         )
-        if trace.meta.get("audio"):
+        if trace.meta.audio:
             from qdebug.analysis.audio_attention import audio_step_peak
 
             audio_peak = audio_step_peak(trace, step.index, layer=layer, head=head)
@@ -68,11 +68,11 @@ def attn_result(trace, *, layer: int | None, head: int | None) -> dict:
         s["raw_topk"] = step.raw_topk.rows() if step.raw_topk else s["topk"]
         s["raw_prob"] = step.raw_prob if step.raw_prob is not None else step.prob
     return {
-        "model": trace.meta["model"],
-        "attention": {"layer": layer, "head": head, "note": trace.meta.get("attn_capture"),
-                      "layers_captured": trace.meta.get("layers_captured", []), "queries": trace.meta.get("queries"),
-                      "kernel": trace.meta["model"].get("attn_kernel")},
-        "processors": trace.meta.get("processors", []),
+        "model": trace.meta.model,
+        "attention": {"layer": layer, "head": head, "note": trace.meta.attn_capture,
+                      "layers_captured": trace.meta.layers_captured or [], "queries": trace.meta.queries,
+                      "kernel": trace.meta.model.get("attn_kernel")},
+        "processors": trace.meta.processors or [],
         "prompt": trace.request["prompt"],
         "generated_text": trace.generated_text,
         "images": [
@@ -81,7 +81,7 @@ def attn_result(trace, *, layer: int | None, head: int | None) -> dict:
              "attention_peak": image_peak(i.index)}
             for i in trace.images
         ],
-        **({"audio": trace.meta["audio"]} if trace.meta.get("audio") else {}),
+        **({"audio": trace.meta.audio} if trace.meta.audio else {}),
         "stages": [{"name": s.name, "ok": s.ok} for s in trace.stages.values()],
         "steps": steps,
         "findings": [{k: v for k, v in f.to_json().items() if k in ("kind", "severity", "stage", "message")} for f in trace.findings],
@@ -90,12 +90,12 @@ def attn_result(trace, *, layer: int | None, head: int | None) -> dict:
 
 def validate_selection(trace, layer: int | None, head: int | None, token: int | None) -> None:
     """Check --layer/--head/--token against what the trace holds."""
-    n_layers, n_heads = trace.meta["num_layers"], trace.meta["num_heads"]
+    n_layers, n_heads = trace.meta.num_layers, trace.meta.num_heads
     if layer is not None and not 0 <= layer < n_layers:
         raise InputError(f"--layer {layer}: expected 0..{n_layers - 1}")
     if head is not None and not 0 <= head < n_heads:
         raise InputError(f"--head {head}: expected 0..{n_heads - 1}")
-    captured = trace.meta.get("layers_captured")
+    captured = trace.meta.layers_captured
     if layer is not None and captured is not None and layer not in captured:
         raise InputError(f"--layer {layer}: attention was recorded for layers {captured} only; expected one of them (see --layers)")
     if token is not None and not 0 <= token < max(1, len(trace.steps)):
@@ -156,7 +156,7 @@ def write_outputs(args: AttnArgs, trace, result: dict, pil_images) -> None:
     from qdebug.commands.common import emit_json
     from qdebug.trace.schema import save_trace
 
-    if args.png is not None and trace.meta.get("audio"):
+    if args.png is not None and trace.meta.audio:
         from qdebug.render.audio_strip import audio_png
 
         steps = [args.token] if args.token is not None else list(range(len(trace.steps)))
@@ -179,12 +179,12 @@ def attn_renderables(trace, result: dict, pil_images, args: AttnArgs) -> list:
     from qdebug.analysis.attention import attention_grid, step_query
     from qdebug.render.attn_report import findings_panel, heatmap_panel, stage_table, topk_table
 
-    model = trace.meta["model"]
+    model = trace.meta.model
     about = f"{model['spec']} · {model['architecture']} · {model['device']} · {model['dtype']}"
     text = trace.generated_text or "(empty)"
     out = [
         Panel(Text(text, style="bold"), title="generated", subtitle=about, width=max(len(text), len(about)) + 6),
-        Text(trace.meta.get("attn_capture", ""), style="dim"),
+        Text(trace.meta.attn_capture or "", style="dim"),
         Text(_processors_line(trace), style="dim"),
         stage_table(trace),
         topk_table(trace),
@@ -197,11 +197,11 @@ def attn_renderables(trace, result: dict, pil_images, args: AttnArgs) -> list:
         grid = attention_grid(trace, img.index, queries=queries, layer=args.layer, head=args.head)
         if grid is not None:
             out.append(heatmap_panel(trace, img, grid, f"image {img.index} ← {what} ({sel})", pil_images[img.index]))
-    if trace.meta.get("audio"):
+    if trace.meta.audio:
         from qdebug.analysis.audio_attention import attention_strip
         from qdebug.render.audio_strip import strip_panel
 
-        for clip in trace.meta["audio"]:
+        for clip in trace.meta.audio:
             strip = attention_strip(trace, clip["index"], queries=queries, layer=args.layer, head=args.head)
             if strip is not None and strip.numel():
                 out.append(strip_panel(trace, clip, strip, f"clip {clip['index']} ← {what} ({sel})"))
@@ -211,7 +211,7 @@ def attn_renderables(trace, result: dict, pil_images, args: AttnArgs) -> list:
 
 def _processors_line(trace) -> str:
     """What generate chose from: the checkpoint's logits processors, and the steps where raw and processed top-1 part."""
-    names = trace.meta.get("processors") or []
+    names = trace.meta.processors or []
     if not names:
         return "generate chose from the raw logits (no logits processors in the generation config)"
     parted = [s.index for s in trace.steps if s.raw_topk is not None and s.raw_topk.token_ids[0] != s.token_id]

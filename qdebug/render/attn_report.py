@@ -26,7 +26,7 @@ def stage_table(trace) -> Table:
 
 def _stage_what(trace, stage) -> str:
     s = stage.summary
-    if trace.meta.get("audio") and stage.name in ("preprocess", "encode", "sync"):
+    if trace.meta.audio and stage.name in ("preprocess", "encode", "sync"):
         from .audio_strip import audio_stage_what
 
         return audio_stage_what(stage) or ""

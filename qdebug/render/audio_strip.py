@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from qdebug.trace.tensor_names import TensorKind as T
+
 from .files import write_atomically
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
@@ -27,7 +29,7 @@ def strip_panel(trace, clip: dict, strip, title: str, width: int = 72):
 
     from qdebug.analysis.audio_attention import strip_peak
 
-    env = trace.tensors.get(f"audio.{clip['index']}.envelope")
+    env = trace.tensor_or_none(T.AUDIO_ENVELOPE, image=clip["index"])
     text = Text()
     if env is not None and len(env):
         wave = _resample(env.tolist(), width)
@@ -64,7 +66,7 @@ def audio_png(trace, path: str | Path, *, steps: list[int], layer: int | None = 
     which += f", head {head}" if head is not None else ", mean of heads"
     fig.suptitle(f"attention of each generated token over the clip ({which})\n\"{trace.generated_text}\"", fontsize=10)
     for i, clip in enumerate(info):
-        env = trace.tensors.get(f"audio.{clip['index']}.envelope")
+        env = trace.tensor_or_none(T.AUDIO_ENVELOPE, image=clip["index"])
         for j, k in enumerate(steps):
             ax = axes[i * len(steps) + j][0]
             seconds = clip["seconds"]

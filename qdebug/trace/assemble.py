@@ -9,9 +9,11 @@ from qdebug.findings import Finding
 from qdebug.vocab import FindingKind, Severity
 
 from .hooks import Recorder, not_recording, to_cpu
+from .meta import TraceMeta
 from .input_checks import context_limit, image_digest, input_findings
 from .processors import active_processors
 from .schema import Check, ImageInfo, Stage, Step, TopK, Trace
+from .tensor_names import TensorKind as T, tensor_name
 from .stats import best_block_match, fingerprint, tensor_stats, topk_of
 
 SAME_ROWS = 1 - 1e-4  # mean cosine at which a block of rows counts as the image's own encoder rows
@@ -65,7 +67,7 @@ def assemble_trace(loaded, request, prepared, rec: Recorder, generated, queries,
     enc_summary, enc_checks = [], []
     for img, rows in zip(images, encode_rows):
         st = tensor_stats(rows)
-        tensors[f"encode.{img.index}"] = rows
+        tensors[tensor_name(T.ENCODE, image=img.index)] = rows
         enc_summary.append({"image": img.index, "rows": rows.shape[0], "dim": rows.shape[1], **st, "fingerprint": fingerprint(rows)})
         enc_checks.append(Check(f"image {img.index}: no NaN/Inf", st["nan"] == 0 and st["inf"] == 0, f"{st['nan']} NaN, {st['inf']} Inf", "nan_inf"))
     if rec.vision_rows is not None and not encode_rows:
@@ -85,18 +87,18 @@ def assemble_trace(loaded, request, prepared, rec: Recorder, generated, queries,
         checks = []
         st = rec.hidden_stats.get(layer)
         if layer in rec.hidden:
-            tensors[f"layer.{layer}.hidden"] = rec.hidden[layer]
+            tensors[tensor_name(T.LAYER_HIDDEN, layer=layer)] = rec.hidden[layer]
             st = st or tensor_stats(rec.hidden[layer])
         if layer in rec.hidden_kept:
-            tensors[f"layer.{layer}.last"] = rec.hidden_kept[layer]  # the last prompt row (rows × dim)
+            tensors[tensor_name(T.LAYER_LAST, layer=layer)] = rec.hidden_kept[layer]  # the last prompt row (rows × dim)
         if st is not None:
             summary.update(st)
             checks.append(Check("no NaN/Inf", st["nan"] == 0 and st["inf"] == 0, f"{st['nan']} NaN, {st['inf']} Inf", "nan_inf"))
         if rec.step_hidden.get(layer):
-            tensors[f"layer.{layer}.step_hidden"] = torch.stack(rec.step_hidden[layer])
+            tensors[tensor_name(T.LAYER_STEP_HIDDEN, layer=layer)] = torch.stack(rec.step_hidden[layer])
         if rec.attn.get(layer):
             attn = torch.cat(rec.attn[layer], dim=1)
-            tensors[f"layer.{layer}.attn"] = attn
+            tensors[tensor_name(T.LAYER_ATTN, layer=layer)] = attn
             summary["attn_shape"] = list(attn.shape)
         stages[f"layer.{layer}"] = Stage(f"layer.{layer}", summary, checks)
 
@@ -116,7 +118,7 @@ def assemble_trace(loaded, request, prepared, rec: Recorder, generated, queries,
         scores = processed[k] if k < len(processed) and processed[k].shape == logits.shape else logits
         top_ids, top_p, entropy = topk_of(scores, options.topk)
         p = float(torch.softmax(scores.float(), -1)[chosen])
-        tensors[f"step.{k}.logits"] = logits
+        tensors[tensor_name(T.STEP_LOGITS, step=k)] = logits
         steps.append(
             Step(k, chosen, _tok_text(tok, chosen), p, entropy, TopK(top_ids, [_tok_text(tok, i) for i in top_ids], top_p),
                  raw_topk=TopK(raw_ids, [_tok_text(tok, i) for i in raw_ids], raw_p), raw_prob=raw_prob)
@@ -132,25 +134,25 @@ def assemble_trace(loaded, request, prepared, rec: Recorder, generated, queries,
     findings.extend(input_findings(request, len(ids), context_limit(loaded.adapter.text_config(loaded.config))))
     prompt_len = len(ids)
     attn_queries = list(queries) + [prompt_len + k for k in range(max(0, len(generated) - 1))]
-    meta = {
-        "qdebug": __version__,
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "model": loaded.describe(),
-        "torch": torch.__version__,
-        "transformers": __import__("transformers").__version__,
-        "attn_capture": _attn_note(loaded, options, sorted(rec.attn)),
-        "layers_captured": sorted(rec.attn),
-        "queries": options.queries if isinstance(options.queries, str) else list(options.queries),
-        "keep_hidden": bool(options.keep_hidden),
-        "processors": active_processors(loaded.model.generation_config) if processed else [],
-        "num_layers": n_layers,
-        "num_heads": int(loaded.adapter.text_config(loaded.config).num_attention_heads),
-        "num_kv_heads": int(loaded.adapter.text_config(loaded.config).num_key_value_heads),
-        "hidden_size": int(loaded.adapter.text_config(loaded.config).hidden_size),
-        "vocab_size": int(loaded.adapter.text_config(loaded.config).vocab_size),
-    }
-    if audio:
-        meta["audio"] = audio_meta
+    text_config = loaded.adapter.text_config(loaded.config)
+    meta = TraceMeta(
+        qdebug=__version__,
+        created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        model=loaded.describe(),
+        torch=torch.__version__,
+        transformers=__import__("transformers").__version__,
+        attn_capture=_attn_note(loaded, options, sorted(rec.attn)),
+        layers_captured=sorted(rec.attn),
+        queries=options.queries if isinstance(options.queries, str) else list(options.queries),
+        keep_hidden=bool(options.keep_hidden),
+        processors=active_processors(loaded.model.generation_config) if processed else [],
+        num_layers=n_layers,
+        num_heads=int(text_config.num_attention_heads),
+        num_kv_heads=int(text_config.num_key_value_heads),
+        hidden_size=int(text_config.hidden_size),
+        vocab_size=int(text_config.vocab_size),
+        audio=audio_meta if audio else None,
+    )
     if reached is not None:
         keep = set(reached)
         stages = {name: stage for name, stage in stages.items() if name in keep}
@@ -186,7 +188,7 @@ def _sync_stage(loaded, images, encode_rows, rec: Recorder, inputs, tensors) -> 
     checks, per_image = [], []
     embeds = rec.embeds
     if embeds is not None:
-        tensors["sync.embeds"] = embeds
+        tensors[tensor_name(T.SYNC_EMBEDS)] = embeds
     for img, rows in zip(images, encode_rows):
         start, end = img.span
         landed, score = _landed(rows, embeds, start, end)
@@ -206,7 +208,7 @@ def _sync_stage(loaded, images, encode_rows, rec: Recorder, inputs, tensors) -> 
     summary: dict = {"images": per_image}
     if rec.position_ids is not None:
         received = rec.position_ids.cpu()
-        tensors["sync.position_ids"] = received
+        tensors[tensor_name(T.SYNC_POSITION_IDS)] = received
         summary["position_ids_shape"] = list(received.shape)
         if "image_grid_thw" in inputs:
             expected, deltas = loaded.adapter.rope_index(
@@ -217,7 +219,7 @@ def _sync_stage(loaded, images, encode_rows, rec: Recorder, inputs, tensors) -> 
                 inputs["attention_mask"].to(loaded.device),
             )
             expected = expected[:, 0].cpu()
-            tensors["sync.expected_position_ids"] = expected
+            tensors[tensor_name(T.SYNC_EXPECTED_POSITION_IDS)] = expected
             summary["rope_deltas"] = [int(d) for d in deltas.view(-1).tolist()]
             same = expected.shape == received.shape and bool(torch.equal(expected, received))
             checks.append(Check("MRoPE position ids == get_rope_index", same,
@@ -264,10 +266,10 @@ def _logits_stage(loaded, rec: Recorder, ids, tok, k: int, tensors) -> Stage:
         top_ids.append(to_cpu(idx))
         top_p.append(to_cpu(vals))
         ent.append(to_cpu(-(p * logp).nan_to_num().sum(-1)))
-    tensors["logits.topk_ids"] = torch.cat(top_ids).cpu()
-    tensors["logits.topk_probs"] = torch.cat(top_p).cpu()
-    tensors["logits.entropy"] = torch.cat(ent).cpu()
-    last = tensors["logits.topk_ids"][-1].tolist()
+    tensors[tensor_name(T.LOGITS_TOPK_IDS)] = torch.cat(top_ids).cpu()
+    tensors[tensor_name(T.LOGITS_TOPK_PROBS)] = torch.cat(top_p).cpu()
+    tensors[tensor_name(T.LOGITS_ENTROPY)] = torch.cat(ent).cpu()
+    last = tensors[tensor_name(T.LOGITS_TOPK_IDS)][-1].tolist()
     return Stage("logits", {"positions": len(ids), "k": k, "last_topk": [_tok_text(tok, i) for i in last]})
 
 

@@ -11,12 +11,13 @@ from qdebug.vocab import FindingKind
 from .audio import envelope
 from .schema import Check, Stage
 from .stats import best_block_match, fingerprint, tensor_stats
+from .tensor_names import TensorKind as T, tensor_name
 
 SAME_ROWS = 1 - 1e-4  # mean cosine at which a block of rows counts as the clip's own encoder rows
 
 
 def audio_stages(loaded, request, prepared, rec, tensors: dict) -> tuple[dict[str, Stage], list[dict]]:
-    """The three stages, and one `meta["audio"]` entry per clip (source, rate, frames, span, seconds per row)."""
+    """The three stages, and one `meta.audio` entry per clip (source, rate, frames, span, seconds per row)."""
     import torch
 
     inputs = prepared.inputs
@@ -33,7 +34,7 @@ def audio_stages(loaded, request, prepared, rec, tensors: dict) -> tuple[dict[st
             "frames": allowed, "feature_frames": int(inputs["input_features"].shape[-1]), "rows": rows,
             "span": list(span) if span else None, "seconds_per_row": (allowed / rows) * hop / rate if rows else 0.0,
         })
-        tensors[f"audio.{i}.envelope"] = envelope(clip.samples)
+        tensors[tensor_name(T.AUDIO_ENVELOPE, image=i)] = envelope(clip.samples)
 
     stages = {"preprocess": Stage(
         "preprocess",
@@ -55,7 +56,7 @@ def audio_stages(loaded, request, prepared, rec, tensors: dict) -> tuple[dict[st
         rows = out[c["index"], : c["rows"]]
         encode_rows.append(rows)
         st = tensor_stats(rows)
-        tensors[f"encode.{c['index']}"] = rows
+        tensors[tensor_name(T.ENCODE, image=c["index"])] = rows
         enc_summary.append({"audio": c["index"], "rows": rows.shape[0], "rows_out": int(out.shape[1]), "dim": rows.shape[1], **st,
                             "fingerprint": fingerprint(rows)})
         enc_checks.append(Check(f"clip {c['index']}: no NaN/Inf", st["nan"] == 0 and st["inf"] == 0, f"{st['nan']} NaN, {st['inf']} Inf", "nan_inf"))
@@ -64,7 +65,7 @@ def audio_stages(loaded, request, prepared, rec, tensors: dict) -> tuple[dict[st
     checks, per_clip = [], []
     embeds = rec.embeds
     if embeds is not None:
-        tensors["sync.embeds"] = embeds
+        tensors[tensor_name(T.SYNC_EMBEDS)] = embeds
     for c, rows in zip(clips, encode_rows):
         start, end = c["span"] or (0, 0)
         landed, score = best_block_match(rows, embeds) if embeds is not None and len(rows) else (None, 0.0)
@@ -82,7 +83,7 @@ def audio_stages(loaded, request, prepared, rec, tensors: dict) -> tuple[dict[st
     summary: dict = {"audio": per_clip}
     if rec.position_ids is not None:
         received = rec.position_ids.cpu()
-        tensors["sync.position_ids"] = received
+        tensors[tensor_name(T.SYNC_POSITION_IDS)] = received
         summary["position_ids_shape"] = list(received.shape)
         # The model's own 1-D positions: what generate derives from the attention mask.
         expected = (inputs["attention_mask"][0].long().cumsum(-1) - 1).clamp(min=0)

@@ -13,6 +13,7 @@ from qdebug.model.linear_attention import install, linear_tapping
 
 from .schema import Check
 from .stats import tensor_stats
+from .tensor_names import TensorKind as T, tensor_name
 
 
 def _stats(t) -> dict:
@@ -53,7 +54,7 @@ class LinearRecorder:
         import torch
 
         types = loaded.adapter.layer_types(loaded.config)
-        trace.meta["layer_types"] = types
+        trace.meta.layer_types = types
         for layer, kind in enumerate(types):
             stage = trace.stages.get(f"layer.{layer}")
             if stage is None:
@@ -67,7 +68,7 @@ class LinearRecorder:
             kept = [n for n in rec["state_norm"] if n.shape[0] == heads]
             norms = torch.stack(kept) if kept else None
             if norms is not None:
-                trace.tensors[f"layer.{layer}.state_norm"] = norms  # kernel calls × value heads
+                trace.tensors[tensor_name(T.LAYER_STATE_NORM, layer=layer)] = norms  # kernel calls × value heads
             stage.summary["linear_attention"] = {
                 "kernel": rec["kernel"], "calls": rec["calls"],
                 **{f"{n}_shape": rec[f"{n}_shape"] for n in ("query", "key", "value", "g", "beta")},

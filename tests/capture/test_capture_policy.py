@@ -109,10 +109,10 @@ def test_layers_1_records_only_layer_1_and_equals_all(sdpa_demo, monkeypatch):
     assert all(rows == 1 for _, rows in calls["eager"])  # ...for the kept query row only (never T × T)
     n_layers = len(sdpa_demo.adapter.decoder_layers(sdpa_demo.model))
     assert {layer for layer, _ in calls["sdpa"]} == set(range(n_layers))  # every layer's output came from SDPA
-    assert one.meta["layers_captured"] == [1]
+    assert one.meta.layers_captured == [1]
     assert [k for k in one.tensors if k.endswith(".attn")] == ["layer.1.attn"]
     every = trace_request(sdpa_demo, request, CaptureOptions(attn_layers=None))
-    assert every.meta["layers_captured"] == list(range(n_layers))
+    assert every.meta.layers_captured == list(range(n_layers))
     assert torch.equal(one.tensors["layer.1.attn"], every.tensors["layer.1.attn"])
     from qdebug.analysis.attention import attention_grid
 

@@ -23,7 +23,7 @@ def _trace(loaded, tokens=3):
 def test_linear_layers_record_layout_gates_and_state_norms(family_model):
     loaded = family_model("qwen3_5")
     trace = _trace(loaded)
-    assert trace.meta["layer_types"] == ["linear_attention", "full_attention", "linear_attention", "full_attention"]
+    assert trace.meta.layer_types == ["linear_attention", "full_attention", "linear_attention", "full_attention"]
     for layer in (0, 2):
         stage = trace.stages[f"layer.{layer}"]
         info = stage.summary["linear_attention"]

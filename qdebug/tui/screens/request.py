@@ -147,7 +147,7 @@ class RequestScreen(RunControls, RequestCommands, ReplayControls, Screen):
     def num_layers(self) -> int | None:
         """Decoder layers of the model or trace on screen."""
         if self.doc is not None:
-            return self.doc.trace.meta.get("num_layers") or self.doc.trace.num_layers
+            return self.doc.trace.meta.num_layers or self.doc.trace.num_layers
         if self.loaded is not None:
             return len(self.loaded.adapter.decoder_layers(self.loaded.model))
         return None
@@ -156,7 +156,7 @@ class RequestScreen(RunControls, RequestCommands, ReplayControls, Screen):
     def num_heads(self) -> int | None:
         """Attention heads per layer."""
         if self.doc is not None:
-            return self.doc.trace.meta.get("num_heads")
+            return self.doc.trace.meta.num_heads
         if self.loaded is not None:
             return int(self.loaded.adapter.text_config(self.loaded.config).num_attention_heads)
         return None

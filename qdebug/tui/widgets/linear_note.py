@@ -8,7 +8,7 @@ from rich.text import Text
 
 def linear_layer(trace, layer: int | None) -> bool:
     """Whether `layer` is a linear-attention layer of a hybrid model (from the trace's `layer_types`)."""
-    types = trace.meta.get("layer_types") or []
+    types = trace.meta.layer_types or []
     return layer is not None and 0 <= layer < len(types) and types[layer] == "linear_attention"
 
 

@@ -4,6 +4,9 @@ the visual rows where each image actually landed under it, and the MRoPE (t, h, 
 from __future__ import annotations
 
 from rich.text import Text
+
+from qdebug.trace.tensor_names import TensorKind as T
+
 from ..state import GENERATED_COLOUR, IMAGE_COLOURS, TEXT_COLOUR, View
 from .view_panel import ViewPanel
 
@@ -42,8 +45,8 @@ def mrope_text(view: View, pos: int) -> Text:
     """The (t, h, w) position ids the decoder received at `pos`, against get_rope_index's when they differ."""
     trace = view.doc.trace
     text = Text("MRoPE (t,h,w) ")
-    received = trace.tensors.get("sync.position_ids")
-    expected = trace.tensors.get("sync.expected_position_ids")
+    received = trace.tensor_or_none(T.SYNC_POSITION_IDS)
+    expected = trace.tensor_or_none(T.SYNC_EXPECTED_POSITION_IDS)
     if received is not None and pos < received.shape[-1]:
         got = tuple(int(x) for x in received[:, pos].tolist())
         text.append(str(got), style="bold")
