@@ -260,8 +260,8 @@ def image_report(a, b) -> list[dict]:
     from .attention import attention_grid, peak_of
 
     def landed(trace, index):
-        rows = trace.stages["sync"].summary.get("images", []) if "sync" in trace.stages else []
-        return next((r.get("visual_offset") for r in rows if r.get("image") == index), None)
+        rows = trace.stages["sync"].summary.images or [] if "sync" in trace.stages else []
+        return next((r.visual_offset for r in rows if r.image == index), None)
 
     def peak(trace, index):
         grid = attention_grid(trace, index) if index < len(trace.images) else None

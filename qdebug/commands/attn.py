@@ -63,7 +63,7 @@ def attn_result(trace, *, layer: int | None, head: int | None) -> dict:
         grid = attention_grid(trace, index, layer=layer, head=head)
         return peak_of(grid, index).to_json() if grid is not None else None
 
-    sync_rows = {r.get("image"): r for r in trace.stages["sync"].summary.get("images", [])} if "sync" in trace.stages else {}
+    visual = {r.image: r.visual_offset for r in trace.stages["sync"].summary.images or []} if "sync" in trace.stages else {}
     for s, step in zip(steps, trace.steps):
         s["raw_topk"] = step.raw_topk.rows() if step.raw_topk else s["topk"]
         s["raw_prob"] = step.raw_prob if step.raw_prob is not None else step.prob
@@ -77,7 +77,7 @@ def attn_result(trace, *, layer: int | None, head: int | None) -> dict:
         "generated_text": trace.generated_text,
         "images": [
             {"path": i.path, "size": list(i.size), "grid_thw": list(i.grid_thw), "span": list(i.span) if i.span else None, "grid": [i.rows, i.cols],
-             "text_offset": i.span[0] if i.span else None, "visual_offset": sync_rows.get(i.index, {}).get("visual_offset"),
+             "text_offset": i.span[0] if i.span else None, "visual_offset": visual.get(i.index),
              "attention_peak": image_peak(i.index)}
             for i in trace.images
         ],

@@ -8,6 +8,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from qdebug.trace.summaries import TensorStats
 from qdebug.vocab import Severity
 
 from .heatmap import heatmap, legend, thumbnail
@@ -31,26 +32,27 @@ def _stage_what(trace, stage) -> str:
 
         return audio_stage_what(stage) or ""
     if stage.name == "preprocess":
-        return f"{s['num_tokens']} tokens, pixel_values {s.get('pixel_values_shape')}, grid_thw {s.get('image_grid_thw')}, spans {s.get('spans')}"
+        return f"{s.num_tokens} tokens, pixel_values {s.pixel_values_shape}, grid_thw {s.image_grid_thw}, spans {s.spans}"
     if stage.name == "encode":
-        return "; ".join(f"img {i['image']}: {i['rows']}×{i['dim']} |x| mean {i['norm_mean']:.3g} fp {i['fingerprint'][:8]}" for i in s.get("images", []))
+        return "; ".join(f"img {i.image}: {i.rows}×{i.dim} |x| mean {i.stats.norm_mean:.3g} fp {i.fingerprint[:8]}" for i in s.images or [])
     if stage.name == "sync":
-        parts = [f"img {i['image']}: text@{i['text_offset']} visual@{i['visual_offset']} rows {i['rows']}/{i['placeholders']}" for i in s.get("images", [])]
-        if "rope_deltas" in s:
-            parts.append(f"rope_deltas {s['rope_deltas']}")
+        parts = [f"img {i.image}: text@{i.text_offset} visual@{i.visual_offset} rows {i.rows}/{i.placeholders}" for i in s.images or []]
+        if s.rope_deltas is not None:
+            parts.append(f"rope_deltas {s.rope_deltas}")
         return "; ".join(parts)
     if stage.name.startswith("layer."):
-        what = f"hidden {s.get('shape')} mean {s.get('mean', 0):.3g} std {s.get('std', 0):.3g} max|x| {s.get('max_abs', 0):.3g}" + (" +attn" if "attn_shape" in s else "")
-        if s.get("kind") == "linear_attention":
+        st = s.stats or TensorStats(mean=0, std=0, max_abs=0)
+        what = f"hidden {st.shape} mean {st.mean:.3g} std {st.std:.3g} max|x| {st.max_abs:.3g}" + (" +attn" if s.attn_shape is not None else "")
+        if s.kind == "linear_attention":
             what += " · linear attention (no attention matrix)"
-        deep = s.get("deepstack")
+        deep = s.deepstack
         if deep and deep.get("added"):
             what += f" · +deepstack level {deep['level']} to {deep['rows']} rows (×{deep['relative_norm']:.2f} of |h|)"
         return what
     if stage.name == "logits":
-        return f"{s.get('positions')} positions, next: {', '.join(map(repr, s.get('last_topk', [])))}"
+        return f"{s.positions} positions, next: {', '.join(map(repr, s.last_topk or []))}"
     if stage.name.startswith("step."):
-        return f"{s['token']!r} p={s['prob']:.3f} H={s['entropy']:.3f}"
+        return f"{s.token!r} p={s.prob:.3f} H={s.entropy:.3f}"
     return ""
 
 

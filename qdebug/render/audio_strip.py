@@ -98,11 +98,11 @@ def audio_stage_what(stage) -> str | None:
     """One-line summary of an audio request's preprocess/encode/sync stage (None for other stages)."""
     s = stage.summary
     if stage.name == "preprocess":
-        return f"{s['num_tokens']} tokens, input_features {s.get('input_features_shape')}, frames kept {s.get('frames_kept')}, spans {s.get('spans')}"
+        return f"{s.num_tokens} tokens, input_features {s.input_features_shape}, frames kept {s.frames_kept}, spans {s.spans}"
     if stage.name == "encode":
-        return "; ".join(f"clip {c['audio']}: {c['rows']}×{c['dim']} of {c['rows_out']} rows |x| mean {c['norm_mean']:.3g} fp {c['fingerprint'][:8]}"
-                         for c in s.get("audio", []))
+        return "; ".join(f"clip {c.audio}: {c.rows}×{c.dim} of {c.rows_out} rows |x| mean {c.stats.norm_mean:.3g} fp {c.fingerprint[:8]}"
+                         for c in s.audio or [])
     if stage.name == "sync":
-        return "; ".join(f"clip {c['audio']}: text@{c['text_offset']} audio@{c['audio_offset']} rows {c['rows']}/{c['placeholders']} ({c['frames']} frames)"
-                         for c in s.get("audio", []))
+        return "; ".join(f"clip {c.audio}: text@{c.text_offset} audio@{c.audio_offset} rows {c.rows}/{c.placeholders} ({c.frames} frames)"
+                         for c in s.audio or [])
     return None

@@ -76,7 +76,7 @@ class DeepstackRecorder:
             rec = self.layers[layer]
             stage = trace.stages.get(f"layer.{layer}")
             if stage is not None:
-                stage.summary["deepstack"] = {k: v for k, v in rec.items() if k != "rows"} | {"rows": len(rec["rows"])}
+                stage.summary.deepstack = {k: v for k, v in rec.items() if k != "rows"} | {"rows": len(rec["rows"])}
             per_layer.append({"layer": layer, **rec})
         trace.meta.deepstack = {"levels": self.levels, "features_handed": len(self.features) if self.features is not None else 0,
                                 "layers": per_layer}

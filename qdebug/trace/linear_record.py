@@ -59,7 +59,7 @@ class LinearRecorder:
             stage = trace.stages.get(f"layer.{layer}")
             if stage is None:
                 continue
-            stage.summary["kind"] = kind
+            stage.summary.kind = kind
             rec = self.layers.get(layer)
             if kind != "linear_attention" or rec is None:
                 continue
@@ -69,7 +69,7 @@ class LinearRecorder:
             norms = torch.stack(kept) if kept else None
             if norms is not None:
                 trace.tensors[tensor_name(T.LAYER_STATE_NORM, layer=layer)] = norms  # kernel calls × value heads
-            stage.summary["linear_attention"] = {
+            stage.summary.linear_attention = {
                 "kernel": rec["kernel"], "calls": rec["calls"],
                 **{f"{n}_shape": rec[f"{n}_shape"] for n in ("query", "key", "value", "g", "beta")},
                 "q": rec["query"], "k": rec["key"], "v": rec["value"], "g": rec["g"], "beta": rec["beta"],
@@ -83,7 +83,7 @@ class LinearRecorder:
         if pos is not None and sync is not None and pos.ndim == 2 and pos.shape[0] == 4:
             text = (prepared.inputs["attention_mask"][0].long().cumsum(-1) - 1).clamp(min=0)
             same = bool(torch.equal(pos[0].long(), text))
-            sync.summary["position_rows"] = 4
+            sync.summary.position_rows = 4
             sync.checks.append(Check("4-row position ids: text row == 1-D text positions", same,
                                      "identical" if same else f"{int((pos[0].long() != text).sum())} positions differ", "position_ids"))
 

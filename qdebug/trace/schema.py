@@ -13,6 +13,7 @@ from qdebug.errors import TraceFormatError
 from qdebug.findings import Finding
 
 from .meta import TraceMeta
+from .summaries import Summary, summary_from_json
 from .tensor_names import TensorKind, layers_holding, tensor_name
 
 FORMAT = "qdebug-trace"
@@ -33,10 +34,10 @@ class Check:
 
 @dataclass
 class Stage:
-    """One pipeline stage: its canonical name, a JSON-able summary, and its checks."""
+    """One pipeline stage: its canonical name, its typed summary (trace.summaries), and its checks."""
 
     name: str
-    summary: dict = field(default_factory=dict)
+    summary: Summary = field(default_factory=Summary)
     checks: list[Check] = field(default_factory=list)
 
     @property
@@ -163,7 +164,7 @@ class Trace:
             "tokens": self.tokens,
             "images": [asdict(i) for i in self.images],
             "stages": [
-                {"name": s.name, "summary": s.summary, "checks": [asdict(c) for c in s.checks]}
+                {"name": s.name, "summary": s.summary.to_json(), "checks": [asdict(c) for c in s.checks]}
                 for s in self.stages.values()
             ],
             "steps": [asdict(s) for s in self.steps],
@@ -196,7 +197,7 @@ class Trace:
                     for i in data["images"]
                 ],
                 stages={
-                    s["name"]: Stage(s["name"], s["summary"], [Check(**c) for c in s["checks"]])
+                    s["name"]: Stage(s["name"], summary_from_json(s["name"], s["summary"]), [Check(**c) for c in s["checks"]])
                     for s in data["stages"]
                 },
                 steps=[Step(**{**s, "topk": TopK(**s["topk"]), "raw_topk": TopK(**s["raw_topk"]) if s.get("raw_topk") else None})

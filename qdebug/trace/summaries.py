@@ -1,7 +1,7 @@
 """Typed stage summaries: one dataclass per stage, written to JSON exactly as the dicts they replaced.
 
 Fields are in JSON key order. A field left None is not written, except fields marked `NULLABLE`, which are
-written as null and left out only when `ABSENT`. Keys this qdebug does not know (an older or hand-edited
+written as null; a NULLABLE field whose key only some summaries have defaults to `ABSENT` (then not written). Keys this qdebug does not know (an older or hand-edited
 file) are kept in `extra` and written after the known ones, so any JSON object loads as a summary.
 """
 
@@ -17,7 +17,7 @@ class _Absent:
         return "ABSENT"
 
 
-ABSENT = _Absent()  # a NULLABLE key that is not in the JSON at all
+ABSENT = _Absent()  # a NULLABLE key that is not in this summary's JSON at all
 NULLABLE = {"nullable": True}
 
 
@@ -127,13 +127,13 @@ class SyncImage(Summary):
 
     image: int | None = None
     text_offset: int | None = None
-    visual_offset: int | None | _Absent = field(default=ABSENT, metadata=NULLABLE)  # None: its rows are not in the stream
+    visual_offset: int | None = field(default=None, metadata=NULLABLE)  # None: its rows are not in the stream
     match: float | None = None  # mean cosine of the best-matching block
     rows: int | None = None
     placeholders: int | None = None
     expected: int | None = None  # t·h·w / merge²
-    max_abs_diff: float | None | _Absent = field(default=ABSENT, metadata=NULLABLE)
-    fingerprint: str | None | _Absent = field(default=ABSENT, metadata=NULLABLE)
+    max_abs_diff: float | None = field(default=None, metadata=NULLABLE)
+    fingerprint: str | None = field(default=None, metadata=NULLABLE)
 
 
 @dataclass
@@ -142,12 +142,12 @@ class SyncClip(Summary):
 
     audio: int | None = None
     text_offset: int | None = None
-    audio_offset: int | None | _Absent = field(default=ABSENT, metadata=NULLABLE)
+    audio_offset: int | None = field(default=None, metadata=NULLABLE)
     match: float | None = None
     rows: int | None = None
     placeholders: int | None = None
     frames: int | None = None
-    max_abs_diff: float | None | _Absent = field(default=ABSENT, metadata=NULLABLE)
+    max_abs_diff: float | None = field(default=None, metadata=NULLABLE)
 
 
 @dataclass

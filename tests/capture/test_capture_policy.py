@@ -139,7 +139,7 @@ def test_default_keeps_stats_and_last_row_keep_hidden_keeps_all(sdpa_demo):
     assert torch.equal(small.tensors["layer.2.last"][0], full.tensors["layer.2.hidden"][n - 1])
     assert full.tensors["layer.0.hidden"].shape[0] == n
     for layer in range(4):  # statistics cover every row either way
-        assert small.stages[f"layer.{layer}"].summary["max_abs"] == pytest.approx(full.stages[f"layer.{layer}"].summary["max_abs"])
+        assert small.stages[f"layer.{layer}"].summary.stats.max_abs == pytest.approx(full.stages[f"layer.{layer}"].summary.stats.max_abs)
     assert small.attn_queries == [n - 1 + k for k in range(len(small.steps))]
     none = trace_request(sdpa_demo, request, CaptureOptions(hidden_rows=False))
     assert not [k for k in none.tensors if k.startswith("layer.") and not k.endswith(".attn")]
@@ -203,4 +203,4 @@ def test_prompt_topk_only_when_saved(scene_png, tmp_path):
 
     lean, _, _ = run_attn(AttnArgs([path], "Describe the image.", device="cpu", max_new_tokens=2, prompt_logits=False))
     assert "logits.topk_ids" not in lean.tensors
-    assert lean.stages["logits"].summary["last_topk"] == trace.stages["logits"].summary["last_topk"]
+    assert lean.stages["logits"].summary.last_topk == trace.stages["logits"].summary.last_topk

@@ -37,7 +37,7 @@ def test_records_levels_rows_and_norms_on_the_image_span(family_model):
         r = layers[layer]
         assert r["added"] and r["rows"] == list(range(start, end)) and r["level"] == level and r["match"] > 0.999
         assert r["relative_norm"] > 0
-        assert trace.stages[f"layer.{layer}"].summary["deepstack"]["level"] == level
+        assert trace.stages[f"layer.{layer}"].summary.deepstack["level"] == level
     assert not layers[2]["added"]
     assert deepstack_findings(trace) == []
 

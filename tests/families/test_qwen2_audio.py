@@ -34,8 +34,8 @@ def test_trace_matches_plain_generate_and_stages_check_the_clip(qwen2_audio, qwe
     audio_id = plain.config.audio_token_id
     assert end - start == ids.count(audio_id) == 25 and ids[start:end] == [audio_id] * 25
     assert trace.tensors["encode.0"].shape == (25, 64)
-    sync = trace.stages["sync"].summary["audio"][0]
-    assert sync["audio_offset"] == sync["text_offset"] == start and sync["max_abs_diff"] == 0.0
+    sync = trace.stages["sync"].summary.audio[0]
+    assert sync.audio_offset == sync.text_offset == start and sync.max_abs_diff == 0.0
     assert abs(clip["seconds_per_row"] - 0.04) < 1e-9
 
 

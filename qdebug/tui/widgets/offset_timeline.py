@@ -17,9 +17,9 @@ def _landed(trace) -> list[tuple[int, int, int, int]]:
     """(image, visual start, rows, text start) of each image whose rows were located in the embeddings."""
     sync = trace.stages.get("sync")
     out = []
-    for rec in (sync.summary.get("images", []) if sync else []):
-        if rec.get("visual_offset") is not None:
-            out.append((rec["image"], rec["visual_offset"], rec["rows"], rec["text_offset"]))
+    for rec in (sync.summary.images or [] if sync else []):
+        if rec.visual_offset is not None:
+            out.append((rec.image, rec.visual_offset, rec.rows, rec.text_offset))
     return out
 
 
@@ -55,7 +55,7 @@ def mrope_text(view: View, pos: int) -> Text:
             if want != got:
                 text.append(f" ✗ expected {want}", style="bold red")
         return text
-    deltas = trace.stages["sync"].summary.get("rope_deltas") if "sync" in trace.stages else None
+    deltas = trace.stages["sync"].summary.rope_deltas if "sync" in trace.stages else None
     if pos >= view.doc.prompt_len and deltas:
         p = pos + deltas[0]
         text.append(f"({p}, {p}, {p})", style="bold")

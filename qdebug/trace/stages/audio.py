@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from qdebug.vocab import FindingKind
 
-from .audio import envelope
-from .schema import Check, Stage
-from .stats import best_block_match, fingerprint, tensor_stats
-from .tensor_names import TensorKind as T, tensor_name
-
-SAME_ROWS = 1 - 1e-4  # mean cosine at which a block of rows counts as the clip's own encoder rows
+from ..audio import envelope
+from ..schema import Check, Stage
+from ..stats import SAME_ROWS, best_block_match, fingerprint, tensor_stats
+from ..summaries import EncodeClip, EncodeSummary, PreprocessSummary, SyncClip, SyncSummary, TensorStats
+from ..tensor_names import TensorKind as T, tensor_name
 
 
 def audio_stages(loaded, request, prepared, rec, tensors: dict) -> tuple[dict[str, Stage], list[dict]]:
@@ -38,9 +37,9 @@ def audio_stages(loaded, request, prepared, rec, tensors: dict) -> tuple[dict[st
 
     stages = {"preprocess": Stage(
         "preprocess",
-        {"text": prepared.text, "num_tokens": len(inputs["input_ids"][0]),
-         "input_features_shape": list(inputs["input_features"].shape) if "input_features" in inputs else None,
-         "frames_kept": [c["frames"] for c in clips], "spans": [c["span"] for c in clips]},
+        PreprocessSummary(text=prepared.text, num_tokens=len(inputs["input_ids"][0]),
+                          input_features_shape=list(inputs["input_features"].shape) if "input_features" in inputs else None,
+                          frames_kept=[c["frames"] for c in clips], spans=[c["span"] for c in clips]),
         [Check("one placeholder span per clip", len(prepared.spans) == len(request.audios), kind=FindingKind.SHAPE_MISMATCH)],
     )}
 
@@ -57,10 +56,10 @@ def audio_stages(loaded, request, prepared, rec, tensors: dict) -> tuple[dict[st
         encode_rows.append(rows)
         st = tensor_stats(rows)
         tensors[tensor_name(T.ENCODE, image=c["index"])] = rows
-        enc_summary.append({"audio": c["index"], "rows": rows.shape[0], "rows_out": int(out.shape[1]), "dim": rows.shape[1], **st,
-                            "fingerprint": fingerprint(rows)})
+        enc_summary.append(EncodeClip(audio=c["index"], rows=rows.shape[0], rows_out=int(out.shape[1]), dim=rows.shape[1],
+                                      stats=TensorStats(**st), fingerprint=fingerprint(rows)))
         enc_checks.append(Check(f"clip {c['index']}: no NaN/Inf", st["nan"] == 0 and st["inf"] == 0, f"{st['nan']} NaN, {st['inf']} Inf", "nan_inf"))
-    stages["encode"] = Stage("encode", {"audio": enc_summary}, enc_checks)
+    stages["encode"] = Stage("encode", EncodeSummary(audio=enc_summary), enc_checks)
 
     checks, per_clip = [], []
     embeds = rec.embeds
@@ -73,18 +72,18 @@ def audio_stages(loaded, request, prepared, rec, tensors: dict) -> tuple[dict[st
         same_len = embeds is not None and end - start == rows.shape[0]
         exact = same_len and bool(torch.equal(embeds[start:end], rows.to(embeds.dtype)))
         diff = float((embeds[start:end].float() - rows.float()).abs().max()) if same_len and len(rows) else None
-        per_clip.append({"audio": c["index"], "text_offset": start, "audio_offset": landed, "match": score, "rows": rows.shape[0],
-                         "placeholders": end - start, "frames": c["frames"], "max_abs_diff": diff})
+        per_clip.append(SyncClip(audio=c["index"], text_offset=start, audio_offset=landed, match=score, rows=rows.shape[0],
+                                 placeholders=end - start, frames=c["frames"], max_abs_diff=diff))
         checks.append(Check(f"clip {c['index']}: placeholders == rows the mask allows", end - start == rows.shape[0] == c["rows"],
                             f"{end - start} placeholders, {rows.shape[0]} rows for {c['frames']} frames", FindingKind.SHAPE_MISMATCH))
         checks.append(Check(f"clip {c['index']}: audio offset == text offset", landed == start,
                             f"audio {landed}, text {start}" if landed is not None else f"its rows are not in the stream (text {start})", FindingKind.DESYNC))
         checks.append(Check(f"clip {c['index']}: merged rows equal encode rows", exact, f"max |diff| {diff}", "fingerprint"))
-    summary: dict = {"audio": per_clip}
+    summary = SyncSummary(audio=per_clip)
     if rec.position_ids is not None:
         received = rec.position_ids.cpu()
         tensors[tensor_name(T.SYNC_POSITION_IDS)] = received
-        summary["position_ids_shape"] = list(received.shape)
+        summary.position_ids_shape = list(received.shape)
         # The model's own 1-D positions: what generate derives from the attention mask.
         expected = (inputs["attention_mask"][0].long().cumsum(-1) - 1).clamp(min=0)
         same = bool(torch.equal(received[0].long(), expected))
