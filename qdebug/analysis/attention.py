@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from qdebug.trace.tensor_names import TensorKind as T
+
 
 @dataclass
 class Peak:
@@ -23,7 +25,7 @@ class Peak:
 
 def attention_layers(trace) -> list[int]:
     """Layers whose attention rows were captured."""
-    return sorted(int(k.split(".")[1]) for k in trace.tensors if k.endswith(".attn"))
+    return trace.tensor_layers(T.LAYER_ATTN)
 
 
 def step_query(trace, step: int) -> int:
@@ -42,7 +44,7 @@ def attention_grid(trace, image: int = 0, *, queries: list[int] | None = None, l
 
     img = trace.images[image]
     layers = attention_layers(trace) if layer is None else [layer]
-    layers = [l for l in layers if f"layer.{l}.attn" in trace.tensors]
+    layers = [l for l in layers if trace.has_tensor(T.LAYER_ATTN, layer=l)]
     if not layers:
         return None
     if queries is None:
@@ -54,7 +56,7 @@ def attention_grid(trace, image: int = 0, *, queries: list[int] | None = None, l
     offset = sum(im.tokens for im in trace.images[:image])
     stack = []
     for l in layers:
-        a = trace.tensors[f"layer.{l}.attn"]  # H × q × image keys
+        a = trace.tensor(T.LAYER_ATTN, layer=l)  # H × q × image keys
         if a.shape[1] != len(trace.attn_queries):  # not one row per kept query: nothing to show for this layer
             continue
         a = a[:, rows, offset : offset + img.tokens].float()

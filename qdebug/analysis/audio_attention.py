@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from qdebug.trace.tensor_names import TensorKind as T
+
 from .attention import attention_layers, step_query
 
 
@@ -23,8 +25,8 @@ class AudioPeak:
 
 
 def clips(trace) -> list[dict]:
-    """The trace's audio clips (`meta["audio"]`), empty for image traces."""
-    return list(trace.meta.get("audio") or [])
+    """The trace's audio clips (`meta.audio`), empty for image traces."""
+    return list(trace.meta.audio or [])
 
 
 def attention_strip(trace, clip: int = 0, *, queries: list[int] | None = None, layer: int | None = None, head: int | None = None):
@@ -38,7 +40,7 @@ def attention_strip(trace, clip: int = 0, *, queries: list[int] | None = None, l
     info = clips(trace)
     if clip >= len(info):
         return None
-    layers = [l for l in (attention_layers(trace) if layer is None else [layer]) if f"layer.{l}.attn" in trace.tensors]
+    layers = [l for l in (attention_layers(trace) if layer is None else [layer]) if trace.has_tensor(T.LAYER_ATTN, layer=l)]
     if queries is None:
         queries = [step_query(trace, k) for k in range(len(trace.steps))]
     index = {p: i for i, p in enumerate(trace.attn_queries)}
@@ -49,7 +51,7 @@ def attention_strip(trace, clip: int = 0, *, queries: list[int] | None = None, l
     start, end = info[clip]["span"]
     stack = []
     for l in layers:
-        a = trace.tensors[f"layer.{l}.attn"][:, rows, offset : offset + end - start].float()  # H × q × rows
+        a = trace.tensor(T.LAYER_ATTN, layer=l)[:, rows, offset : offset + end - start].float()  # H × q × rows
         a = a.mean(0) if head is None else a[head]
         stack.append(a.mean(0))
     return torch.stack(stack).mean(0)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from qdebug.errors import IncompatibleTracesError
 from qdebug.findings import Finding
+from qdebug.trace.tensor_names import TensorKind as T
 from qdebug.vocab import FindingKind, Severity, StageVerdict
 
 from .detectors.divergence import kl, topk_overlap
@@ -90,8 +91,8 @@ class DiffResult:
 def model_signature(trace) -> dict:
     """What must match for two traces to be comparable: architecture and the decoder's shape."""
     m = trace.meta
-    return {"architecture": m["model"]["architecture"], "layers": m.get("num_layers"), "heads": m.get("num_heads"),
-            "vocab": m.get("vocab_size"), "hidden": m.get("hidden_size")}
+    return {"architecture": m.model["architecture"], "layers": m.num_layers, "heads": m.num_heads,
+            "vocab": m.vocab_size, "hidden": m.hidden_size}
 
 
 def check_comparable(a, b) -> None:
@@ -151,10 +152,10 @@ def _compare(a, b, tol: Tolerance, name: str, kinds: list[str] | None = None, of
 
 def _compare_layer(a, b, tol: Tolerance, layer: int, kinds: list[str]) -> StageDiff:
     """A decoder layer's prefill output: every row when both traces kept them, else the last prompt row."""
-    full_a, full_b = a.tensors.get(f"layer.{layer}.hidden"), b.tensors.get(f"layer.{layer}.hidden")
+    full_a, full_b = a.tensor_or_none(T.LAYER_HIDDEN, layer=layer), b.tensor_or_none(T.LAYER_HIDDEN, layer=layer)
     if full_a is not None and full_b is not None:
         return _compare(full_a, full_b, tol, f"layer.{layer}", kinds)
-    last_a, last_b = a.tensors.get(f"layer.{layer}.last"), b.tensors.get(f"layer.{layer}.last")
+    last_a, last_b = a.tensor_or_none(T.LAYER_LAST, layer=layer), b.tensor_or_none(T.LAYER_LAST, layer=layer)
     if last_a is None and full_a is not None:
         last_a = full_a[-1:]
     if last_b is None and full_b is not None:
@@ -168,7 +169,7 @@ def _compare_layer(a, b, tol: Tolerance, layer: int, kinds: list[str]) -> StageD
 
 def _token_kinds(trace) -> list[str]:
     image = set(trace.image_positions())
-    audio = {p for c in trace.meta.get("audio") or [] if c.get("span") for p in range(*c["span"])}
+    audio = {p for c in trace.meta.audio or [] if c.get("span") for p in range(*c["span"])}
     return ["image" if p in image else "audio" if p in audio else "text" for p in range(len(trace.input_ids))]
 
 
@@ -177,23 +178,23 @@ def diff_traces(a, b, *, atol: float | None = None, rtol: float | None = None, a
     import torch
 
     check_comparable(a, b)
-    tol = tolerance_for(a.meta["model"]["dtype"], b.meta["model"]["dtype"], atol, rtol)
+    tol = tolerance_for(a.meta.model["dtype"], b.meta.model["dtype"], atol, rtol)
     kinds = _token_kinds(a)
     stages: list[StageDiff] = []
     findings: list[Finding] = list(extra_findings)
 
     stages.append(StageDiff("preprocess", 0.0, 0.0, 1.0, StageVerdict.OK, detail="same input ids and image grids"))
-    enc_a = [a.tensors.get(f"encode.{i.index}") for i in a.images]
-    enc_b = [b.tensors.get(f"encode.{i.index}") for i in b.images]
-    if not a.images and a.meta.get("audio"):  # audio families: one encode tensor per clip
-        enc_a, enc_b = ([t.tensors.get(f"encode.{c['index']}") for c in a.meta["audio"]] for t in (a, b))
-    if (a.images or a.meta.get("audio")) and all(t is not None for t in enc_a + enc_b):
+    enc_a = [a.tensor_or_none(T.ENCODE, image=i.index) for i in a.images]
+    enc_b = [b.tensor_or_none(T.ENCODE, image=i.index) for i in b.images]
+    if not a.images and a.meta.audio:  # audio families: one encode tensor per clip
+        enc_a, enc_b = ([t.tensor_or_none(T.ENCODE, image=c["index"]) for c in a.meta.audio] for t in (a, b))
+    if (a.images or a.meta.audio) and all(t is not None for t in enc_a + enc_b):
         stages.append(_compare(torch.cat(enc_a), torch.cat(enc_b), tol, "encode"))
     else:
         stages.append(StageDiff("encode", 0.0, 0.0, 1.0, StageVerdict.OK, detail="no images"))
 
-    sync = _compare(a.tensors.get("sync.embeds"), b.tensors.get("sync.embeds"), tol, "sync", kinds)
-    pa, pb = a.tensors.get("sync.position_ids"), b.tensors.get("sync.position_ids")
+    sync = _compare(a.tensor_or_none(T.SYNC_EMBEDS), b.tensor_or_none(T.SYNC_EMBEDS), tol, "sync", kinds)
+    pa, pb = a.tensor_or_none(T.SYNC_POSITION_IDS), b.tensor_or_none(T.SYNC_POSITION_IDS)
     if pa is not None and pb is not None and not torch.equal(pa, pb):
         moved = (pa != pb).any(0) if pa.shape == pb.shape else None
         count = int(moved.sum()) if moved is not None else "all"
@@ -210,16 +211,16 @@ def diff_traces(a, b, *, atol: float | None = None, rtol: float | None = None, a
         ))
     stages.append(sync)
 
-    for layer in range(a.meta.get("num_layers", a.num_layers)):
+    for layer in range(a.meta.num_layers):
         stages.append(_compare_layer(a, b, tol, layer, kinds))
-    stages.append(_compare(a.tensors.get("step.0.logits"), b.tensors.get("step.0.logits"), tol, "logits"))
+    stages.append(_compare(a.tensor_or_none(T.STEP_LOGITS, step=0), b.tensor_or_none(T.STEP_LOGITS, step=0), tol, "logits"))
 
     steps: list[StepDiff] = []
     first_apart = None
     for k in range(max(len(a.steps), len(b.steps))):
         sa = a.steps[k] if k < len(a.steps) else None
         sb = b.steps[k] if k < len(b.steps) else None
-        la, lb = a.tensors.get(f"step.{k}.logits"), b.tensors.get(f"step.{k}.logits")
+        la, lb = a.tensor_or_none(T.STEP_LOGITS, step=k), b.tensor_or_none(T.STEP_LOGITS, step=k)
         both = la is not None and lb is not None and la.shape == lb.shape
         overlap = None
         if sa and sb:
@@ -259,8 +260,8 @@ def image_report(a, b) -> list[dict]:
     from .attention import attention_grid, peak_of
 
     def landed(trace, index):
-        rows = trace.stages["sync"].summary.get("images", []) if "sync" in trace.stages else []
-        return next((r.get("visual_offset") for r in rows if r.get("image") == index), None)
+        rows = trace.stages["sync"].summary.images or [] if "sync" in trace.stages else []
+        return next((r.visual_offset for r in rows if r.image == index), None)
 
     def peak(trace, index):
         grid = attention_grid(trace, index) if index < len(trace.images) else None

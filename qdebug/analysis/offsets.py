@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from qdebug.trace.tensor_names import TensorKind as T
+
 SAME_ROWS = 1 - 1e-4  # mean cosine at which a block of rows counts as the same encoder rows
 
 
@@ -24,7 +26,7 @@ class Candidate:
 def media_spans(trace) -> list[tuple[int, tuple[int, int]]]:
     """(index, placeholder span) of each image, or of each audio clip for the audio families."""
     spans = [(i.index, tuple(i.span)) for i in trace.images if i.span]
-    spans += [(c["index"], tuple(c["span"])) for c in trace.meta.get("audio") or [] if c.get("span")]
+    spans += [(c["index"], tuple(c["span"])) for c in trace.meta.audio or [] if c.get("span")]
     return spans
 
 
@@ -33,7 +35,7 @@ def candidates_from_references(references: dict) -> list[Candidate]:
     out = []
     for rid, trace in references.items():
         for index, _span in media_spans(trace):
-            rows = trace.tensors.get(f"encode.{index}")
+            rows = trace.tensor_or_none(T.ENCODE, image=index)
             if rows is not None:
                 out.append(Candidate(rid, index, rows))
     return out

@@ -9,6 +9,7 @@ from qdebug.replay.batch import Batch
 from qdebug.replay.batched import BatchedRow
 from qdebug.replay.engine import ReplayRun, encoded_rows, landed_rows
 from qdebug.replay.report import ReplayReport, RequestOutcome
+from qdebug.trace.tensor_names import TensorKind as T
 from qdebug.vocab import FindingKind, Severity, Verdict
 
 from .offsets import candidates_from_references, measure_stream, media_spans
@@ -173,7 +174,7 @@ def _fill_replayed(out: RequestOutcome, trace, batched: BatchedRow | None, refer
     """
     if trace is not None:
         out.replayed = trace.generated_text
-        out.images = measure_stream(trace.tensors.get("sync.embeds"), media_spans(trace), out.id, candidates)
+        out.images = measure_stream(trace.tensor_or_none(T.SYNC_EMBEDS), media_spans(trace), out.id, candidates)
         out.first_token_kl, out.first_token_topk_overlap = first_token_divergence(reference, trace)
     elif batched is not None:
         out.images = measure_stream(batched.embeds, list(enumerate(tuple(s) for s in batched.spans)), out.id, candidates)
@@ -181,7 +182,7 @@ def _fill_replayed(out: RequestOutcome, trace, batched: BatchedRow | None, refer
         out.text_offset, out.visual_offset = out.images[0]["text_offset"], out.images[0]["visual_offset"]
     if trace is None and batched is not None:
         out.replayed = batched.text
-        ref_logits, logits = reference.tensors.get("step.0.logits"), batched.first_logits
+        ref_logits, logits = reference.tensor_or_none(T.STEP_LOGITS, step=0), batched.first_logits
         if ref_logits is not None and logits is not None:
             out.first_token_kl = kl(ref_logits, logits)
             k = len(reference.steps[0].topk.token_ids) if reference.steps else 5

@@ -72,7 +72,7 @@ def _attn_json(trace, *, layer: int | None, head: int | None) -> dict:
                 "attention_peak": peak.to_json() if peak else None,
             }
         )
-        if trace.meta.get("audio"):
+        if trace.meta.audio:
             from qdebug.analysis.audio_attention import audio_step_peak
 
             audio_peak = audio_step_peak(trace, step.index, layer=layer, head=head)
@@ -83,25 +83,25 @@ def _attn_json(trace, *, layer: int | None, head: int | None) -> dict:
         grid = attention_grid(trace, index, layer=layer, head=head)
         return peak_of(grid, index).to_json() if grid is not None else None
 
-    sync_rows = {r.get("image"): r for r in trace.stages["sync"].summary.get("images", [])} if "sync" in trace.stages else {}
+    visual = {r.image: r.visual_offset for r in trace.stages["sync"].summary.images or []} if "sync" in trace.stages else {}
     for s, step in zip(steps, trace.steps):
         s["raw_topk"] = step.raw_topk.rows() if step.raw_topk else s["topk"]
         s["raw_prob"] = step.raw_prob if step.raw_prob is not None else step.prob
     return {
-        "model": trace.meta["model"],
-        "attention": {"layer": layer, "head": head, "note": trace.meta.get("attn_capture"),
-                      "layers_captured": trace.meta.get("layers_captured", []), "queries": trace.meta.get("queries"),
-                      "kernel": trace.meta["model"].get("attn_kernel")},
-        "processors": trace.meta.get("processors", []),
+        "model": trace.meta.model,
+        "attention": {"layer": layer, "head": head, "note": trace.meta.attn_capture,
+                      "layers_captured": trace.meta.layers_captured or [], "queries": trace.meta.queries,
+                      "kernel": trace.meta.model.get("attn_kernel")},
+        "processors": trace.meta.processors or [],
         "prompt": trace.request["prompt"],
         "generated_text": trace.generated_text,
         "images": [
             {"path": i.path, "size": list(i.size), "grid_thw": list(i.grid_thw), "span": list(i.span) if i.span else None, "grid": [i.rows, i.cols],
-             "text_offset": i.span[0] if i.span else None, "visual_offset": sync_rows.get(i.index, {}).get("visual_offset"),
+             "text_offset": i.span[0] if i.span else None, "visual_offset": visual.get(i.index),
              "attention_peak": image_peak(i.index)}
             for i in trace.images
         ],
-        **({"audio": trace.meta["audio"]} if trace.meta.get("audio") else {}),
+        **({"audio": trace.meta.audio} if trace.meta.audio else {}),
         "stages": [{"name": s.name, "ok": s.ok} for s in trace.stages.values()],
         "steps": steps,
         "findings": [{k: v for k, v in f.to_json().items() if k in ("kind", "severity", "stage", "message")} for f in trace.findings],
@@ -110,12 +110,12 @@ def _attn_json(trace, *, layer: int | None, head: int | None) -> dict:
 
 def validate_selection(trace, layer: int | None, head: int | None, token: int | None) -> None:
     """Check --layer/--head/--token against what the trace holds."""
-    n_layers, n_heads = trace.meta["num_layers"], trace.meta["num_heads"]
+    n_layers, n_heads = trace.meta.num_layers, trace.meta.num_heads
     if layer is not None and not 0 <= layer < n_layers:
         raise InputError(f"--layer {layer}: expected 0..{n_layers - 1}")
     if head is not None and not 0 <= head < n_heads:
         raise InputError(f"--head {head}: expected 0..{n_heads - 1}")
-    captured = trace.meta.get("layers_captured")
+    captured = trace.meta.layers_captured
     if layer is not None and captured is not None and layer not in captured:
         raise InputError(f"--layer {layer}: attention was recorded for layers {captured} only; expected one of them (see --layers)")
     if token is not None and not 0 <= token < max(1, len(trace.steps)):
@@ -177,7 +177,7 @@ def write_outputs(args: AttnArgs, result: AttnResult) -> None:
     from qdebug.trace.schema import save_trace
 
     trace, pil_images = result.trace, result.pil_images
-    if args.png is not None and trace.meta.get("audio"):
+    if args.png is not None and trace.meta.audio:
         from qdebug.render.audio_strip import audio_png
 
         steps = [args.token] if args.token is not None else list(range(len(trace.steps)))

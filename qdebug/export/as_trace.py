@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 
 from qdebug.trace.schema import Stage, Step, TopK, Trace
 from qdebug.trace.stats import topk_of
+from qdebug.trace.summaries import summary_type
+from qdebug.trace.tensor_names import TensorKind as T
 
 from .ort_run import OnnxRun
 
@@ -17,10 +20,10 @@ def onnx_trace(reference: Trace, run: OnnxRun, tokenizer, source: str, topk: int
     trace = copy.copy(reference)
     trace.tensors = dict(run.tensors)
     trace.findings = []
-    trace.meta = {**reference.meta, "model": {**reference.meta["model"], "path": source, "device": run.provider, "dtype": run.dtype,
-                                              "attn_kernel": "onnxruntime"}, "onnx": {"exposed": run.exposed}}
-    trace.stages = {name: Stage(name) for name in reference.stages if name in run.exposed or name == "preprocess"}
-    logits = run.tensors.get("step.0.logits")
+    trace.meta = replace(reference.meta, model={**reference.meta.model, "path": source, "device": run.provider, "dtype": run.dtype,
+                                                "attn_kernel": "onnxruntime"}, onnx={"exposed": run.exposed})
+    trace.stages = {name: Stage(name, summary_type(name)()) for name in reference.stages if name in run.exposed or name == "preprocess"}
+    logits = trace.tensor_or_none(T.STEP_LOGITS, step=0)
     trace.steps, trace.generated_ids, trace.generated_text = [], [], ""
     if logits is not None:
         ids, probs, entropy = topk_of(logits, topk)

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass, field
 
 from qdebug.errors import ExportFormatError, ExportMismatchError, cause
+from qdebug.trace.tensor_names import TensorKind as T, tensor_name
 
 from .build import deepstack_count, model_block
 from .graphs import vision_precompute
@@ -154,7 +155,7 @@ def run_export(opened: OpenExport, loaded, inputs: dict) -> OnnxRun:
             feed = {tensor: _feed(ins, tensor, values[role]) for role, tensor in spec.inputs.items()}
             out = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feed)))
             chunks.append(_rows(out[spec.outputs["encode"]]))
-            tensors[f"encode.{i}"] = chunks[-1]
+            tensors[tensor_name(T.ENCODE, image=i)] = chunks[-1]
             deep_chunks.append([_rows(out[spec.outputs[f"deepstack.{k}"]]) for k in range(_count(spec.outputs, "deepstack"))])
         rows_all = torch.cat(chunks)
         deep_all = [torch.cat(parts) for parts in zip(*deep_chunks)] if deep_chunks and deep_chunks[0] else []
@@ -167,7 +168,7 @@ def run_export(opened: OpenExport, loaded, inputs: dict) -> OnnxRun:
     elif rows_all is None and inputs.get("pixel_values") is not None:
         with torch.no_grad():  # no vision graph: the export receives the reference's merged embeddings
             embeds = adapter.merged_embeddings(model, {k: (v.to(loaded.device) if hasattr(v, "to") else v) for k, v in inputs.items()})[0].float().cpu()
-    tensors["sync.embeds"] = embeds
+    tensors[tensor_name(T.SYNC_EMBEDS)] = embeds
 
     position_input, position_shape, deepstack_fed, dtype = "none", None, False, "float32"
     if "prefill" in m.graphs:
@@ -180,13 +181,13 @@ def run_export(opened: OpenExport, loaded, inputs: dict) -> OnnxRun:
             if len(position_shape) == 2:  # 1 × S: the graph takes 1-D text positions
                 position_input = "text"
                 values["position_ids"] = torch.arange(seq)[None]
-                tensors["sync.position_ids"] = values["position_ids"].expand(3, seq).clone()
+                tensors[tensor_name(T.SYNC_POSITION_IDS)] = values["position_ids"].expand(3, seq).clone()
             else:
                 position_input = "mrope"
                 mrope, _ = adapter.rope_index(model, *(inputs[k].to(loaded.device) for k in ("input_ids", "mm_token_type_ids", "image_grid_thw", "attention_mask"))) \
                     if inputs.get("image_grid_thw") is not None else (torch.arange(seq).view(1, 1, -1).expand(3, 1, seq), None)
                 values["position_ids"] = mrope.cpu()
-                tensors["sync.position_ids"] = values["position_ids"][:, 0].clone()
+                tensors[tensor_name(T.SYNC_POSITION_IDS)] = values["position_ids"][:, 0].clone()
         for k, rows in enumerate(deep_all):
             values[f"deepstack.{k}"] = rows
         deepstack_fed = any(r.startswith("deepstack.") for r in spec.inputs)
@@ -196,11 +197,11 @@ def run_export(opened: OpenExport, loaded, inputs: dict) -> OnnxRun:
         feed = {tensor: _feed(ins, tensor, values[role]) for role, tensor in spec.inputs.items()}
         out = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feed)))
         logits = _rows(out[spec.outputs["logits"]])
-        tensors["step.0.logits"] = logits[-1] if logits.ndim == 2 else logits
+        tensors[tensor_name(T.STEP_LOGITS, step=0)] = logits[-1] if logits.ndim == 2 else logits
         exposed.append("logits")
         for role, tensor in spec.outputs.items():
             if role.startswith("layer."):
-                tensors[f"{role}.hidden"] = _rows(out[tensor])
+                tensors[tensor_name(T.LAYER_HIDDEN, layer=int(role.split(".")[1]))] = _rows(out[tensor])
                 exposed.append(role)
     return OnnxRun(tensors, exposed, position_input, position_shape, deepstack_count(loaded), deepstack_fed, dtype, opened.provider)
 

@@ -8,6 +8,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from qdebug.trace.summaries import TensorStats
+
 from .findings import findings_panel
 from .heatmap import heatmap, legend, thumbnail
 
@@ -25,31 +27,32 @@ def stage_table(trace) -> Table:
 
 def _stage_what(trace, stage) -> str:
     s = stage.summary
-    if trace.meta.get("audio") and stage.name in ("preprocess", "encode", "sync"):
+    if trace.meta.audio and stage.name in ("preprocess", "encode", "sync"):
         from .audio_strip import audio_stage_what
 
         return audio_stage_what(stage) or ""
     if stage.name == "preprocess":
-        return f"{s['num_tokens']} tokens, pixel_values {s.get('pixel_values_shape')}, grid_thw {s.get('image_grid_thw')}, spans {s.get('spans')}"
+        return f"{s.num_tokens} tokens, pixel_values {s.pixel_values_shape}, grid_thw {s.image_grid_thw}, spans {s.spans}"
     if stage.name == "encode":
-        return "; ".join(f"img {i['image']}: {i['rows']}×{i['dim']} |x| mean {i['norm_mean']:.3g} fp {i['fingerprint'][:8]}" for i in s.get("images", []))
+        return "; ".join(f"img {i.image}: {i.rows}×{i.dim} |x| mean {i.stats.norm_mean:.3g} fp {i.fingerprint[:8]}" for i in s.images or [])
     if stage.name == "sync":
-        parts = [f"img {i['image']}: text@{i['text_offset']} visual@{i['visual_offset']} rows {i['rows']}/{i['placeholders']}" for i in s.get("images", [])]
-        if "rope_deltas" in s:
-            parts.append(f"rope_deltas {s['rope_deltas']}")
+        parts = [f"img {i.image}: text@{i.text_offset} visual@{i.visual_offset} rows {i.rows}/{i.placeholders}" for i in s.images or []]
+        if s.rope_deltas is not None:
+            parts.append(f"rope_deltas {s.rope_deltas}")
         return "; ".join(parts)
     if stage.name.startswith("layer."):
-        what = f"hidden {s.get('shape')} mean {s.get('mean', 0):.3g} std {s.get('std', 0):.3g} max|x| {s.get('max_abs', 0):.3g}" + (" +attn" if "attn_shape" in s else "")
-        if s.get("kind") == "linear_attention":
+        st = s.stats or TensorStats(mean=0, std=0, max_abs=0)
+        what = f"hidden {st.shape} mean {st.mean:.3g} std {st.std:.3g} max|x| {st.max_abs:.3g}" + (" +attn" if s.attn_shape is not None else "")
+        if s.kind == "linear_attention":
             what += " · linear attention (no attention matrix)"
-        deep = s.get("deepstack")
+        deep = s.deepstack
         if deep and deep.get("added"):
             what += f" · +deepstack level {deep['level']} to {deep['rows']} rows (×{deep['relative_norm']:.2f} of |h|)"
         return what
     if stage.name == "logits":
-        return f"{s.get('positions')} positions, next: {', '.join(map(repr, s.get('last_topk', [])))}"
+        return f"{s.positions} positions, next: {', '.join(map(repr, s.last_topk or []))}"
     if stage.name.startswith("step."):
-        return f"{s['token']!r} p={s['prob']:.3f} H={s['entropy']:.3f}"
+        return f"{s.token!r} p={s.prob:.3f} H={s.entropy:.3f}"
     return ""
 
 
@@ -97,12 +100,12 @@ def attn_renderables(result) -> list:
     from qdebug.analysis.attention import attention_grid, step_query
 
     trace, pil_images = result.trace, result.pil_images
-    model = trace.meta["model"]
+    model = trace.meta.model
     about = f"{model['spec']} · {model['architecture']} · {model['device']} · {model['dtype']}"
     text = trace.generated_text or "(empty)"
     out = [
         Panel(Text(text, style="bold"), title="generated", subtitle=about, width=max(len(text), len(about)) + 6),
-        Text(trace.meta.get("attn_capture", ""), style="dim"),
+        Text(trace.meta.attn_capture or "", style="dim"),
         Text(_processors_line(trace), style="dim"),
         stage_table(trace),
         topk_table(trace),
@@ -115,12 +118,12 @@ def attn_renderables(result) -> list:
         grid = attention_grid(trace, img.index, queries=queries, layer=result.layer, head=result.head)
         if grid is not None:
             out.append(heatmap_panel(trace, img, grid, f"image {img.index} ← {what} ({sel})", pil_images[img.index]))
-    if trace.meta.get("audio"):
+    if trace.meta.audio:
         from qdebug.analysis.audio_attention import attention_strip
 
         from .audio_strip import strip_panel
 
-        for clip in trace.meta["audio"]:
+        for clip in trace.meta.audio:
             strip = attention_strip(trace, clip["index"], queries=queries, layer=result.layer, head=result.head)
             if strip is not None and strip.numel():
                 out.append(strip_panel(trace, clip, strip, f"clip {clip['index']} ← {what} ({sel})"))
@@ -130,7 +133,7 @@ def attn_renderables(result) -> list:
 
 def _processors_line(trace) -> str:
     """What generate chose from: the checkpoint's logits processors, and the steps where raw and processed top-1 part."""
-    names = trace.meta.get("processors") or []
+    names = trace.meta.processors or []
     if not names:
         return "generate chose from the raw logits (no logits processors in the generation config)"
     parted = [s.index for s in trace.steps if s.raw_topk is not None and s.raw_topk.token_ids[0] != s.token_id]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from qdebug.trace.tensor_names import TensorKind as T
+
 from .files import pyplot, save_png
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
@@ -27,7 +29,7 @@ def strip_panel(trace, clip: dict, strip, title: str, width: int = 72):
 
     from qdebug.analysis.audio_attention import strip_peak
 
-    env = trace.tensors.get(f"audio.{clip['index']}.envelope")
+    env = trace.tensor_or_none(T.AUDIO_ENVELOPE, image=clip["index"])
     text = Text()
     if env is not None and len(env):
         wave = _resample(env.tolist(), width)
@@ -62,7 +64,7 @@ def audio_png(trace, path: str | Path, *, steps: list[int], layer: int | None = 
     which += f", head {head}" if head is not None else ", mean of heads"
     fig.suptitle(f"attention of each generated token over the clip ({which})\n\"{trace.generated_text}\"", fontsize=10)
     for i, clip in enumerate(info):
-        env = trace.tensors.get(f"audio.{clip['index']}.envelope")
+        env = trace.tensor_or_none(T.AUDIO_ENVELOPE, image=clip["index"])
         for j, k in enumerate(steps):
             ax = axes[i * len(steps) + j][0]
             seconds = clip["seconds"]
@@ -91,11 +93,11 @@ def audio_stage_what(stage) -> str | None:
     """One-line summary of an audio request's preprocess/encode/sync stage (None for other stages)."""
     s = stage.summary
     if stage.name == "preprocess":
-        return f"{s['num_tokens']} tokens, input_features {s.get('input_features_shape')}, frames kept {s.get('frames_kept')}, spans {s.get('spans')}"
+        return f"{s.num_tokens} tokens, input_features {s.input_features_shape}, frames kept {s.frames_kept}, spans {s.spans}"
     if stage.name == "encode":
-        return "; ".join(f"clip {c['audio']}: {c['rows']}×{c['dim']} of {c['rows_out']} rows |x| mean {c['norm_mean']:.3g} fp {c['fingerprint'][:8]}"
-                         for c in s.get("audio", []))
+        return "; ".join(f"clip {c.audio}: {c.rows}×{c.dim} of {c.rows_out} rows |x| mean {c.stats.norm_mean:.3g} fp {c.fingerprint[:8]}"
+                         for c in s.audio or [])
     if stage.name == "sync":
-        return "; ".join(f"clip {c['audio']}: text@{c['text_offset']} audio@{c['audio_offset']} rows {c['rows']}/{c['placeholders']} ({c['frames']} frames)"
-                         for c in s.get("audio", []))
+        return "; ".join(f"clip {c.audio}: text@{c.text_offset} audio@{c.audio_offset} rows {c.rows}/{c.placeholders} ({c.frames} frames)"
+                         for c in s.audio or [])
     return None

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from qdebug.errors import InputError, first_line
 from qdebug.trace.protocols import Fault
 from qdebug.trace.runner import CaptureOptions, trace_request
+from qdebug.trace.tensor_names import TensorKind as T
 
 from .batch import Batch
 from .batched import BatchedRow, run_batched
@@ -186,7 +187,7 @@ def _clean(trace, reference) -> bool:
 
 def landed_rows(trace):
     """Rows found at the trace's image placeholder positions in the embeddings the decoder received."""
-    embeds = trace.tensors.get("sync.embeds")
+    embeds = trace.tensor_or_none(T.SYNC_EMBEDS)
     positions = trace.image_positions()
     if embeds is None or not positions:
         return None
@@ -197,5 +198,5 @@ def encoded_rows(trace):
     """The trace's encoder output rows, all images in order."""
     import torch
 
-    rows = [trace.tensors[f"encode.{i.index}"] for i in trace.images if f"encode.{i.index}" in trace.tensors]
+    rows = [trace.tensor(T.ENCODE, image=i.index) for i in trace.images if trace.has_tensor(T.ENCODE, image=i.index)]
     return torch.cat(rows) if rows else None

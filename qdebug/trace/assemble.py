@@ -1,4 +1,4 @@
-"""Assemble a Trace from what a Recorder captured: stage summaries, checks, tensors and findings."""
+"""Assemble a Trace from what a Recorder captured: one function per stage (trace/stages/), then findings and meta."""
 
 from __future__ import annotations
 
@@ -6,15 +6,19 @@ import datetime as _dt
 
 from qdebug import __version__
 from qdebug.findings import Finding
-from qdebug.vocab import FindingKind, Severity
+from qdebug.vocab import Severity
 
-from .hooks import Recorder, not_recording, to_cpu
+from .hooks import Recorder
 from .input_checks import context_limit, image_digest, input_findings
+from .meta import TraceMeta
 from .processors import active_processors
-from .schema import Check, ImageInfo, Stage, Step, TopK, Trace
-from .stats import best_block_match, fingerprint, tensor_stats, topk_of
-
-SAME_ROWS = 1 - 1e-4  # mean cosine at which a block of rows counts as the image's own encoder rows
+from .schema import Stage, Trace
+from .stages.encode import encode_stage
+from .stages.layers import layer_stages
+from .stages.logits import logits_stage
+from .stages.preprocess import image_infos, preprocess_stage
+from .stages.steps import step_stages
+from .stages.sync import sync_stage
 
 
 def assemble_trace(loaded, request, prepared, rec: Recorder, generated, queries, options, reached: list[str] | None = None) -> Trace:
@@ -23,134 +27,30 @@ def assemble_trace(loaded, request, prepared, rec: Recorder, generated, queries,
     For a run paused mid-way pass `reached` (the stages so far) and `generated=None`: the trace then holds
     only those stages, and each step's token is the greedy choice of its logits.
     """
-    import torch
-
     rec.flush()  # nothing below reads a device tensor
     if generated is None:
         generated = [int(logits.argmax()) for logits in rec.step_logits]
-
     tok = loaded.processor.tokenizer
-    inputs = prepared.inputs
-    ids = inputs["input_ids"][0].tolist()
-    merge = loaded.adapter.merge_size(loaded.config)
-    grids = inputs.get("image_grid_thw")
-    images = []
+    ids = prepared.inputs["input_ids"][0].tolist()
     audio = loaded.adapter.modality == "audio"
-    for i, (start, end) in enumerate([] if audio else prepared.spans):
-        t, h, w = (int(x) for x in grids[i]) if grids is not None else (1, 0, 0)
-        size = request.images[i].size if i < len(request.images) else (0, 0)
-        path = request.image_paths[i] if i < len(request.image_paths) else f"<image {i}>"
-        images.append(ImageInfo(i, path, tuple(size), (t, h, w), (start, end), h // merge, w // merge))
-
+    images = image_infos(loaded, request, prepared)
     tensors: dict = {}
-    stages: dict[str, Stage] = {}
-    findings: list[Finding] = []
-    stages["preprocess"] = Stage(
-        "preprocess",
-        {
-            "text": prepared.text,
-            "num_tokens": len(ids),
-            "pixel_values_shape": list(inputs["pixel_values"].shape) if "pixel_values" in inputs else None,
-            "image_grid_thw": [list(i.grid_thw) for i in images],
-            "spans": [list(i.span) for i in images],
-        },
-        [Check("one placeholder span per image", len(prepared.spans) == len(request.images), kind=FindingKind.SHAPE_MISMATCH)],
-    )
+    if audio:  # audio families have the same three input stages, clip-shaped
+        from .stages.audio import audio_stages
 
-    # encode: the vision tower's merged rows, split per image.
-    encode_rows = []
-    if rec.vision_rows is not None:
-        sizes = [img.tokens for img in images]
-        encode_rows = list(torch.split(rec.vision_rows, sizes)) if sum(sizes) == rec.vision_rows.shape[0] else []
-    enc_summary, enc_checks = [], []
-    for img, rows in zip(images, encode_rows):
-        st = tensor_stats(rows)
-        tensors[f"encode.{img.index}"] = rows
-        enc_summary.append({"image": img.index, "rows": rows.shape[0], "dim": rows.shape[1], **st, "fingerprint": fingerprint(rows)})
-        enc_checks.append(Check(f"image {img.index}: no NaN/Inf", st["nan"] == 0 and st["inf"] == 0, f"{st['nan']} NaN, {st['inf']} Inf", FindingKind.NAN_INF))
-    if rec.vision_rows is not None and not encode_rows:
-        enc_checks.append(Check("encoder rows split per image", False, f"{rec.vision_rows.shape[0]} rows for grids {[i.grid_thw for i in images]}"))
-    stages["encode"] = Stage("encode", {"images": enc_summary}, enc_checks)
-
-    stages["sync"] = _sync_stage(loaded, images, encode_rows, rec, inputs, tensors)
-    if audio:  # audio families replace the three input stages (same names, clip-shaped contents)
-        from .audio_stages import audio_stages
-
-        audio_three, audio_meta = audio_stages(loaded, request, prepared, rec, tensors)
-        stages.update(audio_three)
-
+        stages, audio_meta = audio_stages(loaded, request, prepared, rec, tensors)
+    else:
+        encode, encode_rows = encode_stage(rec, images, tensors)
+        stages = {"preprocess": preprocess_stage(request, prepared, images), "encode": encode,
+                  "sync": sync_stage(loaded, images, encode_rows, rec, prepared.inputs, tensors)}
     n_layers = len(loaded.adapter.decoder_layers(loaded.model))
-    for layer in sorted(set(rec.hidden) | set(rec.hidden_stats)) or range(n_layers):
-        summary: dict = {"layer": layer}
-        checks = []
-        st = rec.hidden_stats.get(layer)
-        if layer in rec.hidden:
-            tensors[f"layer.{layer}.hidden"] = rec.hidden[layer]
-            st = st or tensor_stats(rec.hidden[layer])
-        if layer in rec.hidden_kept:
-            tensors[f"layer.{layer}.last"] = rec.hidden_kept[layer]  # the last prompt row (rows × dim)
-        if st is not None:
-            summary.update(st)
-            checks.append(Check("no NaN/Inf", st["nan"] == 0 and st["inf"] == 0, f"{st['nan']} NaN, {st['inf']} Inf", FindingKind.NAN_INF))
-        if rec.step_hidden.get(layer):
-            tensors[f"layer.{layer}.step_hidden"] = torch.stack(rec.step_hidden[layer])
-        if rec.attn.get(layer):
-            attn = torch.cat(rec.attn[layer], dim=1)
-            tensors[f"layer.{layer}.attn"] = attn
-            summary["attn_shape"] = list(attn.shape)
-        stages[f"layer.{layer}"] = Stage(f"layer.{layer}", summary, checks)
+    stages.update(layer_stages(rec, n_layers, tensors))
+    stages["logits"] = logits_stage(loaded, rec, len(ids), tok, options, tensors)
+    steps, step_stage_map = step_stages(rec, generated, tok, options.topk, tensors)
+    stages.update(step_stage_map)
 
-    if getattr(options, "prompt_logits", True) or not rec.step_logits:
-        stages["logits"] = _logits_stage(loaded, rec, ids, tok, options.topk, tensors)
-    else:  # the last prompt position's logits are step 0's: no lm_head pass over the whole prompt
-        last = topk_of(rec.step_logits[0], options.topk)[0]
-        stages["logits"] = Stage("logits", {"positions": len(ids), "k": options.topk, "last_topk": [_tok_text(tok, i) for i in last],
-                                            "prompt_topk": "last position only"})
-
-    steps = []
-    processed = getattr(rec, "processed_scores", None) or []
-    for k, logits in enumerate(rec.step_logits[: len(generated)]):
-        chosen = generated[k]
-        raw_ids, raw_p, raw_entropy = topk_of(logits, options.topk)
-        raw_prob = float(torch.softmax(logits.float(), -1)[chosen])
-        scores = processed[k] if k < len(processed) and processed[k].shape == logits.shape else logits
-        top_ids, top_p, entropy = topk_of(scores, options.topk)
-        p = float(torch.softmax(scores.float(), -1)[chosen])
-        tensors[f"step.{k}.logits"] = logits
-        steps.append(
-            Step(k, chosen, _tok_text(tok, chosen), p, entropy, TopK(top_ids, [_tok_text(tok, i) for i in top_ids], top_p),
-                 raw_topk=TopK(raw_ids, [_tok_text(tok, i) for i in raw_ids], raw_p), raw_prob=raw_prob)
-        )
-        stages[f"step.{k}"] = Stage(f"step.{k}", {"token": _tok_text(tok, chosen), "token_id": chosen, "prob": p, "entropy": entropy,
-                                                  "raw_prob": raw_prob, "raw_entropy": raw_entropy})
-
-    for stage in stages.values():
-        for check in stage.checks:
-            if not check.ok:
-                findings.append(Finding(kind=check.kind, severity=Severity.ERROR, message=f"{stage.name}: {check.name} failed ({check.detail})", stage=stage.name))
-
-    findings.extend(input_findings(request, len(ids), context_limit(loaded.adapter.text_config(loaded.config))))
-    prompt_len = len(ids)
-    attn_queries = list(queries) + [prompt_len + k for k in range(max(0, len(generated) - 1))]
-    meta = {
-        "qdebug": __version__,
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "model": loaded.describe(),
-        "torch": torch.__version__,
-        "transformers": __import__("transformers").__version__,
-        "attn_capture": _attn_note(loaded, options, sorted(rec.attn)),
-        "layers_captured": sorted(rec.attn),
-        "queries": options.queries if isinstance(options.queries, str) else list(options.queries),
-        "keep_hidden": bool(options.keep_hidden),
-        "processors": active_processors(loaded.model.generation_config) if processed else [],
-        "num_layers": n_layers,
-        "num_heads": int(loaded.adapter.text_config(loaded.config).num_attention_heads),
-        "num_kv_heads": int(loaded.adapter.text_config(loaded.config).num_key_value_heads),
-        "hidden_size": int(loaded.adapter.text_config(loaded.config).hidden_size),
-        "vocab_size": int(loaded.adapter.text_config(loaded.config).vocab_size),
-    }
-    if audio:
-        meta["audio"] = audio_meta
+    findings = _check_findings(stages) + input_findings(request, len(ids), context_limit(loaded.adapter.text_config(loaded.config)))
+    meta = _meta(loaded, options, rec, n_layers, audio_meta if audio else None)
     if reached is not None:
         keep = set(reached)
         stages = {name: stage for name, stage in stages.items() if name in keep}
@@ -173,109 +73,44 @@ def assemble_trace(loaded, request, prepared, rec: Recorder, generated, queries,
         steps=steps,
         generated_ids=list(generated),
         generated_text=tok.decode(generated, skip_special_tokens=True),
-        attn_queries=attn_queries,
+        attn_queries=list(queries) + [len(ids) + k for k in range(max(0, len(generated) - 1))],
         findings=findings,
         tensors=tensors,
     )
 
 
-def _sync_stage(loaded, images, encode_rows, rec: Recorder, inputs, tensors) -> Stage:
-    """Where each image's rows landed in the merged embeddings, and the MRoPE ids the decoder received."""
+def _check_findings(stages: dict[str, Stage]) -> list[Finding]:
+    """One error finding per failed check, in stage order."""
+    return [Finding(kind=check.kind, severity=Severity.ERROR, message=f"{stage.name}: {check.name} failed ({check.detail})", stage=stage.name)
+            for stage in stages.values() for check in stage.checks if not check.ok]
+
+
+def _meta(loaded, options, rec: Recorder, n_layers: int, audio_meta: list[dict] | None) -> TraceMeta:
+    """Versions, the model, what was captured and the decoder's shape."""
     import torch
 
-    checks, per_image = [], []
-    embeds = rec.embeds
-    if embeds is not None:
-        tensors["sync.embeds"] = embeds
-    for img, rows in zip(images, encode_rows):
-        start, end = img.span
-        landed, score = _landed(rows, embeds, start, end)
-        if score < SAME_ROWS:  # the image's own rows are nowhere in the stream: it got someone else's
-            landed = None
-        exact = embeds is not None and end - start == rows.shape[0] and bool(torch.equal(embeds[start:end], rows.to(embeds.dtype)))
-        diff = float((embeds[start:end].float() - rows.float()).abs().max()) if embeds is not None and end - start == rows.shape[0] else None
-        per_image.append(
-            {"image": img.index, "text_offset": start, "visual_offset": landed, "match": score, "rows": rows.shape[0],
-             "placeholders": end - start, "expected": img.tokens, "max_abs_diff": diff, "fingerprint": fingerprint(embeds[start:end]) if embeds is not None else None}
-        )
-        checks.append(Check(f"image {img.index}: rows == placeholders == t·h·w/merge²", rows.shape[0] == end - start == img.tokens,
-                            f"{rows.shape[0]} rows, {end - start} placeholders, {img.tokens} expected", FindingKind.SHAPE_MISMATCH))
-        checks.append(Check(f"image {img.index}: visual offset == text offset", landed == start,
-                            f"visual {landed}, text {start}" if landed is not None else f"its rows are not in the stream (text {start})", FindingKind.DESYNC))
-        checks.append(Check(f"image {img.index}: merged rows equal encode rows", exact, f"max |diff| {diff}", FindingKind.FINGERPRINT))
-    summary: dict = {"images": per_image}
-    if rec.position_ids is not None:
-        received = rec.position_ids.cpu()
-        tensors["sync.position_ids"] = received
-        summary["position_ids_shape"] = list(received.shape)
-        if "image_grid_thw" in inputs:
-            expected, deltas = loaded.adapter.rope_index(
-                loaded.model,
-                inputs["input_ids"].to(loaded.device),
-                inputs["mm_token_type_ids"].to(loaded.device),
-                inputs["image_grid_thw"].to(loaded.device),
-                inputs["attention_mask"].to(loaded.device),
-            )
-            expected = expected[:, 0].cpu()
-            tensors["sync.expected_position_ids"] = expected
-            summary["rope_deltas"] = [int(d) for d in deltas.view(-1).tolist()]
-            same = expected.shape == received.shape and bool(torch.equal(expected, received))
-            checks.append(Check("MRoPE position ids == get_rope_index", same,
-                                "identical" if same else f"{int((expected != received).any(0).sum()) if expected.shape == received.shape else 'shape'} positions differ",
-                                FindingKind.POSITION_IDS))
-    return Stage("sync", summary, checks)
+    text_config = loaded.adapter.text_config(loaded.config)
+    return TraceMeta(
+        qdebug=__version__,
+        created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        model=loaded.describe(),
+        torch=torch.__version__,
+        transformers=__import__("transformers").__version__,
+        attn_capture=_attn_note(loaded, sorted(rec.attn)),
+        layers_captured=sorted(rec.attn),
+        queries=options.queries if isinstance(options.queries, str) else list(options.queries),
+        keep_hidden=bool(options.keep_hidden),
+        processors=active_processors(loaded.model.generation_config) if getattr(rec, "processed_scores", None) else [],
+        num_layers=n_layers,
+        num_heads=int(text_config.num_attention_heads),
+        num_kv_heads=int(text_config.num_key_value_heads),
+        hidden_size=int(text_config.hidden_size),
+        vocab_size=int(text_config.vocab_size),
+        audio=audio_meta,
+    )
 
 
-def _landed(rows, embeds, start: int, end: int):
-    """(where the image's rows landed, match score): its own span first, so the same image twice in one
-    request is found at each copy's own place; elsewhere only when its span does not hold them."""
-    if embeds is None:
-        return None, 0.0
-    if end - start == rows.shape[0]:
-        own = float(torch_cosine_rows(rows, embeds[start:end]))
-        if own >= SAME_ROWS:
-            return start, own
-    return best_block_match(rows, embeds)
-
-
-def torch_cosine_rows(a, b):
-    """Mean row-by-row cosine similarity of two `n × dim` blocks."""
-    import torch
-
-    return torch.nn.functional.cosine_similarity(a.float(), b.float(), dim=-1).mean()
-
-
-def _logits_stage(loaded, rec: Recorder, ids, tok, k: int, tensors) -> Stage:
-    """Top-k and entropy at every prompt position, from the model's own lm_head on the final hidden states."""
-    import torch
-
-    if rec.final_hidden is None:
-        return Stage("logits", {})
-    head = loaded.adapter.lm_head(loaded.model)
-    top_ids, top_p, ent = [], [], []
-    device = head.weight.device
-    for chunk in torch.split(rec.final_hidden, 64):  # 64 rows × vocab × float32 at a time: ~0.1 GiB at Qwen's vocab
-        with not_recording():  # a paused run's recorder is still active in this thread
-            logits = head(chunk.to(device))
-        # On the head's device: only the top-k and the entropy cross to CPU, never rows × vocab.
-        logp = torch.log_softmax(logits.float(), -1)
-        p = logp.exp()
-        vals, idx = p.topk(min(k, p.shape[-1]), dim=-1)
-        top_ids.append(to_cpu(idx))
-        top_p.append(to_cpu(vals))
-        ent.append(to_cpu(-(p * logp).nan_to_num().sum(-1)))
-    tensors["logits.topk_ids"] = torch.cat(top_ids).cpu()
-    tensors["logits.topk_probs"] = torch.cat(top_p).cpu()
-    tensors["logits.entropy"] = torch.cat(ent).cpu()
-    last = tensors["logits.topk_ids"][-1].tolist()
-    return Stage("logits", {"positions": len(ids), "k": k, "last_topk": [_tok_text(tok, i) for i in last]})
-
-
-def _tok_text(tok, token_id: int) -> str:
-    return tok.decode([token_id], skip_special_tokens=False)
-
-
-def _attn_note(loaded, options, captured: list[int]) -> str:
+def _attn_note(loaded, captured: list[int]) -> str:
     """Which layers recorded weights, and which kernel computed every layer's output."""
     if not captured:
         return f"no attention weights recorded; every layer ran {loaded.kernel}"

@@ -70,16 +70,16 @@ class DeepstackRecorder:
         return (self.levels[best] if best is not None and best < len(self.levels) else None), (score if best is not None else None)
 
     def attach(self, trace, loaded, prepared) -> None:
-        """Per-layer deepstack evidence on each layer stage and in `meta["deepstack"]` (judged by analysis.detectors.deepstack)."""
+        """Per-layer deepstack evidence on each layer stage and in `meta.deepstack` (judged by analysis.detectors.deepstack)."""
         per_layer = []
         for layer in sorted(self.layers):
             rec = self.layers[layer]
             stage = trace.stages.get(f"layer.{layer}")
             if stage is not None:
-                stage.summary["deepstack"] = {k: v for k, v in rec.items() if k != "rows"} | {"rows": len(rec["rows"])}
+                stage.summary.deepstack = {k: v for k, v in rec.items() if k != "rows"} | {"rows": len(rec["rows"])}
             per_layer.append({"layer": layer, **rec})
-        trace.meta["deepstack"] = {"levels": self.levels, "features_handed": len(self.features) if self.features is not None else 0,
-                                   "layers": per_layer}
+        trace.meta.deepstack = {"levels": self.levels, "features_handed": len(self.features) if self.features is not None else 0,
+                                "layers": per_layer}
 
 
 @contextmanager

@@ -14,6 +14,7 @@ from qdebug.vocab import FindingKind
 
 from .schema import Check
 from .stats import tensor_stats
+from .tensor_names import TensorKind as T, tensor_name
 
 
 def _stats(t) -> dict:
@@ -54,12 +55,12 @@ class LinearRecorder:
         import torch
 
         types = loaded.adapter.layer_types(loaded.config)
-        trace.meta["layer_types"] = types
+        trace.meta.layer_types = types
         for layer, kind in enumerate(types):
             stage = trace.stages.get(f"layer.{layer}")
             if stage is None:
                 continue
-            stage.summary["kind"] = kind
+            stage.summary.kind = kind
             rec = self.layers.get(layer)
             if kind != "linear_attention" or rec is None:
                 continue
@@ -68,8 +69,8 @@ class LinearRecorder:
             kept = [n for n in rec["state_norm"] if n.shape[0] == heads]
             norms = torch.stack(kept) if kept else None
             if norms is not None:
-                trace.tensors[f"layer.{layer}.state_norm"] = norms  # kernel calls × value heads
-            stage.summary["linear_attention"] = {
+                trace.tensors[tensor_name(T.LAYER_STATE_NORM, layer=layer)] = norms  # kernel calls × value heads
+            stage.summary.linear_attention = {
                 "kernel": rec["kernel"], "calls": rec["calls"],
                 **{f"{n}_shape": rec[f"{n}_shape"] for n in ("query", "key", "value", "g", "beta")},
                 "q": rec["query"], "k": rec["key"], "v": rec["value"], "g": rec["g"], "beta": rec["beta"],
@@ -83,7 +84,7 @@ class LinearRecorder:
         if pos is not None and sync is not None and pos.ndim == 2 and pos.shape[0] == 4:
             text = (prepared.inputs["attention_mask"][0].long().cumsum(-1) - 1).clamp(min=0)
             same = bool(torch.equal(pos[0].long(), text))
-            sync.summary["position_rows"] = 4
+            sync.summary.position_rows = 4
             sync.checks.append(Check("4-row position ids: text row == 1-D text positions", same,
                                      "identical" if same else f"{int((pos[0].long() != text).sum())} positions differ", FindingKind.POSITION_IDS))
 

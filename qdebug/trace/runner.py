@@ -166,7 +166,7 @@ def trace_request(
         trace = assemble_trace(loaded, request, prepared, recorder, generated, queries, options)
     for extra in extras:  # linear-attention layers (Qwen3.5), deepstack (Qwen3-VL)
         extra.attach(trace, loaded, prepared)
-    trace.meta["input_path"] = input_path
+    trace.meta.input_path = input_path
     return trace
 
 

@@ -13,6 +13,10 @@ from qdebug.errors import TraceFormatError
 from qdebug.findings import Finding
 from qdebug.vocab import FindingKind
 
+from .meta import TraceMeta
+from .summaries import Summary, summary_from_json
+from .tensor_names import TensorKind, layers_holding, tensor_name
+
 FORMAT = "qdebug-trace"
 FORMAT_VERSION = 1
 _JSON_NAME = "trace.json"
@@ -31,10 +35,10 @@ class Check:
 
 @dataclass
 class Stage:
-    """One pipeline stage: its canonical name, a JSON-able summary, and its checks."""
+    """One pipeline stage: its canonical name, its typed summary (trace.summaries), and its checks."""
 
     name: str
-    summary: dict = field(default_factory=dict)
+    summary: Summary = field(default_factory=Summary)
     checks: list[Check] = field(default_factory=list)
 
     @property
@@ -94,9 +98,10 @@ class ImageInfo:
 
 @dataclass
 class Trace:
-    """Everything captured for one request. Tensors are keyed by canonical names (see `tensor_names`)."""
+    """Everything captured for one request. Tensors are keyed by canonical names (`tensor_names.tensor_name`);
+    read them with `tensor(kind, layer=, step=, image=)`."""
 
-    meta: dict
+    meta: TraceMeta
     request: dict
     prompt_text: str
     input_ids: list[int]
@@ -120,6 +125,26 @@ class Trace:
         """Stage names in pipeline order (preprocess, encode, sync, layer.N…, logits, step.K…)."""
         return list(self.stages)
 
+    def tensor(self, kind: TensorKind | str, layer: int | None = None, step: int | None = None, image: int | None = None):
+        """The `kind` tensor of that layer, step or image (KeyError naming them when the trace holds none)."""
+        name = tensor_name(kind, layer=layer, step=step, image=image)
+        if name not in self.tensors:
+            where = ", ".join(f"{k} {v}" for k, v in (("layer", layer), ("step", step), ("image", image)) if v is not None)
+            raise KeyError(f"trace holds no {TensorKind(kind).value} tensor{f' for {where}' if where else ''} ({name})")
+        return self.tensors[name]
+
+    def has_tensor(self, kind: TensorKind | str, layer: int | None = None, step: int | None = None, image: int | None = None) -> bool:
+        """Whether the trace holds the `kind` tensor of that layer, step or image."""
+        return tensor_name(kind, layer=layer, step=step, image=image) in self.tensors
+
+    def tensor_or_none(self, kind: TensorKind | str, layer: int | None = None, step: int | None = None, image: int | None = None):
+        """The `kind` tensor of that layer, step or image, or None when the trace holds none."""
+        return self.tensors.get(tensor_name(kind, layer=layer, step=step, image=image))
+
+    def tensor_layers(self, kind: TensorKind | str) -> list[int]:
+        """The decoder layers holding a `kind` tensor, in order."""
+        return layers_holding(kind, self.tensors)
+
     def image_positions(self) -> list[int]:
         """Sequence positions of all image placeholder tokens, image by image."""
         out: list[int] = []
@@ -133,14 +158,14 @@ class Trace:
         return {
             "format": FORMAT,
             "version": FORMAT_VERSION,
-            "meta": self.meta,
+            "meta": self.meta.to_json(),
             "request": self.request,
             "prompt_text": self.prompt_text,
             "input_ids": self.input_ids,
             "tokens": self.tokens,
             "images": [asdict(i) for i in self.images],
             "stages": [
-                {"name": s.name, "summary": s.summary, "checks": [asdict(c) for c in s.checks]}
+                {"name": s.name, "summary": s.summary.to_json(), "checks": [asdict(c) for c in s.checks]}
                 for s in self.stages.values()
             ],
             "steps": [asdict(s) for s in self.steps],
@@ -155,7 +180,7 @@ class Trace:
         """Rebuild a Trace from its JSON part and tensors (TraceFormatError on a bad shape)."""
         try:
             return cls(
-                meta=data["meta"],
+                meta=TraceMeta.from_json(data["meta"]),
                 request=data["request"],
                 prompt_text=data["prompt_text"],
                 input_ids=list(data["input_ids"]),
@@ -173,7 +198,7 @@ class Trace:
                     for i in data["images"]
                 ],
                 stages={
-                    s["name"]: Stage(s["name"], s["summary"], [Check(**c) for c in s["checks"]])
+                    s["name"]: Stage(s["name"], summary_from_json(s["name"], s["summary"]), [Check(**c) for c in s["checks"]])
                     for s in data["stages"]
                 },
                 steps=[Step(**{**s, "topk": TopK(**s["topk"]), "raw_topk": TopK(**s["raw_topk"]) if s.get("raw_topk") else None})

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 
+SAME_ROWS = 1 - 1e-4  # mean cosine at which a block of rows counts as the image's (clip's) own encoder rows
+
 
 def tensor_stats(t) -> dict:
     """mean, std, max |x|, mean row norm, NaN and Inf counts of a `rows × dim` tensor."""
@@ -69,6 +71,13 @@ def topk_of(logits, k: int):
     probs, ids = p.topk(min(k, p.shape[-1]))
     entropy = float(-(p * logp).nan_to_num().sum())
     return ids.tolist(), probs.tolist(), entropy
+
+
+def cosine_rows(a, b):
+    """Mean row-by-row cosine similarity of two `n × dim` blocks."""
+    import torch
+
+    return torch.nn.functional.cosine_similarity(a.float(), b.float(), dim=-1).mean()
 
 
 def best_block_match(rows, seq):

@@ -25,6 +25,6 @@ def snapshot(loaded, request, prepared, recorder, reached: list[str], options: C
     image_positions = {p for s, e in prepared.spans for p in range(s, e)}
     queries = [p for p in range(len(prepared.inputs["input_ids"][0])) if p not in image_positions]
     trace = assemble_trace(loaded, request, prepared, recorder, None, queries, options or CaptureOptions(), reached=reached)
-    trace.meta["partial"] = True
-    trace.meta["note"] = PARTIAL_NOTE
+    trace.meta.partial = True
+    trace.meta.note = PARTIAL_NOTE
     return trace

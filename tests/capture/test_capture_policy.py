@@ -109,10 +109,10 @@ def test_layers_1_records_only_layer_1_and_equals_all(sdpa_demo, monkeypatch):
     assert all(rows == 1 for _, rows in calls["eager"])  # ...for the kept query row only (never T × T)
     n_layers = len(sdpa_demo.adapter.decoder_layers(sdpa_demo.model))
     assert {layer for layer, _ in calls["sdpa"]} == set(range(n_layers))  # every layer's output came from SDPA
-    assert one.meta["layers_captured"] == [1]
+    assert one.meta.layers_captured == [1]
     assert [k for k in one.tensors if k.endswith(".attn")] == ["layer.1.attn"]
     every = trace_request(sdpa_demo, request, CaptureOptions(attn_layers=None))
-    assert every.meta["layers_captured"] == list(range(n_layers))
+    assert every.meta.layers_captured == list(range(n_layers))
     assert torch.equal(one.tensors["layer.1.attn"], every.tensors["layer.1.attn"])
     from qdebug.analysis.attention import attention_grid
 
@@ -139,7 +139,7 @@ def test_default_keeps_stats_and_last_row_keep_hidden_keeps_all(sdpa_demo):
     assert torch.equal(small.tensors["layer.2.last"][0], full.tensors["layer.2.hidden"][n - 1])
     assert full.tensors["layer.0.hidden"].shape[0] == n
     for layer in range(4):  # statistics cover every row either way
-        assert small.stages[f"layer.{layer}"].summary["max_abs"] == pytest.approx(full.stages[f"layer.{layer}"].summary["max_abs"])
+        assert small.stages[f"layer.{layer}"].summary.stats.max_abs == pytest.approx(full.stages[f"layer.{layer}"].summary.stats.max_abs)
     assert small.attn_queries == [n - 1 + k for k in range(len(small.steps))]
     none = trace_request(sdpa_demo, request, CaptureOptions(hidden_rows=False))
     assert not [k for k in none.tensors if k.startswith("layer.") and not k.endswith(".attn")]
@@ -203,4 +203,4 @@ def test_prompt_topk_only_when_saved(scene_png, tmp_path):
 
     lean = run_attn(AttnArgs([path], "Describe the image.", device="cpu", max_new_tokens=2, prompt_logits=False)).trace
     assert "logits.topk_ids" not in lean.tensors
-    assert lean.stages["logits"].summary["last_topk"] == trace.stages["logits"].summary["last_topk"]
+    assert lean.stages["logits"].summary.last_topk == trace.stages["logits"].summary.last_topk

@@ -55,7 +55,7 @@ def test_processed_and_raw_part_under_a_harsh_penalty(harsh):
     loaded = load_model(str(harsh), "cpu", "float32", "sdpa")
     s = scene(4, width=140, height=140)
     trace = trace_request(loaded, build_request("Describe the image.", [], images=[s.image], max_new_tokens=12))
-    assert trace.meta["processors"] == ["repetition_penalty 50.0"]
+    assert trace.meta.processors == ["repetition_penalty 50.0"]
     assert all(step.topk.token_ids[0] == step.token_id for step in trace.steps)
     parted = [step for step in trace.steps if step.raw_topk.token_ids[0] != step.token_id]
     assert parted, "a penalty of 50 should move at least one choice away from the raw top-1"
@@ -75,7 +75,7 @@ def test_diff_vary_paths_agrees_with_a_penalty(penalised):
 def test_no_processors_named_without_any(demo):
     s = scene(2, width=112, height=112)
     trace = trace_request(demo, build_request("Describe the image.", [], images=[s.image], max_new_tokens=3))
-    assert trace.meta["processors"] == []
+    assert trace.meta.processors == []
     for step in trace.steps:
         assert step.topk.token_ids == step.raw_topk.token_ids
         assert torch.isclose(torch.tensor(step.prob), torch.tensor(step.raw_prob))

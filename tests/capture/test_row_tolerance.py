@@ -1,6 +1,7 @@
 """Per-row tolerance: massive activations in a few channels must not hide a difference in an ordinary value."""
 
 import copy
+from dataclasses import replace
 
 import pytest
 import torch
@@ -20,7 +21,7 @@ def full_trace(demo):
 
 def _as_bf16(trace):
     out = copy.copy(trace)
-    out.meta = {**trace.meta, "model": {**trace.meta["model"], "dtype": "bfloat16"}}
+    out.meta = replace(trace.meta, model={**trace.meta.model, "dtype": "bfloat16"})
     out.tensors = dict(trace.tensors)
     return out
 

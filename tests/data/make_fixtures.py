@@ -74,13 +74,13 @@ def make_burst(loaded):
         matrix.append([round(_cosine(stream, references[col].tensors["encode.0"]), 4) for col in ids])
     outcomes = []
     for rid in ids:
-        sync = replayed[rid].stages["sync"].summary["images"][0]
+        sync = replayed[rid].stages["sync"].summary.images[0]
         bad = rid == "c"
         outcomes.append(
             RequestOutcome(
                 id=rid, image=BURST[rid], reference=references[rid].generated_text, replayed=replayed[rid].generated_text,
                 verdict="contaminated" if bad else "ok", donor="b" if bad else None,
-                text_offset=sync["text_offset"], visual_offset=sync["visual_offset"],
+                text_offset=sync.text_offset, visual_offset=sync.visual_offset,
             )
         )
     n = {rid: references[rid].images[0].tokens for rid in ids}

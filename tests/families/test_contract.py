@@ -2,7 +2,6 @@
 
 import asyncio
 import json
-from pathlib import Path
 
 import pytest
 import torch
@@ -66,7 +65,7 @@ def test_spans_rows_merge_and_positions(family_model, name, media):
     ids = inputs["input_ids"][0].tolist()
     token = loaded.adapter.image_token_id(loaded.config)
     placeholders = [i for i, t in enumerate(ids) if t == token]
-    clips = trace.meta.get("audio") or []
+    clips = trace.meta.audio or []
     spans = [tuple(c["span"]) for c in clips] or [i.span for i in trace.images]
     assert [p for s, e in spans for p in range(s, e)] == placeholders  # spans match the processor's placeholders
     encoded = sum(trace.tensors[f"encode.{k}"].shape[0] for k in range(len(spans)))
@@ -97,6 +96,7 @@ def test_saved_trace_round_trips(family_model, name, media, tmp_path):
     trace = _trace(family_model, name, media)
     back = load_trace(save_trace(trace, tmp_path / "t.qdt"))
     assert back.to_json() == trace.to_json()
+    assert json.dumps(back.to_json()) == json.dumps(trace.to_json())  # same keys in the same order, byte for byte
     assert set(back.tensors) == set(trace.tensors) and all(torch.equal(back.tensors[k], trace.tensors[k]) for k in trace.tensors)
 
 

@@ -31,13 +31,13 @@ def test_records_levels_rows_and_norms_on_the_image_span(family_model):
     loaded = family_model("qwen3_vl")
     trace = trace_request(loaded, _request())
     start, end = trace.images[0].span
-    layers = {r["layer"]: r for r in trace.meta["deepstack"]["layers"]}
-    assert trace.meta["deepstack"]["levels"] == [0, 1]
+    layers = {r["layer"]: r for r in trace.meta.deepstack["layers"]}
+    assert trace.meta.deepstack["levels"] == [0, 1]
     for layer, level in ((0, 0), (1, 1)):
         r = layers[layer]
         assert r["added"] and r["rows"] == list(range(start, end)) and r["level"] == level and r["match"] > 0.999
         assert r["relative_norm"] > 0
-        assert trace.stages[f"layer.{layer}"].summary["deepstack"]["level"] == level
+        assert trace.stages[f"layer.{layer}"].summary.deepstack["level"] == level
     assert not layers[2]["added"]
     assert deepstack_findings(trace) == []
 

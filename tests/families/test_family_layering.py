@@ -5,7 +5,7 @@ import sys
 
 MODULES = [
     "qdebug.model.adapters.qwen3_5", "qdebug.model.adapters.qwen2_audio", "qdebug.model.linear_attention",
-    "qdebug.trace.audio", "qdebug.trace.audio_stages", "qdebug.trace.linear_record", "qdebug.trace.deepstack_record",
+    "qdebug.trace.audio", "qdebug.trace.stages.audio", "qdebug.trace.linear_record", "qdebug.trace.deepstack_record",
     "qdebug.trace.family_record",
 ]
 

@@ -26,7 +26,7 @@ def test_trace_matches_plain_generate_and_stages_check_the_clip(qwen2_audio, qwe
         out = plain.model.generate(**inputs, max_new_tokens=5, do_sample=False)
     assert trace.generated_ids == out[0, inputs["input_ids"].shape[1]:].tolist()
     assert all(s.ok for s in trace.stages.values())
-    (clip,) = trace.meta["audio"]
+    (clip,) = trace.meta.audio
     # 1 s at 16 kHz with a 160-sample hop: 100 frames kept by the mask; the model's conv + pool keep 25 rows.
     assert (clip["source_rate"], clip["rate"], clip["frames"], clip["rows"]) == (22050, 16000, 100, 25)
     start, end = clip["span"]
@@ -34,8 +34,8 @@ def test_trace_matches_plain_generate_and_stages_check_the_clip(qwen2_audio, qwe
     audio_id = plain.config.audio_token_id
     assert end - start == ids.count(audio_id) == 25 and ids[start:end] == [audio_id] * 25
     assert trace.tensors["encode.0"].shape == (25, 64)
-    sync = trace.stages["sync"].summary["audio"][0]
-    assert sync["audio_offset"] == sync["text_offset"] == start and sync["max_abs_diff"] == 0.0
+    sync = trace.stages["sync"].summary.audio[0]
+    assert sync.audio_offset == sync.text_offset == start and sync.max_abs_diff == 0.0
     assert abs(clip["seconds_per_row"] - 0.04) < 1e-9
 
 
@@ -123,7 +123,7 @@ def test_capture_input_audio_parts(tmp_path, clip_wav, qwen2_audio):
     assert ok.error is None and ok.request.parts[0] == ("audio", 0) and ok.request.audios[0].rate == 22050
     assert "not an audio clip" in bad.error
     trace = trace_request(qwen2_audio, ok.request)
-    assert trace.meta["audio"][0]["rows"] == 25 and trace.stages["sync"].ok
+    assert trace.meta.audio[0]["rows"] == 25 and trace.stages["sync"].ok
 
 
 def test_saved_audio_trace_round_trips(qwen2_audio, clip_wav, tmp_path):
@@ -131,7 +131,7 @@ def test_saved_audio_trace_round_trips(qwen2_audio, clip_wav, tmp_path):
 
     trace = trace_request(qwen2_audio, build_audio_request("What is it?", [load_audio(clip_wav)], max_new_tokens=2))
     back = load_trace(save_trace(trace, tmp_path / "t.qdt"))
-    assert back.meta["audio"] == trace.meta["audio"] and back.generated_ids == trace.generated_ids
+    assert back.meta.audio == trace.meta.audio and back.generated_ids == trace.generated_ids
     assert torch.equal(back.tensors["audio.0.envelope"], trace.tensors["audio.0.envelope"])
 
 

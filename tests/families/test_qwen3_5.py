@@ -23,12 +23,12 @@ def _trace(loaded, tokens=3):
 def test_linear_layers_record_layout_gates_and_state_norms(family_model):
     loaded = family_model("qwen3_5")
     trace = _trace(loaded)
-    assert trace.meta["layer_types"] == ["linear_attention", "full_attention", "linear_attention", "full_attention"]
+    assert trace.meta.layer_types == ["linear_attention", "full_attention", "linear_attention", "full_attention"]
     for layer in (0, 2):
         stage = trace.stages[f"layer.{layer}"]
-        info = stage.summary["linear_attention"]
+        info = stage.summary.linear_attention
         t = len(trace.input_ids)
-        assert stage.summary["kind"] == "linear_attention" and info["kernel"] == "chunk_gated_delta_rule"
+        assert stage.summary.kind == "linear_attention" and info["kernel"] == "chunk_gated_delta_rule"
         assert info["query_shape"] == info["key_shape"] == info["value_shape"] == [1, t, 4, 16]
         assert info["g_shape"] == info["beta_shape"] == [1, t, 4]
         assert info["g"]["max"] < 0 and 0 < info["beta"]["min"] <= info["beta"]["max"] < 1  # log-decay < 0, beta a sigmoid

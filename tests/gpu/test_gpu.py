@@ -114,7 +114,7 @@ def test_device_map_over_two_gpus(tmp_path):
     loaded = load_model("demo", "cuda", "bfloat16", "sdpa", device_map="balanced")
     trace = trace_request(loaded, build_request("Describe the image.", [], images=[scene(9).image], max_new_tokens=6))
     assert all(t.device.type == "cpu" for t in trace.tensors.values())
-    assert trace.meta["layers_captured"] == [0, 1, 2, 3]
+    assert trace.meta.layers_captured == [0, 1, 2, 3]
 
 
 def test_installed_command_on_gpu(tmp_path):

@@ -22,7 +22,7 @@ def _plain(renderable, width=130) -> str:
 def _desynced(trace, shift: int = 2):
     broken = copy.copy(trace)
     broken.stages = copy.deepcopy(trace.stages)
-    broken.stages["sync"].summary["images"][0]["visual_offset"] += shift
+    broken.stages["sync"].summary.images[0].visual_offset += shift
     return broken
 
 

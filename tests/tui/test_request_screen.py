@@ -62,12 +62,12 @@ async def test_brackets_cycle_layers_and_h_cycles_heads(trace):
         await pilot.press("left_square_bracket", "left_square_bracket", "left_square_bracket")
         assert screen.sel.layer is None  # back to the mean
         await pilot.press("left_square_bracket")
-        assert screen.sel.layer == trace.meta["num_layers"] - 1  # wraps
+        assert screen.sel.layer == trace.meta.num_layers - 1  # wraps
         heads = []
-        for _ in range(trace.meta["num_heads"] + 1):
+        for _ in range(trace.meta.num_heads + 1):
             await pilot.press("h")
             heads.append(screen.sel.head)
-        assert heads == [*range(trace.meta["num_heads"]), None]  # mean → 0 → 1 … → mean
+        assert heads == [*range(trace.meta.num_heads), None]  # mean → 0 → 1 … → mean
         await pilot.press("h")
         await pilot.pause()
         assert "head 0/" in text_of(screen.query_one(AttentionView))

@@ -1,5 +1,7 @@
 """`qdebug diff` semantics on the demo model: equivalent paths agree, injected faults part where they should."""
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -22,7 +24,7 @@ def test_token_ids_and_embeds_paths_agree(demo, order):
     assert result.first_divergence is None
     assert all(s.verdict == "ok" for s in result.stages if s.verdict != "missing")
     assert result.a_text == result.b_text and result.first_step_apart is None
-    assert a.meta["input_path"] == "ids" and b.meta["input_path"] == "embeds"
+    assert a.meta.input_path == "ids" and b.meta.input_path == "embeds"
     assert not [f for f in result.findings if f.kind.startswith("layout")]
 
 
@@ -65,7 +67,7 @@ def test_same_trace_twice_is_zero(demo_trace):
 
 def test_float32_vs_bfloat16_reports_truthfully(demo):
     ((_, result, a, b),) = _diff(vary="dtype")
-    assert a.meta["model"]["dtype"] == "float32" and b.meta["model"]["dtype"] == "bfloat16"
+    assert a.meta.model["dtype"] == "float32" and b.meta.model["dtype"] == "bfloat16"
     assert result.first_divergence is not None
     agree = [s.a_token == s.b_token for s in result.steps]
     assert [s.agree for s in result.steps] == agree
@@ -84,7 +86,7 @@ def test_different_requests_or_models_are_refused(demo, demo_trace):
     with pytest.raises(IncompatibleTracesError, match="different requests"):
         diff_traces(trace, other)
     alien = copy.copy(trace)
-    alien.meta = {**trace.meta, "num_layers": 28, "model": {**trace.meta["model"], "architecture": "Qwen2_5_VLForConditionalGeneration"}}
+    alien.meta = replace(trace.meta, num_layers=28, model={**trace.meta.model, "architecture": "Qwen2_5_VLForConditionalGeneration"})
     with pytest.raises(IncompatibleTracesError, match="different models"):
         diff_traces(trace, alien)
 

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from qdebug.errors import TraceFormatError
-from qdebug.trace.schema import load_trace, save_trace
+from qdebug.trace.meta import TraceMeta
+from qdebug.trace.schema import Trace, load_trace, save_trace
 
 
 def test_round_trip_is_identical(demo_trace, tmp_path):
@@ -51,3 +52,18 @@ def test_bad_files_are_refused(demo_trace, tmp_path, content, expected):
 def test_missing_file(tmp_path):
     with pytest.raises(TraceFormatError, match="not found"):
         load_trace(tmp_path / "nope.qdt")
+
+
+def test_json_round_trips_byte_for_byte(demo_trace):
+    trace, _ = demo_trace
+    again = Trace.from_json(json.loads(json.dumps(trace.to_json())), trace.tensors)
+    assert json.dumps(again.to_json()) == json.dumps(trace.to_json())
+
+
+def test_meta_keeps_its_key_order_and_unknown_keys():
+    data = {"qdebug": "0.1", "model": {"spec": "demo"}, "num_layers": 2, "num_heads": 4, "input_path": "ids", "later": {"x": 1}}
+    meta = TraceMeta.from_json(data)
+    assert meta.num_layers == 2 and meta.input_path == "ids" and meta.audio is None and meta.extra == {"later": {"x": 1}}
+    assert json.dumps(meta.to_json()) == json.dumps(data)
+    with pytest.raises(TypeError):
+        TraceMeta.from_json({"model": {}, "num_layers": 2})

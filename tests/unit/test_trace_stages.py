@@ -26,9 +26,9 @@ def test_preprocess_and_sync_offsets(demo_trace):
     assert end - start == 35
     assert all(trace.tokens[p] == "<|image_pad|>" for p in range(start, end))
     assert trace.tokens[start - 1] == "<|vision_start|>" and trace.tokens[end] == "<|vision_end|>"
-    sync = trace.stages["sync"].summary["images"][0]
-    assert sync["visual_offset"] == sync["text_offset"] == start
-    assert sync["rows"] == sync["placeholders"] == 35
+    sync = trace.stages["sync"].summary.images[0]
+    assert sync.visual_offset == sync.text_offset == start
+    assert sync.rows == sync.placeholders == 35
     assert trace.stages["sync"].ok and trace.findings == []
 
 

@@ -7,8 +7,8 @@ from qdebug.vocab import FindingKind, Severity
 
 
 def deepstack_findings(trace) -> list[Finding]:
-    """Findings from `meta["deepstack"]` (what was observed added between decoder layers) and the image spans."""
-    info = trace.meta.get("deepstack")
+    """Findings from `meta.deepstack` (what was observed added between decoder layers) and the image spans."""
+    info = trace.meta.deepstack
     if not info or not trace.images:
         return []
     levels = info["levels"]

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from qdebug.trace.tensor_names import TensorKind as T
+
 
 def first_token_divergence(reference, replayed) -> tuple[float | None, float | None]:
     """KL(reference ‖ replayed) of the first generated token's distribution, and top-k overlap."""
     if reference is None or replayed is None or not reference.steps or not replayed.steps:
         return None, None
-    a, b = reference.tensors.get("step.0.logits"), replayed.tensors.get("step.0.logits")
+    a, b = reference.tensor_or_none(T.STEP_LOGITS, step=0), replayed.tensor_or_none(T.STEP_LOGITS, step=0)
     first_kl = kl(a, b) if a is not None and b is not None and a.shape == b.shape else None
     return first_kl, topk_overlap(reference.steps[0].topk.token_ids, replayed.steps[0].topk.token_ids)
 

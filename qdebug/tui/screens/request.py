@@ -195,7 +195,7 @@ class RequestScreen(Screen):
         """Decoder layers of the model or trace on screen."""
         loaded = self.runs.loaded
         if self.doc is not None:
-            return self.doc.trace.meta.get("num_layers") or self.doc.trace.num_layers
+            return self.doc.trace.meta.num_layers or self.doc.trace.num_layers
         if loaded is not None:
             return len(loaded.adapter.decoder_layers(loaded.model))
         return None
@@ -205,7 +205,7 @@ class RequestScreen(Screen):
         """Attention heads per layer."""
         loaded = self.runs.loaded
         if self.doc is not None:
-            return self.doc.trace.meta.get("num_heads")
+            return self.doc.trace.meta.num_heads
         if loaded is not None:
             return int(loaded.adapter.text_config(loaded.config).num_attention_heads)
         return None

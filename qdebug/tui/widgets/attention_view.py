@@ -14,8 +14,8 @@ from .view_panel import ViewPanel
 
 def _choice(view: View) -> str:
     trace = view.doc.trace
-    layer = "layer mean" if view.sel.layer is None else f"layer {view.sel.layer}/{trace.meta.get('num_layers', '?')}"
-    head = "head mean" if view.sel.head is None else f"head {view.sel.head}/{trace.meta.get('num_heads', '?')}"
+    layer = "layer mean" if view.sel.layer is None else f"layer {view.sel.layer}/{trace.meta.num_layers}"
+    head = "head mean" if view.sel.head is None else f"head {view.sel.head}/{trace.meta.num_heads}"
     return f"{layer} · {head}"
 
 
@@ -85,7 +85,7 @@ def attention_renderable(view: View, width: int, height: int, plain: bool = Fals
 
     if linear_layer(trace, view.sel.layer):
         return linear_note(trace, view.sel.layer)
-    if not trace.images and trace.meta.get("audio"):
+    if not trace.images and trace.meta.audio:
         from .audio_attention import audio_attention_renderable
 
         return audio_attention_renderable(view, width)
@@ -119,8 +119,8 @@ def attention_renderable(view: View, width: int, height: int, plain: bool = Fals
     bar.add_row(legend(float(grid.min()), float(grid.max()), width=min(24, max(8, size - 10)), plain=plain),
                 Text(f"peak row {peak.row}, col {peak.col}", style="bold"))
     parts = [head, pictures, bar]
-    if trace.meta.get("attn_capture"):
-        parts.append(Text(trace.meta["attn_capture"], style="dim"))
+    if trace.meta.attn_capture:
+        parts.append(Text(trace.meta.attn_capture, style="dim"))
     return Group(*parts)
 
 

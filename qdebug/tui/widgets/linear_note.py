@@ -8,14 +8,14 @@ from rich.text import Text
 
 def linear_layer(trace, layer: int | None) -> bool:
     """Whether `layer` is a linear-attention layer of a hybrid model (from the trace's `layer_types`)."""
-    types = trace.meta.get("layer_types") or []
+    types = trace.meta.layer_types or []
     return layer is not None and 0 <= layer < len(types) and types[layer] == "linear_attention"
 
 
 def linear_note(trace, layer: int):
     """What the panel shows instead of a heatmap: the kernel's layout, gate/beta and state norms of the layer."""
     stage = trace.stages.get(f"layer.{layer}")
-    info = (stage.summary.get("linear_attention") if stage else None) or {}
+    info = (stage.summary.linear_attention if stage else None) or {}
     lines = [
         Text(f"layer {layer} is a linear-attention layer (gated delta rule): it has no attention matrix, so there is no heatmap.",
              style="bold"),

@@ -4,6 +4,9 @@ the visual rows where each image actually landed under it, and the MRoPE (t, h, 
 from __future__ import annotations
 
 from rich.text import Text
+
+from qdebug.trace.tensor_names import TensorKind as T
+
 from ..state import GENERATED_COLOUR, IMAGE_COLOURS, TEXT_COLOUR, View
 from .view_panel import ViewPanel
 
@@ -14,9 +17,9 @@ def _landed(trace) -> list[tuple[int, int, int, int]]:
     """(image, visual start, rows, text start) of each image whose rows were located in the embeddings."""
     sync = trace.stages.get("sync")
     out = []
-    for rec in (sync.summary.get("images", []) if sync else []):
-        if rec.get("visual_offset") is not None:
-            out.append((rec["image"], rec["visual_offset"], rec["rows"], rec["text_offset"]))
+    for rec in (sync.summary.images or [] if sync else []):
+        if rec.visual_offset is not None:
+            out.append((rec.image, rec.visual_offset, rec.rows, rec.text_offset))
     return out
 
 
@@ -42,8 +45,8 @@ def mrope_text(view: View, pos: int) -> Text:
     """The (t, h, w) position ids the decoder received at `pos`, against get_rope_index's when they differ."""
     trace = view.doc.trace
     text = Text("MRoPE (t,h,w) ")
-    received = trace.tensors.get("sync.position_ids")
-    expected = trace.tensors.get("sync.expected_position_ids")
+    received = trace.tensor_or_none(T.SYNC_POSITION_IDS)
+    expected = trace.tensor_or_none(T.SYNC_EXPECTED_POSITION_IDS)
     if received is not None and pos < received.shape[-1]:
         got = tuple(int(x) for x in received[:, pos].tolist())
         text.append(str(got), style="bold")
@@ -52,7 +55,7 @@ def mrope_text(view: View, pos: int) -> Text:
             if want != got:
                 text.append(f" ✗ expected {want}", style="bold red")
         return text
-    deltas = trace.stages["sync"].summary.get("rope_deltas") if "sync" in trace.stages else None
+    deltas = trace.stages["sync"].summary.rope_deltas if "sync" in trace.stages else None
     if pos >= view.doc.prompt_len and deltas:
         p = pos + deltas[0]
         text.append(f"({p}, {p}, {p})", style="bold")

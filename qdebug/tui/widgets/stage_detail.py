@@ -134,7 +134,7 @@ def compare_text(stage, other, role: str, limit: int = 6) -> Text:
     text = Text(f"vs {role}: ", style="bold")
     if other is None:
         return text.append("stage missing there", style="yellow")
-    mine, theirs = _flat(stage.summary), _flat(other.summary)
+    mine, theirs = _flat(stage.summary.to_json()), _flat(other.summary.to_json())
     diffs = [k for k in mine if k in theirs and _differs(mine[k], theirs[k])]
     diffs.sort(key=lambda k: not k.endswith(("fingerprint", "token", "offset")))  # the telling ones first
     if not diffs:
@@ -164,7 +164,7 @@ def detail_renderable(view: View):
         parts.append(Text(_WAITING[view.stage_status], style="yellow" if view.stage_status != "pending" else "dim"))
     if stage is None:
         return Group(*parts)
-    parts.extend(summary_renderables(stage.summary))
+    parts.extend(summary_renderables(stage.summary.to_json()))
     if name == "preprocess":
         parts.append(tokens_text(view.doc.trace))
     other = view.doc.counterpart

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from rich.table import Table
 from rich.text import Text
+
+from qdebug.trace.tensor_names import TensorKind as T
+
 from ..state import View
 from .view_panel import ViewPanel
 
@@ -18,7 +21,7 @@ def topk_rows(view: View, pos: int) -> tuple[list[tuple[str, float]], float | No
     if step is not None:
         s = trace.steps[step]
         return list(zip(s.topk.tokens, s.topk.probs)), s.entropy, s.token, f"step {step} (from pos {pos})"
-    ids, probs, ent = (trace.tensors.get(f"logits.{k}") for k in ("topk_ids", "topk_probs", "entropy"))
+    ids, probs, ent = (trace.tensor_or_none(k) for k in (T.LOGITS_TOPK_IDS, T.LOGITS_TOPK_PROBS, T.LOGITS_ENTROPY))
     if ids is None or pos >= ids.shape[0]:
         return [], None, None, f"pos {pos}"
     nxt = doc.token_at(pos + 1) if pos + 1 < doc.length else None

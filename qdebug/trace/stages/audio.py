@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from qdebug.vocab import FindingKind
 
-from .audio import envelope
-from .schema import Check, Stage
-from .stats import best_block_match, fingerprint, tensor_stats
-
-SAME_ROWS = 1 - 1e-4  # mean cosine at which a block of rows counts as the clip's own encoder rows
+from ..audio import envelope
+from ..schema import Check, Stage
+from ..stats import SAME_ROWS, best_block_match, fingerprint, tensor_stats
+from ..summaries import EncodeClip, EncodeSummary, PreprocessSummary, SyncClip, SyncSummary, TensorStats
+from ..tensor_names import TensorKind as T, tensor_name
 
 
 def audio_stages(loaded, request, prepared, rec, tensors: dict) -> tuple[dict[str, Stage], list[dict]]:
-    """The three stages, and one `meta["audio"]` entry per clip (source, rate, frames, span, seconds per row)."""
+    """The three stages, and one `meta.audio` entry per clip (source, rate, frames, span, seconds per row)."""
     import torch
 
     inputs = prepared.inputs
@@ -33,13 +33,13 @@ def audio_stages(loaded, request, prepared, rec, tensors: dict) -> tuple[dict[st
             "frames": allowed, "feature_frames": int(inputs["input_features"].shape[-1]), "rows": rows,
             "span": list(span) if span else None, "seconds_per_row": (allowed / rows) * hop / rate if rows else 0.0,
         })
-        tensors[f"audio.{i}.envelope"] = envelope(clip.samples)
+        tensors[tensor_name(T.AUDIO_ENVELOPE, image=i)] = envelope(clip.samples)
 
     stages = {"preprocess": Stage(
         "preprocess",
-        {"text": prepared.text, "num_tokens": len(inputs["input_ids"][0]),
-         "input_features_shape": list(inputs["input_features"].shape) if "input_features" in inputs else None,
-         "frames_kept": [c["frames"] for c in clips], "spans": [c["span"] for c in clips]},
+        PreprocessSummary(text=prepared.text, num_tokens=len(inputs["input_ids"][0]),
+                          input_features_shape=list(inputs["input_features"].shape) if "input_features" in inputs else None,
+                          frames_kept=[c["frames"] for c in clips], spans=[c["span"] for c in clips]),
         [Check("one placeholder span per clip", len(prepared.spans) == len(request.audios), kind=FindingKind.SHAPE_MISMATCH)],
     )}
 
@@ -55,16 +55,16 @@ def audio_stages(loaded, request, prepared, rec, tensors: dict) -> tuple[dict[st
         rows = out[c["index"], : c["rows"]]
         encode_rows.append(rows)
         st = tensor_stats(rows)
-        tensors[f"encode.{c['index']}"] = rows
-        enc_summary.append({"audio": c["index"], "rows": rows.shape[0], "rows_out": int(out.shape[1]), "dim": rows.shape[1], **st,
-                            "fingerprint": fingerprint(rows)})
-        enc_checks.append(Check(f"clip {c['index']}: no NaN/Inf", st["nan"] == 0 and st["inf"] == 0, f"{st['nan']} NaN, {st['inf']} Inf", FindingKind.NAN_INF))
-    stages["encode"] = Stage("encode", {"audio": enc_summary}, enc_checks)
+        tensors[tensor_name(T.ENCODE, image=c["index"])] = rows
+        enc_summary.append(EncodeClip(audio=c["index"], rows=rows.shape[0], rows_out=int(out.shape[1]), dim=rows.shape[1],
+                                      stats=TensorStats(**st), fingerprint=fingerprint(rows)))
+        enc_checks.append(Check(f"clip {c['index']}: no NaN/Inf", st["nan"] == 0 and st["inf"] == 0, f"{st['nan']} NaN, {st['inf']} Inf", "nan_inf"))
+    stages["encode"] = Stage("encode", EncodeSummary(audio=enc_summary), enc_checks)
 
     checks, per_clip = [], []
     embeds = rec.embeds
     if embeds is not None:
-        tensors["sync.embeds"] = embeds
+        tensors[tensor_name(T.SYNC_EMBEDS)] = embeds
     for c, rows in zip(clips, encode_rows):
         start, end = c["span"] or (0, 0)
         landed, score = best_block_match(rows, embeds) if embeds is not None and len(rows) else (None, 0.0)
@@ -72,18 +72,18 @@ def audio_stages(loaded, request, prepared, rec, tensors: dict) -> tuple[dict[st
         same_len = embeds is not None and end - start == rows.shape[0]
         exact = same_len and bool(torch.equal(embeds[start:end], rows.to(embeds.dtype)))
         diff = float((embeds[start:end].float() - rows.float()).abs().max()) if same_len and len(rows) else None
-        per_clip.append({"audio": c["index"], "text_offset": start, "audio_offset": landed, "match": score, "rows": rows.shape[0],
-                         "placeholders": end - start, "frames": c["frames"], "max_abs_diff": diff})
+        per_clip.append(SyncClip(audio=c["index"], text_offset=start, audio_offset=landed, match=score, rows=rows.shape[0],
+                                 placeholders=end - start, frames=c["frames"], max_abs_diff=diff))
         checks.append(Check(f"clip {c['index']}: placeholders == rows the mask allows", end - start == rows.shape[0] == c["rows"],
                             f"{end - start} placeholders, {rows.shape[0]} rows for {c['frames']} frames", FindingKind.SHAPE_MISMATCH))
         checks.append(Check(f"clip {c['index']}: audio offset == text offset", landed == start,
                             f"audio {landed}, text {start}" if landed is not None else f"its rows are not in the stream (text {start})", FindingKind.DESYNC))
-        checks.append(Check(f"clip {c['index']}: merged rows equal encode rows", exact, f"max |diff| {diff}", FindingKind.FINGERPRINT))
-    summary: dict = {"audio": per_clip}
+        checks.append(Check(f"clip {c['index']}: merged rows equal encode rows", exact, f"max |diff| {diff}", "fingerprint"))
+    summary = SyncSummary(audio=per_clip)
     if rec.position_ids is not None:
         received = rec.position_ids.cpu()
-        tensors["sync.position_ids"] = received
-        summary["position_ids_shape"] = list(received.shape)
+        tensors[tensor_name(T.SYNC_POSITION_IDS)] = received
+        summary.position_ids_shape = list(received.shape)
         # The model's own 1-D positions: what generate derives from the attention mask.
         expected = (inputs["attention_mask"][0].long().cumsum(-1) - 1).clamp(min=0)
         same = bool(torch.equal(received[0].long(), expected))

@@ -1,0 +1,36 @@
+"""`preprocess`: what the processor made of the request (chat text, token count, image grids and spans)."""
+
+from __future__ import annotations
+
+from qdebug.vocab import FindingKind
+
+from ..schema import Check, ImageInfo, Stage
+from ..summaries import PreprocessSummary
+
+
+def image_infos(loaded, request, prepared) -> list[ImageInfo]:
+    """One ImageInfo per image placeholder span (none for audio families)."""
+    inputs = prepared.inputs
+    merge = loaded.adapter.merge_size(loaded.config)
+    grids = inputs.get("image_grid_thw")
+    images = []
+    for i, (start, end) in enumerate([] if loaded.adapter.modality == "audio" else prepared.spans):
+        t, h, w = (int(x) for x in grids[i]) if grids is not None else (1, 0, 0)
+        size = request.images[i].size if i < len(request.images) else (0, 0)
+        path = request.image_paths[i] if i < len(request.image_paths) else f"<image {i}>"
+        images.append(ImageInfo(i, path, tuple(size), (t, h, w), (start, end), h // merge, w // merge))
+    return images
+
+
+def preprocess_stage(request, prepared, images: list[ImageInfo]) -> Stage:
+    """The chat text, token count, pixel values' shape and each image's grid and placeholder span."""
+    inputs = prepared.inputs
+    summary = PreprocessSummary(
+        text=prepared.text,
+        num_tokens=len(inputs["input_ids"][0]),
+        pixel_values_shape=list(inputs["pixel_values"].shape) if "pixel_values" in inputs else None,
+        image_grid_thw=[list(i.grid_thw) for i in images],
+        spans=[list(i.span) for i in images],
+    )
+    return Stage("preprocess", summary,
+                 [Check("one placeholder span per image", len(prepared.spans) == len(request.images), kind=FindingKind.SHAPE_MISMATCH)])

@@ -1,0 +1,83 @@
+"""`sync`: where each image's rows landed in the merged embeddings, and the MRoPE ids the decoder received."""
+
+from __future__ import annotations
+
+from qdebug.vocab import FindingKind
+
+from ..schema import Check, ImageInfo, Stage
+from ..stats import SAME_ROWS, best_block_match, cosine_rows, fingerprint
+from ..summaries import SyncImage, SyncSummary
+from ..tensor_names import TensorKind as T, tensor_name
+
+
+def sync_stage(loaded, images: list[ImageInfo], encode_rows: list, rec, inputs, tensors: dict) -> Stage:
+    """The stage: per image its text and visual offsets and whether the merged rows are its encode rows; then
+    whether the position ids the decoder received are get_rope_index's."""
+    embeds = rec.embeds
+    if embeds is not None:
+        tensors[tensor_name(T.SYNC_EMBEDS)] = embeds
+    summary, checks = SyncSummary(images=[]), []
+    for img, rows in zip(images, encode_rows):
+        image, image_checks = _image(img, rows, embeds)
+        summary.images.append(image)
+        checks.extend(image_checks)
+    if rec.position_ids is not None:
+        received = rec.position_ids.cpu()
+        tensors[tensor_name(T.SYNC_POSITION_IDS)] = received
+        summary.position_ids_shape = list(received.shape)
+        if "image_grid_thw" in inputs:
+            checks.append(_rope_check(loaded, inputs, received, summary, tensors))
+    return Stage("sync", summary, checks)
+
+
+def _image(img: ImageInfo, rows, embeds) -> tuple[SyncImage, list[Check]]:
+    """One image's landing place and its three checks (counts, offsets, bytes)."""
+    import torch
+
+    start, end = img.span
+    landed, score = _landed(rows, embeds, start, end)
+    if score < SAME_ROWS:  # the image's own rows are nowhere in the stream: it got someone else's
+        landed = None
+    exact = embeds is not None and end - start == rows.shape[0] and bool(torch.equal(embeds[start:end], rows.to(embeds.dtype)))
+    diff = float((embeds[start:end].float() - rows.float()).abs().max()) if embeds is not None and end - start == rows.shape[0] else None
+    summary = SyncImage(image=img.index, text_offset=start, visual_offset=landed, match=score, rows=rows.shape[0], placeholders=end - start,
+                        expected=img.tokens, max_abs_diff=diff, fingerprint=fingerprint(embeds[start:end]) if embeds is not None else None)
+    return summary, [
+        Check(f"image {img.index}: rows == placeholders == t·h·w/merge²", rows.shape[0] == end - start == img.tokens,
+              f"{rows.shape[0]} rows, {end - start} placeholders, {img.tokens} expected", FindingKind.SHAPE_MISMATCH),
+        Check(f"image {img.index}: visual offset == text offset", landed == start,
+              f"visual {landed}, text {start}" if landed is not None else f"its rows are not in the stream (text {start})", FindingKind.DESYNC),
+        Check(f"image {img.index}: merged rows equal encode rows", exact, f"max |diff| {diff}", "fingerprint"),
+    ]
+
+
+def _rope_check(loaded, inputs, received, summary: SyncSummary, tensors: dict) -> Check:
+    """Compare the received position ids with the model's own get_rope_index (and note its rope deltas)."""
+    import torch
+
+    expected, deltas = loaded.adapter.rope_index(
+        loaded.model,
+        inputs["input_ids"].to(loaded.device),
+        inputs["mm_token_type_ids"].to(loaded.device),
+        inputs["image_grid_thw"].to(loaded.device),
+        inputs["attention_mask"].to(loaded.device),
+    )
+    expected = expected[:, 0].cpu()
+    tensors[tensor_name(T.SYNC_EXPECTED_POSITION_IDS)] = expected
+    summary.rope_deltas = [int(d) for d in deltas.view(-1).tolist()]
+    same = expected.shape == received.shape and bool(torch.equal(expected, received))
+    return Check("MRoPE position ids == get_rope_index", same,
+                 "identical" if same else f"{int((expected != received).any(0).sum()) if expected.shape == received.shape else 'shape'} positions differ",
+                 "position_ids")
+
+
+def _landed(rows, embeds, start: int, end: int):
+    """(where the image's rows landed, match score): its own span first, so the same image twice in one
+    request is found at each copy's own place; elsewhere only when its span does not hold them."""
+    if embeds is None:
+        return None, 0.0
+    if end - start == rows.shape[0]:
+        own = float(cosine_rows(rows, embeds[start:end]))
+        if own >= SAME_ROWS:
+            return start, own
+    return best_block_match(rows, embeds)

@@ -1,0 +1,213 @@
+"""Typed stage summaries: one dataclass per stage, written to JSON exactly as the dicts they replaced.
+
+Fields are in JSON key order. A field left None is not written, except fields marked `NULLABLE`, which are
+written as null; a NULLABLE field whose key only some summaries have defaults to `ABSENT` (then not written). Keys this qdebug does not know (an older or hand-edited
+file) are kept in `extra` and written after the known ones, so any JSON object loads as a summary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+
+class _Absent:
+    """The type of `ABSENT`."""
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+
+ABSENT = _Absent()  # a NULLABLE key that is not in this summary's JSON at all
+NULLABLE = {"nullable": True}
+
+
+@dataclass
+class Summary:
+    """A stage summary with no known keys (and the base of the typed ones)."""
+
+    extra: dict = field(default_factory=dict, kw_only=True)
+
+    def to_json(self) -> dict:
+        """As the stage's `summary` object."""
+        out: dict = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "extra" or value is ABSENT or (value is None and not f.metadata.get("nullable")):
+                continue
+            if isinstance(value, TensorStats):  # statistics sit beside the summary's own keys
+                out.update(value.to_json())
+            else:
+                out[f.name] = [v.to_json() if isinstance(v, Summary) else v for v in value] if isinstance(value, list) else value
+        return {**out, **self.extra}
+
+    @classmethod
+    def from_json(cls, data: dict):
+        """From a stage's `summary` object; values of an unexpected shape are kept as they are."""
+        rest = dict(data)
+        kw = {}
+        for f in fields(cls):
+            item = f.metadata.get("item")
+            if f.name == "extra":
+                continue
+            if f.metadata.get("stats"):
+                if all(k in rest for k in STAT_KEYS):
+                    kw[f.name] = TensorStats(**{k: rest.pop(k) for k in STAT_KEYS})
+            elif f.name in rest:
+                value = rest.pop(f.name)
+                typed = item is not None and isinstance(value, list) and all(isinstance(v, dict) for v in value)
+                kw[f.name] = [item.from_json(v) for v in value] if typed else value
+        return cls(**kw, extra=rest)
+
+
+@dataclass
+class TensorStats(Summary):
+    """mean, std, max |x|, mean and max row norm, NaN and Inf counts of a `rows × dim` tensor."""
+
+    shape: list[int] | None = None
+    mean: float | None = None
+    std: float | None = None
+    max_abs: float | None = None
+    norm_mean: float | None = None
+    norm_max: float | None = None
+    nan: int | None = None
+    inf: int | None = None
+
+
+STAT_KEYS = tuple(f.name for f in fields(TensorStats) if f.name != "extra")
+_STATS = {"stats": True}
+
+
+@dataclass
+class PreprocessSummary(Summary):
+    """What the processor made of the request: the chat text, token count, and image grids or audio frames."""
+
+    text: str | None = None
+    num_tokens: int | None = None
+    pixel_values_shape: list[int] | None | _Absent = field(default=ABSENT, metadata=NULLABLE)  # images
+    input_features_shape: list[int] | None | _Absent = field(default=ABSENT, metadata=NULLABLE)  # audio
+    image_grid_thw: list[list[int]] | None = None
+    frames_kept: list[int] | None = None  # audio: feature frames the mask keeps per clip
+    spans: list | None = None  # [start, end) of each image's (clip's) placeholder tokens
+
+
+@dataclass
+class EncodeImage(Summary):
+    """One image's merged rows from the vision tower."""
+
+    image: int | None = None
+    rows: int | None = None
+    dim: int | None = None
+    stats: TensorStats | None = field(default=None, metadata=_STATS)
+    fingerprint: str | None = None
+
+
+@dataclass
+class EncodeClip(Summary):
+    """One audio clip's rows from the audio tower's projector."""
+
+    audio: int | None = None
+    rows: int | None = None
+    rows_out: int | None = None  # rows the projector produced before the mask
+    dim: int | None = None
+    stats: TensorStats | None = field(default=None, metadata=_STATS)
+    fingerprint: str | None = None
+
+
+@dataclass
+class EncodeSummary(Summary):
+    """The encoder's output, per image (or per clip for audio families)."""
+
+    images: list[EncodeImage] | None = field(default=None, metadata={"item": EncodeImage})
+    audio: list[EncodeClip] | None = field(default=None, metadata={"item": EncodeClip})
+
+
+@dataclass
+class SyncImage(Summary):
+    """Where one image's rows landed in the merged embeddings, against where its placeholders are."""
+
+    image: int | None = None
+    text_offset: int | None = None
+    visual_offset: int | None = field(default=None, metadata=NULLABLE)  # None: its rows are not in the stream
+    match: float | None = None  # mean cosine of the best-matching block
+    rows: int | None = None
+    placeholders: int | None = None
+    expected: int | None = None  # t·h·w / merge²
+    max_abs_diff: float | None = field(default=None, metadata=NULLABLE)
+    fingerprint: str | None = field(default=None, metadata=NULLABLE)
+
+
+@dataclass
+class SyncClip(Summary):
+    """Where one audio clip's rows landed in the merged embeddings."""
+
+    audio: int | None = None
+    text_offset: int | None = None
+    audio_offset: int | None = field(default=None, metadata=NULLABLE)
+    match: float | None = None
+    rows: int | None = None
+    placeholders: int | None = None
+    frames: int | None = None
+    max_abs_diff: float | None = field(default=None, metadata=NULLABLE)
+
+
+@dataclass
+class SyncSummary(Summary):
+    """The merge of encoder rows into the token stream, and the position ids the decoder received."""
+
+    images: list[SyncImage] | None = field(default=None, metadata={"item": SyncImage})
+    audio: list[SyncClip] | None = field(default=None, metadata={"item": SyncClip})
+    position_ids_shape: list[int] | None = None
+    rope_deltas: list[int] | None = None
+    position_rows: int | None = None  # Qwen3.5: 4 rows of position ids (text row first)
+
+
+@dataclass
+class LayerSummary(Summary):
+    """One decoder layer: statistics of its output, the attention it kept, and family evidence."""
+
+    layer: int | None = None
+    stats: TensorStats | None = field(default=None, metadata=_STATS)
+    attn_shape: list[int] | None = None
+    kind: str | None = None  # Qwen3.5: linear_attention or full_attention
+    linear_attention: dict | None = None  # Qwen3.5: the kernel's inputs and state (trace.linear_record)
+    deepstack: dict | None = None  # Qwen3-VL: what was added after this layer (trace.deepstack_record)
+
+
+@dataclass
+class LogitsSummary(Summary):
+    """Top-k over the prompt positions (or the last one only)."""
+
+    positions: int | None = None
+    k: int | None = None
+    last_topk: list[str] | None = None
+    prompt_topk: str | None = None  # "last position only" when the whole prompt was not scored
+
+
+@dataclass
+class StepSummary(Summary):
+    """Generation step K: the chosen token, its probability and the entropy, processed and raw."""
+
+    token: str | None = None
+    token_id: int | None = None
+    prob: float | None = None
+    entropy: float | None = None
+    raw_prob: float | None = None
+    raw_entropy: float | None = None
+
+
+_FIXED = {"preprocess": PreprocessSummary, "encode": EncodeSummary, "sync": SyncSummary, "logits": LogitsSummary}
+
+
+def summary_type(stage: str) -> type[Summary]:
+    """The summary class of stage `stage` (`Summary` for a name qdebug does not write)."""
+    if stage in _FIXED:
+        return _FIXED[stage]
+    head, _, index = stage.partition(".")
+    if index.isdigit():
+        return {"layer": LayerSummary, "step": StepSummary}.get(head, Summary)
+    return Summary
+
+
+def summary_from_json(stage: str, data: dict) -> Summary:
+    """The typed summary of stage `stage` from its JSON object."""
+    return summary_type(stage).from_json(data)
