@@ -58,7 +58,7 @@ def audio_stages(loaded, request, prepared, rec, tensors: dict) -> tuple[dict[st
         tensors[tensor_name(T.ENCODE, image=c["index"])] = rows
         enc_summary.append(EncodeClip(audio=c["index"], rows=rows.shape[0], rows_out=int(out.shape[1]), dim=rows.shape[1],
                                       stats=TensorStats(**st), fingerprint=fingerprint(rows)))
-        enc_checks.append(Check(f"clip {c['index']}: no NaN/Inf", st["nan"] == 0 and st["inf"] == 0, f"{st['nan']} NaN, {st['inf']} Inf", "nan_inf"))
+        enc_checks.append(Check(f"clip {c['index']}: no NaN/Inf", st["nan"] == 0 and st["inf"] == 0, f"{st['nan']} NaN, {st['inf']} Inf", FindingKind.NAN_INF))
     stages["encode"] = Stage("encode", EncodeSummary(audio=enc_summary), enc_checks)
 
     checks, per_clip = [], []
@@ -78,7 +78,7 @@ def audio_stages(loaded, request, prepared, rec, tensors: dict) -> tuple[dict[st
                             f"{end - start} placeholders, {rows.shape[0]} rows for {c['frames']} frames", FindingKind.SHAPE_MISMATCH))
         checks.append(Check(f"clip {c['index']}: audio offset == text offset", landed == start,
                             f"audio {landed}, text {start}" if landed is not None else f"its rows are not in the stream (text {start})", FindingKind.DESYNC))
-        checks.append(Check(f"clip {c['index']}: merged rows equal encode rows", exact, f"max |diff| {diff}", "fingerprint"))
+        checks.append(Check(f"clip {c['index']}: merged rows equal encode rows", exact, f"max |diff| {diff}", FindingKind.FINGERPRINT))
     summary = SyncSummary(audio=per_clip)
     if rec.position_ids is not None:
         received = rec.position_ids.cpu()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from qdebug.vocab import FindingKind
+
 from ..schema import Check, ImageInfo, Stage
 from ..stats import fingerprint, tensor_stats
 from ..summaries import EncodeImage, EncodeSummary, TensorStats
@@ -21,7 +23,7 @@ def encode_stage(rec, images: list[ImageInfo], tensors: dict) -> tuple[Stage, li
         st = tensor_stats(rows)
         tensors[tensor_name(T.ENCODE, image=img.index)] = rows
         per_image.append(EncodeImage(image=img.index, rows=rows.shape[0], dim=rows.shape[1], stats=TensorStats(**st), fingerprint=fingerprint(rows)))
-        checks.append(Check(f"image {img.index}: no NaN/Inf", st["nan"] == 0 and st["inf"] == 0, f"{st['nan']} NaN, {st['inf']} Inf", "nan_inf"))
+        checks.append(Check(f"image {img.index}: no NaN/Inf", st["nan"] == 0 and st["inf"] == 0, f"{st['nan']} NaN, {st['inf']} Inf", FindingKind.NAN_INF))
     if rec.vision_rows is not None and not encode_rows:
         checks.append(Check("encoder rows split per image", False, f"{rec.vision_rows.shape[0]} rows for grids {[i.grid_thw for i in images]}"))
     return Stage("encode", EncodeSummary(images=per_image), checks), encode_rows

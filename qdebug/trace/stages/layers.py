@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from qdebug.vocab import layer_stage
+from qdebug.vocab import FindingKind, layer_stage
 
 from ..schema import Check, Stage
 from ..stats import tensor_stats
@@ -27,7 +27,7 @@ def _layer(rec, layer: int, tensors: dict) -> Stage:
         tensors[tensor_name(T.LAYER_LAST, layer=layer)] = rec.hidden_kept[layer]  # the last prompt row (rows × dim)
     if st is not None:
         summary.stats = TensorStats(**st)
-        checks.append(Check("no NaN/Inf", st["nan"] == 0 and st["inf"] == 0, f"{st['nan']} NaN, {st['inf']} Inf", "nan_inf"))
+        checks.append(Check("no NaN/Inf", st["nan"] == 0 and st["inf"] == 0, f"{st['nan']} NaN, {st['inf']} Inf", FindingKind.NAN_INF))
     if rec.step_hidden.get(layer):
         tensors[tensor_name(T.LAYER_STEP_HIDDEN, layer=layer)] = torch.stack(rec.step_hidden[layer])
     if rec.attn.get(layer):

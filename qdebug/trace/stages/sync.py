@@ -47,7 +47,7 @@ def _image(img: ImageInfo, rows, embeds) -> tuple[SyncImage, list[Check]]:
               f"{rows.shape[0]} rows, {end - start} placeholders, {img.tokens} expected", FindingKind.SHAPE_MISMATCH),
         Check(f"image {img.index}: visual offset == text offset", landed == start,
               f"visual {landed}, text {start}" if landed is not None else f"its rows are not in the stream (text {start})", FindingKind.DESYNC),
-        Check(f"image {img.index}: merged rows equal encode rows", exact, f"max |diff| {diff}", "fingerprint"),
+        Check(f"image {img.index}: merged rows equal encode rows", exact, f"max |diff| {diff}", FindingKind.FINGERPRINT),
     ]
 
 
@@ -68,7 +68,7 @@ def _rope_check(loaded, inputs, received, summary: SyncSummary, tensors: dict) -
     same = expected.shape == received.shape and bool(torch.equal(expected, received))
     return Check("MRoPE position ids == get_rope_index", same,
                  "identical" if same else f"{int((expected != received).any(0).sum()) if expected.shape == received.shape else 'shape'} positions differ",
-                 "position_ids")
+                 FindingKind.POSITION_IDS)
 
 
 def _landed(rows, embeds, start: int, end: int):
