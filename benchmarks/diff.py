@@ -27,7 +27,7 @@ def main() -> None:
     from qdebug.commands.diff import DiffArgs, run_diff
     from qdebug.model.load import load_model
     from qdebug.trace.request import build_request, load_image
-    from qdebug.trace.runner import CaptureOptions, trace_request
+    from qdebug.trace.runner import RecordPolicy, trace_request
     from qdebug.trace.schema import trace_bytes
 
     quiet_transformers()
@@ -40,8 +40,8 @@ def main() -> None:
     plain, diffs, compare = [], [], []
     for _ in range(args.repeats):
         start = time.perf_counter()
-        trace_request(loaded, request, CaptureOptions())
-        trace_request(loaded, request, CaptureOptions())
+        trace_request(loaded, request, RecordPolicy())
+        trace_request(loaded, request, RecordPolicy())
         plain.append(time.perf_counter() - start)
         start = time.perf_counter()
         ((_, _, a, b),) = run_diff(diff_args, models)

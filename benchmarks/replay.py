@@ -56,7 +56,7 @@ def main() -> None:
     from qdebug.commands.common import quiet_transformers
     from qdebug.model.load import load_model
     from qdebug.replay.engine import ReplaySettings, replay
-    from qdebug.trace.runner import CaptureOptions, trace_request
+    from qdebug.trace.runner import RecordPolicy, trace_request
 
     quiet_transformers()
     loaded = load_model("demo", args.device)
@@ -64,7 +64,7 @@ def main() -> None:
     trace_request(loaded, batch.requests[0].request)  # warm-up
 
     start = time.perf_counter()
-    references = {r.request_id: trace_request(loaded, r.request, CaptureOptions(attn_layers=None)) for r in batch.requests}
+    references = {r.request_id: trace_request(loaded, r.request, RecordPolicy(attn_layers=None)) for r in batch.requests}
     isolated = time.perf_counter() - start
 
     timings = {}

@@ -3,7 +3,7 @@
 Usage: python benchmarks/scale.py [--size 2b|7b] [--depth N] [--image-tokens 1024] [--new-tokens 16] [--device auto]
 Builds the model in memory (published widths, `--depth` decoder layers: 28 on GPU, 4 on CPU by default), one image of
 `--image-tokens` visual tokens, and measures in one run, interleaved: plain `generate` with SDPA, a traced request with
-the default capture policy of `qdebug attn` (`--layers all --queries gen`: every layer records the generated tokens'
+the default recording policy of `qdebug attn` (`--layers all --queries gen`: every layer records the generated tokens'
 attention), and, for scale, one with `--queries all --keep hidden` plus the top-k at every prompt position that
 `--save`/`--tui` add (every prompt row of everything; no target). Prints time ratios,
 trace bytes (total and per layer, with the 28-layer projection), peak memory (RSS on CPU,
@@ -111,7 +111,7 @@ def main() -> None:
 
     from qdebug.commands.common import quiet_transformers
     from qdebug.trace.request import build_request
-    from qdebug.trace.runner import CaptureOptions, prepare, run_generate, trace_request
+    from qdebug.trace.runner import RecordPolicy, prepare, run_generate, trace_request
     from qdebug.trace.schema import trace_bytes
 
     quiet_transformers()
@@ -129,7 +129,7 @@ def main() -> None:
     prepared = prepare(loaded, request)
     visual = sum(e - s for s, e in prepared.spans)
     # "default" is what `qdebug attn IMAGE PROMPT` captures (no --save/--tui: no top-k at every prompt position).
-    policies = {"default": CaptureOptions(prompt_logits=False), "all": CaptureOptions(attn_layers=None, queries="all", keep_hidden=True)}
+    policies = {"default": RecordPolicy(prompt_logits=False), "all": RecordPolicy(attn_layers=None, queries="all", keep_hidden=True)}
 
     def plain():
         loaded.model.set_attn_implementation("sdpa")  # the user's own model: transformers' SDPA, no qdebug kernel

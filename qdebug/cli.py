@@ -28,7 +28,7 @@ app.add_typer(export_app, name="export")
 ModelOpt = Annotated[str, typer.Option("--model", "-m", help="`demo`, a local HF checkpoint directory, or a hub id in the local HF cache.")]
 DeviceOpt = Annotated[str, typer.Option("--device", help="auto | cpu | cuda | cuda:N (auto = CUDA when present).")]
 DtypeOpt = Annotated[str, typer.Option("--dtype", help="auto | float32 | bfloat16 | float16 (auto = bf16 on GPU, fp32 on CPU).")]
-KernelOpt = Annotated[str, typer.Option("--attn", help="Attention kernel every layer computes with: sdpa (default for attn, diff, repl: the model's own) | eager.")]
+AttnKernelOpt = Annotated[str, typer.Option("--attn", help="Attention kernel every layer computes with: sdpa (default for attn, diff, repl: the model's own) | eager.")]
 
 
 def _fail(message: str, code: int) -> None:
@@ -69,7 +69,7 @@ def attn(
     model: ModelOpt = "demo",
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = "auto",
-    kernel: KernelOpt = "sdpa",
+    attn_kernel: AttnKernelOpt = "sdpa",
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=1, help="Tokens to generate (greedy).")] = 16,
     topk: Annotated[int, typer.Option("--topk", min=1, help="How many alternatives per token.")] = 5,
     layer: Annotated[Optional[int], typer.Option("--layer", help="Decoder layer for the heatmap (default: mean of layers).")] = None,
@@ -93,7 +93,7 @@ def attn(
     for item in keep or []:
         if item != "hidden":
             _fail(f"--keep {item}: expected hidden", 2)
-    args = AttnArgs([image, *(more_images or [])], prompt, model=model, device=device, dtype=dtype, kernel=kernel, max_new_tokens=max_new_tokens,
+    args = AttnArgs([image, *(more_images or [])], prompt, model=model, device=device, dtype=dtype, attn_kernel=attn_kernel, max_new_tokens=max_new_tokens,
                     topk=topk, layer=layer, head=head, token=token, png=png, json_out=json_out, save=save, layers=layers, queries=queries,
                     keep_hidden="hidden" in (keep or []), device_map=device_map, prompt_logits=tui or save is not None, audio=list(audio or []))
     plan = OutputPlan({"--png": png, "--json": json_out, "--save": save}).check()  # before any model work
@@ -132,7 +132,7 @@ def replay(
     model: Annotated[Optional[str], typer.Option("--model", "-m", help="`demo` (default), a local HF checkpoint directory, or a cached hub id; with --endpoint: also run local references.")] = None,
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = "auto",
-    kernel: KernelOpt = "eager",
+    attn_kernel: AttnKernelOpt = "eager",
     emit_log: Annotated[Optional[Path], typer.Option("--emit-log", help="Write the replay's events in the runtime-log format.")] = None,
     timeline_png: Annotated[Optional[Path], typer.Option("--timeline-png", help="Draw the offset timeline to this PNG.")] = None,
     json_out: Annotated[Optional[str], typer.Option("--json", help="Write the report as JSON to PATH, or `-` for stdout.")] = None,
@@ -168,12 +168,12 @@ def replay(
         check_local_only_options(mode, inject, seed)
         eargs = EndpointArgs(file=file, format=fmt, allow_paths=allow_paths, url=endpoint, served_model=served_model, api_key_env=api_key_env,
                              concurrency=concurrency, speed=speed, repeat=repeat, timeout=timeout, retries=retries, model=model, device=device,
-                             dtype=dtype, kernel=kernel)
+                             dtype=dtype, attn_kernel=attn_kernel)
         with terminate_as_interrupt() as terminated:
             report = run_endpoint_replay(eargs, status)
     else:
         args = ReplayArgs(file=file, format=fmt, mode=mode, concurrency=concurrency or 4, inject=inject, seed=seed, allow_paths=allow_paths,
-                          model=model or "demo", device=device, dtype=dtype, kernel=kernel, more_files=tuple(more_files or ()),
+                          model=model or "demo", device=device, dtype=dtype, attn_kernel=attn_kernel, more_files=tuple(more_files or ()),
                           log_filter=make_filter(since, until, request, kind))
         with terminate_as_interrupt() as terminated:
             report = run_replay(args, status)
@@ -213,7 +213,7 @@ def diff(
     model: ModelOpt = "demo",
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = "auto",
-    kernel: KernelOpt = "sdpa",
+    attn_kernel: AttnKernelOpt = "sdpa",
     a_dtype: Annotated[Optional[str], typer.Option("--a-dtype", help="dtype of run A (with --vary dtype: default float32).")] = None,
     b_dtype: Annotated[Optional[str], typer.Option("--b-dtype", help="dtype of run B (with --vary dtype: default bfloat16).")] = None,
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=1, help="Tokens to generate (greedy).")] = 16,
@@ -229,7 +229,7 @@ def diff(
     from qdebug.commands.diff import DiffArgs, run_diff
     from qdebug.outputs import OutputPlan
 
-    args = DiffArgs(first, second, vary=vary, order=order, inject=inject, model=model, device=device, dtype=dtype, kernel=kernel, a_dtype=a_dtype,
+    args = DiffArgs(first, second, vary=vary, order=order, inject=inject, model=model, device=device, dtype=dtype, attn_kernel=attn_kernel, a_dtype=a_dtype,
                     b_dtype=b_dtype, max_new_tokens=max_new_tokens, atol=atol, rtol=rtol, images=list(more_images or []), onnx=onnx)
     plan = OutputPlan({"--png": png, "--json": json_out}).check()
     report, status = consoles(json_to_stdout=json_out == "-")
@@ -276,7 +276,7 @@ def repl(
     model: ModelOpt = "demo",
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = "auto",
-    kernel: KernelOpt = "sdpa",
+    attn_kernel: AttnKernelOpt = "sdpa",
     images: Annotated[Optional[list[Path]], typer.Option("--image", help="Pre-fill the request with this image (repeatable).")] = None,
     prompt: Annotated[Optional[str], typer.Option("--prompt", help="Pre-fill the request's prompt.")] = None,
     trace: Annotated[Optional[Path], typer.Option("--trace", help="Open a saved trace (.qdt) without loading any model.")] = None,
@@ -299,7 +299,7 @@ def repl(
 
         tui = build_app(trace=load_trace(trace), source=str(trace))
     else:
-        tui = build_app(model_spec=ModelSpec(model, device, dtype, kernel), image_paths=list(images or []), prompt=prompt, max_new_tokens=max_new_tokens)
+        tui = build_app(model_spec=ModelSpec(model, device, dtype, attn_kernel), image_paths=list(images or []), prompt=prompt, max_new_tokens=max_new_tokens)
     tui.run()
 
 
@@ -335,7 +335,7 @@ def serve(
     model: ModelOpt = "demo",
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = "auto",
-    kernel: KernelOpt = "eager",
+    attn_kernel: AttnKernelOpt = "eager",
     host: Annotated[str, typer.Option("--host", help="Address to bind (default loopback only; 0.0.0.0 exposes it).")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8000,
     traces: Annotated[Optional[Path], typer.Option("--traces", help="Save every answered request's trace (.qdt) and an index.jsonl here.")] = None,
@@ -347,7 +347,7 @@ def serve(
     """Serve a model over HTTP (OpenAI chat completions), tracing every request; optionally with an injected fault."""
     from qdebug.commands.serve import ServeArgs, run_serve
 
-    run_serve(ServeArgs(model=model, device=device, dtype=dtype, kernel=kernel, host=host, port=port, traces=traces, inject=inject, seed=seed,
+    run_serve(ServeArgs(model=model, device=device, dtype=dtype, attn_kernel=attn_kernel, host=host, port=port, traces=traces, inject=inject, seed=seed,
                         served_model=served_model, wave_window=wave_window))
 
 

@@ -22,7 +22,7 @@ class AttnArgs:
     model: str = "demo"
     device: str = "auto"
     dtype: str = "auto"
-    kernel: str = "eager"
+    attn_kernel: str = "eager"
     max_new_tokens: int = 16
     topk: int = 5
     layer: int | None = None
@@ -138,7 +138,7 @@ def run_attn(args: AttnArgs) -> AttnResult:
     from qdebug.model.load import load_model
     from qdebug.trace.request import build_request, load_image
     from qdebug.trace.policy import parse_layers, parse_queries, resolve_layers
-    from qdebug.trace.runner import CaptureOptions, trace_request
+    from qdebug.trace.runner import RecordPolicy, trace_request
 
     check_before_load(args)
     if args.layer is not None and args.layer < 0 or args.head is not None and args.head < 0:
@@ -158,10 +158,10 @@ def run_attn(args: AttnArgs) -> AttnResult:
     refuse_if_too_big(args.model, args.device, args.dtype, image_tokens=None, images=pil_images, max_new_tokens=args.max_new_tokens,
                       layers=args.layers, device_map=args.device_map)
     with loading(args.model):
-        loaded = load_model(args.model, args.device, args.dtype, args.kernel, device_map=args.device_map)
+        loaded = load_model(args.model, args.device, args.dtype, args.attn_kernel, device_map=args.device_map)
     check_modality(loaded, request)
     attn_layers = resolve_layers(args.layers, layer_items, len(loaded.adapter.decoder_layers(loaded.model)))
-    options = CaptureOptions(topk=args.topk, attn_layers=attn_layers, keep_hidden=args.keep_hidden, queries=queries,
+    options = RecordPolicy(topk=args.topk, attn_layers=attn_layers, keep_hidden=args.keep_hidden, queries=queries,
                              prompt_logits=args.prompt_logits)
     trace = trace_request(loaded, request, options)
     from qdebug.analysis.detectors.deepstack import deepstack_findings

@@ -21,7 +21,7 @@ class RunSpec:
     _: KW_ONLY
     device: str = "auto"
     dtype: str = "auto"
-    kernel: str = "eager"
+    attn_kernel: str = "eager"
     input_path: str = "ids"
     head_first: int | None = None
 
@@ -39,7 +39,7 @@ class DiffArgs:
     model: str = "demo"
     device: str = "auto"
     dtype: str = "auto"
-    kernel: str = "eager"
+    attn_kernel: str = "eager"
     a_dtype: str | None = None
     b_dtype: str | None = None
     max_new_tokens: int = 16
@@ -61,15 +61,15 @@ def run_specs(args: DiffArgs) -> tuple[RunSpec, RunSpec]:
     """The A and B runs implied by --vary/--inject/--a-dtype/--b-dtype."""
     if args.vary not in VARY:
         raise InputError(f"--vary {args.vary}: expected one of {', '.join(VARY)}")
-    a = RunSpec("A", device=args.device, dtype=args.dtype, kernel=args.kernel)
-    b = RunSpec("B", device=args.device, dtype=args.dtype, kernel=args.kernel)
+    a = RunSpec("A", device=args.device, dtype=args.dtype, attn_kernel=args.attn_kernel)
+    b = RunSpec("B", device=args.device, dtype=args.dtype, attn_kernel=args.attn_kernel)
     if args.vary == "paths":
         a.label, b.label, b.input_path = "A token ids", "B inputs_embeds", "embeds"
     elif args.vary == "dtype":
         a.dtype, b.dtype = args.a_dtype or "float32", args.b_dtype or "bfloat16"
         a.label, b.label = f"A {a.dtype}", f"B {b.dtype}"
     elif args.vary == "attn":
-        a.kernel, b.kernel = "eager", "sdpa"
+        a.attn_kernel, b.attn_kernel = "eager", "sdpa"
         a.label, b.label = "A eager", "B sdpa"
     elif args.vary == "device":
         from qdebug.model.load import resolve_device, resolve_dtype
@@ -128,7 +128,7 @@ def _requests(args: DiffArgs):
 def _trace(loaded, spec: RunSpec, request):
     from qdebug.analysis.detectors.layout import LayoutWatch
     from qdebug.trace.layout_faults import HeadFirst
-    from qdebug.trace.runner import CaptureOptions, prepare, trace_request
+    from qdebug.trace.runner import RecordPolicy, prepare, trace_request
 
     prepared = prepare(loaded, request)
     n_layers = len(loaded.adapter.decoder_layers(loaded.model))
@@ -144,7 +144,7 @@ def _trace(loaded, spec: RunSpec, request):
     # Every row of every layer is kept (the diff names the first row that parts); attention weights are a
     # side computation over the kept query rows, so each run keeps its own kernel everywhere.
     with lin_taps():
-        trace = trace_request(loaded, request, CaptureOptions(keep_hidden=True), taps=tuple(taps), prepared=prepared, input_path=spec.input_path)
+        trace = trace_request(loaded, request, RecordPolicy(keep_hidden=True), taps=tuple(taps), prepared=prepared, input_path=spec.input_path)
     from qdebug.analysis.detectors.deepstack import deepstack_findings
 
     deepstack = deepstack_findings(trace)  # e.g. an inputs_embeds path dropping the features
@@ -178,10 +178,10 @@ def run_diff(args: DiffArgs, models: dict | None = None) -> DiffRun:
     cache: dict = {} if models is None else models
 
     def model_for(spec: RunSpec):
-        key = (args.model, spec.device, spec.dtype, spec.kernel)
+        key = (args.model, spec.device, spec.dtype, spec.attn_kernel)
         if key not in cache:
             with loading(args.model):
-                cache[key] = load_model(args.model, spec.device, spec.dtype, spec.kernel)
+                cache[key] = load_model(args.model, spec.device, spec.dtype, spec.attn_kernel)
             from qdebug.commands.audio_input import check_modality
 
             check_modality(cache[key], requests[0][1])

@@ -14,7 +14,7 @@ def run_onnx_diff(args, models: dict | None = None) -> list:
     from qdebug.export.as_trace import onnx_trace
     from qdebug.export.manifest import find_manifest
     from qdebug.export.ort_run import open_export, run_export
-    from qdebug.trace.runner import CaptureOptions, prepare, trace_request
+    from qdebug.trace.runner import RecordPolicy, prepare, trace_request
     from qdebug.vocab import FindingKind
 
     if args.vary != "none" or args.inject or args.a_dtype or args.b_dtype:
@@ -29,10 +29,10 @@ def run_onnx_diff(args, models: dict | None = None) -> list:
     from qdebug.model.load import load_model
 
     cache: dict = {} if models is None else models
-    key = (args.model, args.device, "float32", args.kernel)
+    key = (args.model, args.device, "float32", args.attn_kernel)
     if key not in cache:
         # float32: what the export computes in; the reference must not be rounded coarser than it
-        cache[key] = load_model(args.model, args.device, "float32", args.kernel)
+        cache[key] = load_model(args.model, args.device, "float32", args.attn_kernel)
     loaded = cache[key]
     opened = open_export(manifest, loaded, loaded.device)
     atol = args.atol if args.atol is not None else ONNX_TOLERANCE[0]
@@ -41,7 +41,7 @@ def run_onnx_diff(args, models: dict | None = None) -> list:
     for order, request in requests:
         request.max_new_tokens = 1  # the export is a prefill graph: its first token is what both can say
         prepared = prepare(loaded, request)
-        reference = trace_request(loaded, request, CaptureOptions(attn_layers=set(), keep_hidden=True), prepared=prepared)  # every row: the diff names the first that parts
+        reference = trace_request(loaded, request, RecordPolicy(attn_layers=set(), keep_hidden=True), prepared=prepared)  # every row: the diff names the first that parts
         run = run_export(opened, loaded, prepared.inputs)
         exported = onnx_trace(reference, run, loaded.processor.tokenizer, str(manifest.root))
         result = diff_traces(reference, exported, atol=atol, rtol=rtol, a_label=f"A PyTorch {loaded.device}",

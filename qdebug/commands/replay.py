@@ -24,7 +24,7 @@ class ReplayArgs:
     model: str = "demo"
     device: str = "auto"
     dtype: str = "auto"
-    kernel: str = "eager"
+    attn_kernel: str = "eager"
     more_files: tuple = ()  # more runtime logs (rotated files), merged in time order
     log_filter: object | None = None  # qdebug.replay.log_index.EventFilter for --since/--until/--request/--kind
 
@@ -50,7 +50,7 @@ def run_replay(args: ReplayArgs, console=None) -> ReplayReport:
 
     with loading(args.model):
         quiet_transformers()
-        loaded = load_model(args.model, args.device, args.dtype, args.kernel)
+        loaded = load_model(args.model, args.device, args.dtype, args.attn_kernel)
     total = sum(1 for r in batch.requests if r.request is not None)
     from qdebug.commands.common import two_phase_progress
 

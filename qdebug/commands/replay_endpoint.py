@@ -28,7 +28,7 @@ class EndpointArgs:
     model: str | None = None  # --model: also run local references with qdebug's traced model
     device: str = "auto"
     dtype: str = "auto"
-    kernel: str = "eager"
+    attn_kernel: str = "eager"
 
 
 def check_local_only_options(mode: str, inject: str, seed: int) -> None:
@@ -68,12 +68,12 @@ def _local_references(batch, args: EndpointArgs) -> dict:
     """Each request's isolated answer from qdebug's own traced model (the model's true answer)."""
     from qdebug.commands.common import quiet_transformers
     from qdebug.model.load import load_model
-    from qdebug.trace.runner import CaptureOptions, trace_request
+    from qdebug.trace.runner import RecordPolicy, trace_request
 
     quiet_transformers()
-    loaded = load_model(args.model, args.device, args.dtype, args.kernel)
+    loaded = load_model(args.model, args.device, args.dtype, args.attn_kernel)
     out = {}
     for r in batch.requests:
         if r.request is not None:
-            out[r.request_id] = trace_request(loaded, r.request, CaptureOptions(attn_layers=set())).generated_text
+            out[r.request_id] = trace_request(loaded, r.request, RecordPolicy(attn_layers=set())).generated_text
     return out

@@ -17,7 +17,7 @@ class ServeArgs:
     model: str = "demo"
     device: str = "auto"
     dtype: str = "auto"
-    kernel: str = "eager"
+    attn_kernel: str = "eager"
     host: str = "127.0.0.1"
     port: int = 8000
     traces: Path | None = None
@@ -57,7 +57,7 @@ def run_serve(args: ServeArgs) -> None:
     from qdebug.model.load import load_model
 
     quiet_transformers()
-    loaded = load_model(args.model, args.device, args.dtype, args.kernel)
+    loaded = load_model(args.model, args.device, args.dtype, args.attn_kernel)
     import uvicorn
 
     from qdebug.serve.app import ServeSettings, build_app

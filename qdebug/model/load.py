@@ -29,7 +29,7 @@ class LoadedModel:
     spec: str
     device: str
     dtype: str
-    kernel: str  # the attention kernel every layer computes its output with
+    attn_kernel: str  # the attention kernel every layer computes its output with
     device_map: dict | None = None  # module → device, when accelerate placed the model (`--device-map auto`)
 
     @property
@@ -45,7 +45,7 @@ class LoadedModel:
             "architecture": self.adapter.name,
             "device": self.device,
             "dtype": self.dtype,
-            "attn_kernel": self.kernel,
+            "attn_kernel": self.attn_kernel,
             **({"device_map": sorted({str(d) for d in self.device_map.values()})} if self.device_map else {}),
         }
 
@@ -135,7 +135,7 @@ def load_model(
     spec: str = DEMO,
     device: str = "auto",
     dtype: str = "auto",
-    kernel: str = "eager",
+    attn_kernel: str = "eager",
     attn_implementation: str | None = None,
     trust_remote_code: bool = False,
     device_map: str | None = None,
@@ -147,8 +147,8 @@ def load_model(
     then go to the token embedding's device, and the recorder copies each capture to CPU wherever it ran.
     """
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    if kernel not in KERNELS:
-        raise DeviceError(f"--attn {kernel}: expected one of {', '.join(KERNELS)}")
+    if attn_kernel not in KERNELS:
+        raise DeviceError(f"--attn {attn_kernel}: expected one of {', '.join(KERNELS)}")
     path = resolve_model_dir(spec)
     adapter = adapter_for(read_config(path), where=f"--model {spec}")
     device = resolve_device(device)
@@ -161,7 +161,7 @@ def load_model(
 
     from .attention import register
 
-    attn_implementation = attn_implementation or register(kernel)
+    attn_implementation = attn_implementation or register(attn_kernel)
     try:
         model = adapter.model_class().from_pretrained(
             path,
@@ -180,4 +180,4 @@ def load_model(
     else:  # inputs go where the token embeddings live
         device = str(adapter.embed_tokens(model).weight.device)
     model.eval()
-    return LoadedModel(model, processor, adapter, str(path), spec, device, dtype, kernel, device_map=placed)
+    return LoadedModel(model, processor, adapter, str(path), spec, device, dtype, attn_kernel, device_map=placed)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from qdebug.errors import InputError, first_line
 from qdebug.trace.protocols import Fault
-from qdebug.trace.runner import CaptureOptions, trace_request
+from qdebug.trace.runner import RecordPolicy, trace_request
 from qdebug.trace.tensor_names import TensorKind as T
 
 from .batch import Batch
@@ -89,7 +89,7 @@ def replay(
     run = ReplayRun(settings, references=dict(references or {}))
     progress = on_progress or (lambda phase, rid, clean: None)
     items = [(r.request_id, r.request) for r in batch.requests if r.request is not None]
-    options = CaptureOptions(attn_layers=None, hidden_rows=False)  # replay keeps no hidden states (2N traces)
+    options = RecordPolicy(attn_layers=None, hidden_rows=False)  # replay keeps no hidden states (2N traces)
     try:
         for rid, request in items:
             if cancel.is_set():

@@ -61,7 +61,7 @@ class Tracer:
 
     def answer(self, body: dict, client_tag: str | None) -> tuple[int, dict]:
         """(HTTP status, OpenAI-style JSON) for one chat-completions body."""
-        from qdebug.trace.runner import CaptureOptions, trace_request
+        from qdebug.trace.runner import RecordPolicy, trace_request
 
         if body.get("stream"):
             return 400, _error("stream: true is not supported by qdebug serve (send stream: false)")
@@ -83,7 +83,7 @@ class Tracer:
             from qdebug.replay.faults import OffsetShift
 
             faults = (OffsetShift(self.shift, self.pad, events),)
-        trace = trace_request(self.loaded, request, CaptureOptions(attn_layers=None), faults=faults, listener=events)
+        trace = trace_request(self.loaded, request, RecordPolicy(attn_layers=None), faults=faults, listener=events)
         self._file(number, rid, client_tag, trace, client)
         return 200, self._completion(rid, body, request, trace)
 

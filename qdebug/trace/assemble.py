@@ -113,10 +113,10 @@ def _meta(loaded, options, rec: Recorder, n_layers: int, audio_meta: list[dict] 
 def _attn_note(loaded, captured: list[int]) -> str:
     """Which layers recorded weights, and which kernel computed every layer's output."""
     if not captured:
-        return f"no attention weights recorded; every layer ran {loaded.kernel}"
+        return f"no attention weights recorded; every layer ran {loaded.attn_kernel}"
     n = len(loaded.adapter.decoder_layers(loaded.model))
     layers = "all layers" if len(captured) == n else f"layers {captured}"
-    if loaded.kernel == "eager":
+    if loaded.attn_kernel == "eager":
         return f"attention weights recorded from the eager kernel in {layers} (eager everywhere)"
-    return (f"every layer ran {loaded.kernel}; attention weights in {layers} computed by the eager formula "
+    return (f"every layer ran {loaded.attn_kernel}; attention weights in {layers} computed by the eager formula "
             f"for the kept query rows only")

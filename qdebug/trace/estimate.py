@@ -1,7 +1,7 @@
 """`qdebug estimate`: a model's parameters, weight memory and a trace's size, from config.json alone.
 
 The parameter count comes from instantiating the architecture on the meta device (no weights are read or
-allocated). Trace and extra-memory figures follow the capture policy of `qdebug.trace.runner.CaptureOptions`:
+allocated). Trace and extra-memory figures follow the recording policy of `qdebug.trace.runner.RecordPolicy`:
 attention weights of the captured layers for the kept query rows × image keys (float32), hidden states
 in the model's dtype (per-layer statistics plus the last prompt row, or every row with `keep_hidden`),
 each step's raw logits (float32). They are estimates of what a trace holds in memory, not of the zipped file.

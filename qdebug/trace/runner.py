@@ -18,8 +18,8 @@ QUERY_MODES = ("gen", "all")
 
 
 @dataclass
-class CaptureOptions:
-    """What a trace keeps (the default policy is bounded: see README "Capture policy").
+class RecordPolicy:
+    """What a trace keeps (the default policy is bounded: see README "Recording policy").
 
     topk: alternatives per step. attn_layers: decoder layers that record attention weights (None = all,
     empty = none); the others never compute weights. queries: prompt rows whose attention is kept: "gen"
@@ -124,7 +124,7 @@ def run_generate(loaded, inputs: dict, max_new_tokens: int, input_path: str = "i
 def trace_request(
     loaded,
     request: Request,
-    options: CaptureOptions | None = None,
+    options: RecordPolicy | None = None,
     on_stage: Callable[[str], None] | None = None,
     taps: tuple[AttentionTap, ...] = (),
     prepared: Prepared | None = None,
@@ -140,7 +140,7 @@ def trace_request(
     """
     import torch
 
-    options = options or CaptureOptions()
+    options = options or RecordPolicy()
     prepared = prepared or prepare(loaded, request)
     ids = prepared.inputs["input_ids"][0].tolist()
     image_positions = [p for s, e in prepared.spans for p in range(s, e)]

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable
 
 from .request import Request
-from .runner import CaptureOptions, Prepared, prepare, trace_request
+from .runner import RecordPolicy, Prepared, prepare, trace_request
 
 
 class Cancelled(Exception):
@@ -28,12 +28,12 @@ class Stepper:
         self,
         loaded,
         request: Request,
-        options: CaptureOptions | None = None,
+        options: RecordPolicy | None = None,
         breakpoints: set[str] | None = None,
         on_event: Callable[[str, str | None], None] | None = None,
     ):
         self.loaded, self.request = loaded, request
-        self.options = options or CaptureOptions()
+        self.options = options or RecordPolicy()
         self.breakpoints = set(breakpoints if breakpoints is not None else {"preprocess"})
         self.on_event = on_event or (lambda kind, stage: None)
         self.reached: list[str] = []

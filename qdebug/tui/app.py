@@ -28,7 +28,7 @@ class ModelSpec:
     model: str = "demo"
     device: str = "auto"
     dtype: str = "auto"
-    kernel: str = "eager"
+    attn_kernel: str = "eager"
 
 
 class QDebugApp(App):
@@ -114,7 +114,7 @@ class QDebugApp(App):
             from qdebug.model.load import load_model
 
             quiet_transformers()
-            loaded = load_model(spec.model, spec.device, spec.dtype, spec.kernel)
+            loaded = load_model(spec.model, spec.device, spec.dtype, spec.attn_kernel)
         except Exception as exc:  # QDebugError carries a one-line message; anything else is named
             self.post_message(self.ModelLoadFailed(describe(exc)))
             return
@@ -174,7 +174,7 @@ def build_app(
     if trace is None and report is None and model_spec is None and loaded is None:
         model_spec = ModelSpec()
     if loaded is not None and model_spec is None:
-        model_spec = ModelSpec(loaded.spec, loaded.device, loaded.dtype, loaded.kernel)
+        model_spec = ModelSpec(loaded.spec, loaded.device, loaded.dtype, loaded.attn_kernel)
     pending = PendingRequest([Path(p) for p in image_paths or []], prompt, max_new_tokens)
     return QDebugApp(trace=trace, report=report, model_spec=model_spec if trace is None and report is None else None,
                      pending=pending, loaded=loaded, source=source)

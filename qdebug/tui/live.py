@@ -8,12 +8,12 @@ snapshot when the run ends.
 from __future__ import annotations
 
 from qdebug.trace.assemble import assemble_trace
-from qdebug.trace.runner import CaptureOptions
+from qdebug.trace.runner import RecordPolicy
 
 PARTIAL_NOTE = "live snapshot: the complete trace arrives when the run finishes"
 
 
-def snapshot(loaded, request, prepared, recorder, reached: list[str], options: CaptureOptions | None = None):
+def snapshot(loaded, request, prepared, recorder, reached: list[str], options: RecordPolicy | None = None):
     """A Trace holding the stages in `reached` as far as the recorder has them (steps chosen greedily)."""
     if recorder is None:
         if set(reached) - {"preprocess"}:
@@ -24,7 +24,7 @@ def snapshot(loaded, request, prepared, recorder, reached: list[str], options: C
         recorder = Recorder()
     image_positions = {p for s, e in prepared.spans for p in range(s, e)}
     queries = [p for p in range(len(prepared.inputs["input_ids"][0])) if p not in image_positions]
-    trace = assemble_trace(loaded, request, prepared, recorder, None, queries, options or CaptureOptions(), reached=reached)
+    trace = assemble_trace(loaded, request, prepared, recorder, None, queries, options or RecordPolicy(), reached=reached)
     trace.meta.partial = True
     trace.meta.note = PARTIAL_NOTE
     return trace

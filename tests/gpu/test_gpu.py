@@ -40,11 +40,11 @@ def test_attn_png_json_save(tmp_path):
 
 def test_recorded_tensors_are_cpu(gpu_demo):
     from qdebug.trace.request import build_request
-    from qdebug.trace.runner import CaptureOptions, trace_request
+    from qdebug.trace.runner import RecordPolicy, trace_request
     from tests.conftest import scene
 
     trace = trace_request(gpu_demo, build_request("Describe the image.", [], images=[scene(3).image], max_new_tokens=6),
-                          CaptureOptions(keep_hidden=True))
+                          RecordPolicy(keep_hidden=True))
     assert trace.tensors and all(t.device.type == "cpu" for t in trace.tensors.values())
     assert trace.tensors["layer.0.hidden"].dtype == torch.bfloat16
 

@@ -7,7 +7,7 @@ import pytest
 from qdebug.analysis.diff import check_comparable
 from qdebug.errors import IncompatibleTracesError
 from qdebug.trace.request import build_request
-from qdebug.trace.runner import CaptureOptions, trace_request
+from qdebug.trace.runner import RecordPolicy, trace_request
 from qdebug.trace.schema import load_trace, save_trace
 
 from ..conftest import scene
@@ -21,7 +21,7 @@ def two_traces(demo, tmp_path_factory):
     paths = []
     for name, seed, colour in (("a", 5, "red"), ("b", 6, "blue")):
         image = scene(seed, width=112, height=112, colour=colour, shape="circle", quadrant="top left").image
-        trace = trace_request(demo, build_request("Describe the image.", [], images=[image], max_new_tokens=2), CaptureOptions(attn_layers=set()))
+        trace = trace_request(demo, build_request("Describe the image.", [], images=[image], max_new_tokens=2), RecordPolicy(attn_layers=set()))
         paths.append(save_trace(trace, folder / f"{name}.qdt"))
     return paths
 

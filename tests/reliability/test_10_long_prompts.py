@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from qdebug.trace.request import build_request
-from qdebug.trace.runner import CaptureOptions, trace_request
+from qdebug.trace.runner import RecordPolicy, trace_request
 
 from ..conftest import scene
 from .conftest import qdebug
@@ -14,7 +14,7 @@ from .conftest import qdebug
 def test_over_long_prompt_is_a_warning_naming_both_numbers(demo):
     image = scene(8, width=56, height=56).image
     request = build_request("red circle " * 700, [], images=[image], max_new_tokens=2)
-    trace = trace_request(demo, request, CaptureOptions(attn_layers=set()))
+    trace = trace_request(demo, request, RecordPolicy(attn_layers=set()))
     n = len(trace.input_ids)
     assert n > 1024
     (found,) = [f for f in trace.findings if f.kind == "prompt_too_long"]

@@ -1,4 +1,4 @@
-"""Capture policy: CPU copies in the recorder, `--layers`, kept query rows, hidden rows, faithfulness to SDPA."""
+"""Recording policy: CPU copies in the recorder, `--layers`, kept query rows, hidden rows, faithfulness to SDPA."""
 
 import json
 import sys
@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from qdebug.cli import app
 from qdebug.trace.request import build_request
-from qdebug.trace.runner import CaptureOptions, run_generate, prepare, trace_request
+from qdebug.trace.runner import RecordPolicy, run_generate, prepare, trace_request
 from tests.conftest import scene
 
 runner = CliRunner()
@@ -56,7 +56,7 @@ def test_recorder_keeps_cpu_copies_not_views():
 
 
 def test_trace_tensors_are_cpu_in_documented_dtypes(bf16_demo):
-    trace = trace_request(bf16_demo, _request(), CaptureOptions(keep_hidden=True))
+    trace = trace_request(bf16_demo, _request(), RecordPolicy(keep_hidden=True))
     assert trace.tensors and all(t.device.type == "cpu" for t in trace.tensors.values())
     assert trace.tensors["layer.0.hidden"].dtype == torch.bfloat16
     assert trace.tensors["sync.embeds"].dtype == torch.bfloat16
@@ -71,7 +71,7 @@ def test_traced_run_is_bit_identical_to_plain_sdpa(sdpa_demo):
     prepared = prepare(sdpa_demo, request)
     scores: list = []
     plain = run_generate(sdpa_demo, prepared.inputs, 8, scores=scores)
-    trace = trace_request(sdpa_demo, request, CaptureOptions(attn_layers=None), prepared=prepared)
+    trace = trace_request(sdpa_demo, request, RecordPolicy(attn_layers=None), prepared=prepared)
     assert trace.generated_ids == plain
     for k, step in enumerate(trace.steps):
         assert step.topk.token_ids[0] == int(scores[k].argmax())
@@ -104,14 +104,14 @@ def _spy(monkeypatch, sdpa_demo):
 def test_layers_1_records_only_layer_1_and_equals_all(sdpa_demo, monkeypatch):
     request = _request(tokens=6)
     calls = _spy(monkeypatch, sdpa_demo)
-    one = trace_request(sdpa_demo, request, CaptureOptions(attn_layers={1}))
+    one = trace_request(sdpa_demo, request, RecordPolicy(attn_layers={1}))
     assert {layer for layer, _ in calls["eager"]} == {1}  # only the captured layer computes weights...
     assert all(rows == 1 for _, rows in calls["eager"])  # ...for the kept query row only (never T × T)
     n_layers = len(sdpa_demo.adapter.decoder_layers(sdpa_demo.model))
     assert {layer for layer, _ in calls["sdpa"]} == set(range(n_layers))  # every layer's output came from SDPA
     assert one.meta.layers_captured == [1]
     assert [k for k in one.tensors if k.endswith(".attn")] == ["layer.1.attn"]
-    every = trace_request(sdpa_demo, request, CaptureOptions(attn_layers=None))
+    every = trace_request(sdpa_demo, request, RecordPolicy(attn_layers=None))
     assert every.meta.layers_captured == list(range(n_layers))
     assert torch.equal(one.tensors["layer.1.attn"], every.tensors["layer.1.attn"])
     from qdebug.analysis.attention import attention_grid
@@ -123,8 +123,8 @@ def test_layers_1_records_only_layer_1_and_equals_all(sdpa_demo, monkeypatch):
 def test_side_weights_match_eager_kernel_weights(sdpa_demo, demo):
     """Weights from the kept rows beside SDPA equal the full eager kernel's rows (same request)."""
     request = _request(tokens=5)
-    a = trace_request(sdpa_demo, request, CaptureOptions(queries="all"))
-    b = trace_request(demo, request, CaptureOptions(queries="all"))
+    a = trace_request(sdpa_demo, request, RecordPolicy(queries="all"))
+    b = trace_request(demo, request, RecordPolicy(queries="all"))
     assert a.attn_queries == b.attn_queries
     for layer in range(4):
         assert torch.allclose(a.tensors[f"layer.{layer}.attn"], b.tensors[f"layer.{layer}.attn"], atol=1e-5)
@@ -133,7 +133,7 @@ def test_side_weights_match_eager_kernel_weights(sdpa_demo, demo):
 def test_default_keeps_stats_and_last_row_keep_hidden_keeps_all(sdpa_demo):
     request = _request(tokens=4)
     small = trace_request(sdpa_demo, request)
-    full = trace_request(sdpa_demo, request, CaptureOptions(keep_hidden=True))
+    full = trace_request(sdpa_demo, request, RecordPolicy(keep_hidden=True))
     n = len(small.input_ids)
     assert "layer.0.hidden" not in small.tensors and small.tensors["layer.0.last"].shape[0] == 1
     assert torch.equal(small.tensors["layer.2.last"][0], full.tensors["layer.2.hidden"][n - 1])
@@ -141,7 +141,7 @@ def test_default_keeps_stats_and_last_row_keep_hidden_keeps_all(sdpa_demo):
     for layer in range(4):  # statistics cover every row either way
         assert small.stages[f"layer.{layer}"].summary.stats.max_abs == pytest.approx(full.stages[f"layer.{layer}"].summary.stats.max_abs)
     assert small.attn_queries == [n - 1 + k for k in range(len(small.steps))]
-    none = trace_request(sdpa_demo, request, CaptureOptions(hidden_rows=False))
+    none = trace_request(sdpa_demo, request, RecordPolicy(hidden_rows=False))
     assert not [k for k in none.tensors if k.startswith("layer.") and not k.endswith(".attn")]
 
 
@@ -169,7 +169,7 @@ def test_bad_layers_spec_is_one_line(scene_png, spec):
 
 def test_queries_positions_kept(sdpa_demo):
     request = _request(tokens=3)
-    trace = trace_request(sdpa_demo, request, CaptureOptions(queries=[0, -1]))
+    trace = trace_request(sdpa_demo, request, RecordPolicy(queries=[0, -1]))
     n = len(trace.input_ids)
     assert trace.attn_queries[:2] == [0, n - 1]
     assert trace.tensors["layer.0.attn"].shape[1] == 2 + len(trace.steps) - 1

@@ -15,7 +15,7 @@ def test_vary_device_keeps_one_dtype(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
     a, b = run_specs(DiffArgs("x.png", "p", vary="device"))
     assert (a.device, b.device) == ("cpu", "cuda")
-    assert a.dtype == b.dtype == "bfloat16" and a.kernel == b.kernel and a.input_path == b.input_path
+    assert a.dtype == b.dtype == "bfloat16" and a.attn_kernel == b.attn_kernel and a.input_path == b.input_path
     a, b = run_specs(DiffArgs("x.png", "p", vary="device", dtype="float32"))
     assert a.dtype == b.dtype == "float32"
 

@@ -9,14 +9,14 @@ import torch
 from qdebug.analysis.diff import diff_traces
 from qdebug.analysis.tolerances import tolerance_for
 from qdebug.trace.request import build_request
-from qdebug.trace.runner import CaptureOptions, trace_request
+from qdebug.trace.runner import RecordPolicy, trace_request
 from tests.conftest import scene
 
 
 @pytest.fixture(scope="module")
 def full_trace(demo):
     s = scene(8, width=140, height=140)
-    return trace_request(demo, build_request("Describe the image.", [], images=[s.image], max_new_tokens=3), CaptureOptions(keep_hidden=True))
+    return trace_request(demo, build_request("Describe the image.", [], images=[s.image], max_new_tokens=3), RecordPolicy(keep_hidden=True))
 
 
 def _as_bf16(trace):
