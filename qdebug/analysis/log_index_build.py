@@ -25,7 +25,7 @@ _ERROR_CODE, _DESYNC_CODE = CODE_OF_VERDICT[Verdict.ERROR], CODE_OF_VERDICT[Verd
 
 
 class _Aggregator:
-    """Per-request state while a request is open: first mention, severity, last desync/write offsets, last stitch."""
+    """Per-request state while a request is open: first mention, severity, last desync/write offsets, last sync."""
 
     def __init__(self, index: LogIndex):
         self.index = index

@@ -1,7 +1,7 @@
 """Measured sync offsets: where each image's visual rows actually landed in the embeddings the decoder received.
 
 Evidence only: the offsets come from comparing the decoder's input rows with every request's isolated encoder
-rows, never from what a fault or a stitch event says about itself.
+rows, never from what a fault or a sync event says about itself.
 """
 
 from __future__ import annotations

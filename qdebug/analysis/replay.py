@@ -170,7 +170,7 @@ def _fill_replayed(out: RequestOutcome, trace, batched: BatchedRow | None, refer
     """Texts, measured per-image offsets and first-token divergence of one replayed request.
 
     Offsets are measured in the embeddings the decoder received: where each image's visual rows (its own, or
-    another request's) actually are, never where a stitch event says they were put.
+    another request's) actually are, never where a sync event says they were put.
     """
     if trace is not None:
         out.replayed = trace.generated_text

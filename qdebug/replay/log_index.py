@@ -189,7 +189,7 @@ class LogIndex:
         self.conn.executemany("INSERT INTO findings VALUES (?)", [(s,) for s in seqs])
 
     def finish(self, meta: dict) -> None:
-        """Decide contamination (overwrites before the victim's last stitch), store meta, commit."""
+        """Decide contamination (overwrites before the victim's last sync), store meta, commit."""
         self.conn.executescript(_FINALISE)
         meta = {**meta, "version": INDEX_VERSION}
         self.conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", [(k, json.dumps(v)) for k, v in meta.items()])

@@ -32,18 +32,22 @@ def test_shared_buffer_contamination_is_found_with_the_right_donor(buggy, tmp_pa
     index = {line["client_request"]: line for line in _index(tmp)}
     # The isolated references ran alone: a wave of one, nobody else's rows.
     assert all(index[f"{r['id']}/reference"]["donors"] == [] for r in doc["requests"])
+    references = {r["id"]: r["reference"] for r in doc["requests"]}
     checked = 0
     for r in doc["requests"]:
-        if r["verdict"] != "contaminated" or r["burst_donors"][0] != [r["donor"]]:
+        if r["verdict"] != "contaminated":
             continue
         served = index[f"{r['id']}/burst-1"]
+        # No false alarm: the server's own record says this request read someone else's rows.
+        assert served["donors"], (r, served)
+        if r["burst_donors"][0] != [r["donor"]] or r["burst_answers"][0] != references[r["donor"]]:
+            continue  # a donor named by a near answer: rows mixed from several requests can read like a third's
         donor_served = index[f"{r['donor']}/burst-1"]
-        assert donor_served["id"] in served["donors"], (r, served)  # the server's own record of whose rows it read
-        assert r["burst_answers"][0] == doc["requests"][[q["id"] for q in doc["requests"]].index(r["donor"])]["reference"]
+        assert donor_served["id"] in served["donors"], (r, served)  # an exact answer names a true donor
         checked += 1
     assert checked >= 1, [(r["id"], r["verdict"], r["burst_donors"]) for r in doc["requests"]]
     assert doc["counts"]["requests_contaminated"] >= checked
-    # Requests were served concurrently: several reached the merge step inside one wave.
+    # Requests were served concurrently: several reached the sync step inside one wave.
     waves = [line["wave"] for line in index.values() if line["client_request"].endswith("burst-1")]
     assert max(waves.count(w) for w in set(waves)) >= 2
     # Every answer left a trace that loads for repl/diff.

@@ -22,31 +22,31 @@ def _num(value: int | None) -> str:
 
 
 def _contaminating(events: list[Event]) -> list[Event]:
-    """Overwrites by another request that happened before the victim's last stitch (any, if it never stitched).
+    """Overwrites by another request that happened before the victim's last sync (any, if it never synced).
 
     Events are taken in the order given: a Batch's events are in source order (`seq`).
     """
-    last_stitch: dict[str, int] = {}
+    last_sync: dict[str, int] = {}
     for i, e in enumerate(events):
         if e.kind == EventKind.SYNC and e.request_id is not None:
-            last_stitch[e.request_id] = i
+            last_sync[e.request_id] = i
     hits = []
     for i, e in enumerate(events):
         if e.kind != EventKind.BUFFER_OVERWRITE or e.request_id is None or e.donor is None:
             continue
         if e.donor == e.request_id:
             continue  # a request rewriting its own buffer mixes nothing in
-        stitch = last_stitch.get(e.request_id)
-        if stitch is None or i < stitch:
+        synced = last_sync.get(e.request_id)
+        if synced is None or i < synced:
             hits.append(e)
     return hits
 
 
 def contamination_from_events(events: Iterable[Event]) -> dict[str, str]:
-    """Victim id -> donor id for buffers overwritten by another request before the victim stitched."""
+    """Victim id -> donor id for buffers overwritten by another request before the victim synced."""
     result: dict[str, str] = {}
     for e in _contaminating(list(events)):
-        result[e.request_id] = e.donor  # in event order, so the last donor before the stitch wins
+        result[e.request_id] = e.donor  # in event order, so the last donor before the sync wins
     return result
 
 

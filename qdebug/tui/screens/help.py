@@ -46,7 +46,7 @@ PANELS = {
     "topk": ("top-k", "The next-token distribution at the cursor position (or the step chosen there): bars, "
              "probabilities and entropy. ←/→ move the query token, `topk K` sets the rows."),
     "timeline": ("offsets", "The token stream: text ids coloured by what they are (text, image I, generated), and the "
-                 "rows the merge step put there. Visual offset ≠ text offset is a desync (✗). ←/→ query token, "
+                 "rows the sync step put there. Visual offset ≠ text offset is a desync (✗). ←/→ query token, "
                  "shift+←/→ one token."),
     "attention": ("attention", "Attention from the query token to each image's merged-patch grid, beside the image; the "
                   "peak cell is outlined. [ / ] layer (mean first), h head, i next image, ←/→ query token. Without "
