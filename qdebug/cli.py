@@ -292,14 +292,15 @@ def repl(
 
         quiet_transformers()
         refuse_if_too_big(model, device, dtype, images=opened, image_tokens=None if opened else 1024, max_new_tokens=max_new_tokens)
-    from qdebug.tui.app import ModelSpec, build_app
+    from qdebug.model.choice import ModelChoice
+    from qdebug.tui.app import build_app
 
     if trace is not None:
         from qdebug.trace.schema import load_trace
 
         tui = build_app(trace=load_trace(trace), source=str(trace))
     else:
-        tui = build_app(model_spec=ModelSpec(model, device, dtype, attn_kernel), image_paths=list(images or []), prompt=prompt, max_new_tokens=max_new_tokens)
+        tui = build_app(model_spec=ModelChoice(model=model, device=device, dtype=dtype, attn_kernel=attn_kernel), image_paths=list(images or []), prompt=prompt, max_new_tokens=max_new_tokens)
     tui.run()
 
 

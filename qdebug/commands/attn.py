@@ -7,22 +7,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from qdebug.errors import InputError
+from qdebug.model.choice import ModelChoice
 
 if TYPE_CHECKING:
     from qdebug.trace.schema import Trace
 
 
 @dataclass
-class AttnArgs:
-    """Everything `qdebug attn` was asked for."""
+class AttnArgs(ModelChoice):
+    """Everything `qdebug attn` was asked for (the model: `ModelChoice`'s fields)."""
 
     images: list[Path]
     prompt: str
     _: KW_ONLY
-    model: str = "demo"
-    device: str = "auto"
-    dtype: str = "auto"
-    attn_kernel: str = "eager"
     max_new_tokens: int = 16
     topk: int = 5
     layer: int | None = None
@@ -135,7 +132,6 @@ def check_before_load(args: AttnArgs) -> None:
 def run_attn(args: AttnArgs) -> AttnResult:
     """Check the selection, load, trace and check the findings; outputs are written by `write_outputs`."""
     from qdebug.commands.common import loading, quiet_transformers
-    from qdebug.model.load import load_model
     from qdebug.trace.request import build_request, load_image
     from qdebug.trace.policy import parse_layers, parse_queries, resolve_layers
     from qdebug.trace.runner import RecordPolicy, trace_request
@@ -158,7 +154,7 @@ def run_attn(args: AttnArgs) -> AttnResult:
     refuse_if_too_big(args.model, args.device, args.dtype, image_tokens=None, images=pil_images, max_new_tokens=args.max_new_tokens,
                       layers=args.layers, device_map=args.device_map)
     with loading(args.model):
-        loaded = load_model(args.model, args.device, args.dtype, args.attn_kernel, device_map=args.device_map)
+        loaded = args.load(device_map=args.device_map)
     check_modality(loaded, request)
     attn_layers = resolve_layers(args.layers, layer_items, len(loaded.adapter.decoder_layers(loaded.model)))
     options = RecordPolicy(topk=args.topk, attn_layers=attn_layers, keep_hidden=args.keep_hidden, queries=queries,

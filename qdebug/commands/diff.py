@@ -6,6 +6,7 @@ from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 
 from qdebug.errors import InputError
+from qdebug.model.choice import ModelChoice
 
 from .diff_run import Comparison, DiffRun
 
@@ -27,8 +28,8 @@ class RunSpec:
 
 
 @dataclass
-class DiffArgs:
-    """Everything `qdebug diff` was asked for."""
+class DiffArgs(ModelChoice):
+    """Everything `qdebug diff` was asked for (the model: `ModelChoice`'s fields)."""
 
     first: str
     second: str
@@ -36,10 +37,6 @@ class DiffArgs:
     vary: str = "none"
     order: str = "image-first"
     inject: str | None = None
-    model: str = "demo"
-    device: str = "auto"
-    dtype: str = "auto"
-    attn_kernel: str = "eager"
     a_dtype: str | None = None
     b_dtype: str | None = None
     max_new_tokens: int = 16

@@ -6,13 +6,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from qdebug.model.choice import ModelChoice
+
 if TYPE_CHECKING:
     from qdebug.replay.report import ReplayReport
 
 
 @dataclass(kw_only=True)
-class ReplayArgs:
-    """Everything `qdebug replay` was asked for."""
+class ReplayArgs(ModelChoice):
+    """Everything `qdebug replay` was asked for (the model: `ModelChoice`'s fields)."""
 
     file: Path
     format: str | None = None
@@ -21,10 +23,6 @@ class ReplayArgs:
     inject: str = "none"
     seed: int = 0
     allow_paths: bool = False
-    model: str = "demo"
-    device: str = "auto"
-    dtype: str = "auto"
-    attn_kernel: str = "eager"
     more_files: tuple = ()  # more runtime logs (rotated files), merged in time order
     log_filter: object | None = None  # qdebug.replay.log_index.EventFilter for --since/--until/--request/--kind
 
@@ -46,11 +44,10 @@ def run_replay(args: ReplayArgs, console=None) -> ReplayReport:
     settings = ReplaySettings(mode=args.mode, concurrency=args.concurrency, inject=args.inject, seed=args.seed)
     check_settings(settings)
     from qdebug.commands.common import loading, quiet_transformers
-    from qdebug.model.load import load_model
 
     with loading(args.model):
         quiet_transformers()
-        loaded = load_model(args.model, args.device, args.dtype, args.attn_kernel)
+        loaded = args.load()
     total = sum(1 for r in batch.requests if r.request is not None)
     from qdebug.commands.common import two_phase_progress
 

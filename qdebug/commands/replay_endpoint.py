@@ -6,13 +6,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from qdebug.model.choice import ModelChoice
+
 if TYPE_CHECKING:
     from qdebug.replay.report import ReplayReport
 
 
 @dataclass(kw_only=True)
-class EndpointArgs:
-    """What `qdebug replay CAPTURE --endpoint URL` was asked for."""
+class EndpointArgs(ModelChoice):
+    """What `qdebug replay CAPTURE --endpoint URL` was asked for (`model` None: no local references)."""
 
     file: Path  # a capture (JSONL of chat-completions bodies)
     url: str  # --endpoint
@@ -26,9 +28,6 @@ class EndpointArgs:
     timeout: float = 120.0
     retries: int = 2
     model: str | None = None  # --model: also run local references with qdebug's traced model
-    device: str = "auto"
-    dtype: str = "auto"
-    attn_kernel: str = "eager"
 
 
 def check_local_only_options(mode: str, inject: str, seed: int) -> None:
@@ -67,11 +66,10 @@ def run_endpoint_replay(args: EndpointArgs, console=None) -> ReplayReport:
 def _local_references(batch, args: EndpointArgs) -> dict:
     """Each request's isolated answer from qdebug's own traced model (the model's true answer)."""
     from qdebug.commands.common import quiet_transformers
-    from qdebug.model.load import load_model
     from qdebug.trace.runner import RecordPolicy, trace_request
 
     quiet_transformers()
-    loaded = load_model(args.model, args.device, args.dtype, args.attn_kernel)
+    loaded = args.load()
     out = {}
     for r in batch.requests:
         if r.request is not None:

@@ -8,16 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qdebug.errors import InputError
+from qdebug.model.choice import ModelChoice
 
 
 @dataclass(kw_only=True)
-class ServeArgs:
-    """Everything `qdebug serve` was asked for."""
+class ServeArgs(ModelChoice):
+    """Everything `qdebug serve` was asked for (the model: `ModelChoice`'s fields)."""
 
-    model: str = "demo"
-    device: str = "auto"
-    dtype: str = "auto"
-    attn_kernel: str = "eager"
     host: str = "127.0.0.1"
     port: int = 8000
     traces: Path | None = None
@@ -54,10 +51,9 @@ def run_serve(args: ServeArgs) -> None:
     """Load the model and serve until Ctrl-C (uvicorn), telling stderr where it listens."""
     check_serve_args(args)
     from qdebug.commands.common import quiet_transformers
-    from qdebug.model.load import load_model
 
     quiet_transformers()
-    loaded = load_model(args.model, args.device, args.dtype, args.attn_kernel)
+    loaded = args.load()
     import uvicorn
 
     from qdebug.serve.app import ServeSettings, build_app

@@ -12,6 +12,7 @@ from textual.binding import Binding
 from textual.message import Message
 
 from qdebug.errors import describe
+from qdebug.model.choice import ModelChoice
 
 from .files import FileRouter
 from .screens.batch import BatchScreen
@@ -19,16 +20,6 @@ from .screens.help import HelpScreen
 from .screens.request import RequestScreen
 from .screens.timeline_picture import TimelinePictureScreen
 from .session import PendingRequest
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """Which model to load for live runs: spec (demo | dir | hub id), device, dtype, attention kernel."""
-
-    model: str = "demo"
-    device: str = "auto"
-    dtype: str = "auto"
-    attn_kernel: str = "eager"
 
 
 class QDebugApp(App):
@@ -53,7 +44,7 @@ class QDebugApp(App):
     TITLE = "qdebug"
     BINDINGS = [Binding("ctrl+q", "quit", "quit", show=False, priority=True)]
 
-    def __init__(self, *, trace=None, report=None, model_spec: ModelSpec | None = None, pending: PendingRequest | None = None,
+    def __init__(self, *, trace=None, report=None, model_spec: ModelChoice | None = None, pending: PendingRequest | None = None,
                  loaded=None, source: str = ""):
         super().__init__()
         self.trace, self.report, self.model_spec, self.pending, self.source = trace, report, model_spec, pending, source
@@ -111,10 +102,9 @@ class QDebugApp(App):
         spec = self.model_spec
         try:
             from qdebug.commands.common import quiet_transformers
-            from qdebug.model.load import load_model
 
             quiet_transformers()
-            loaded = load_model(spec.model, spec.device, spec.dtype, spec.attn_kernel)
+            loaded = spec.load()
         except Exception as exc:  # QDebugError carries a one-line message; anything else is named
             self.post_message(self.ModelLoadFailed(describe(exc)))
             return
@@ -163,7 +153,7 @@ def build_app(
     *,
     trace=None,
     report=None,
-    model_spec: ModelSpec | None = None,
+    model_spec: ModelChoice | None = None,
     image_paths: list[Path] | None = None,
     prompt: str | None = None,
     max_new_tokens: int = 16,
@@ -172,9 +162,9 @@ def build_app(
 ) -> QDebugApp:
     """The app for a saved trace, a replay report, or live runs on `model_spec` (`loaded`: an already loaded model)."""
     if trace is None and report is None and model_spec is None and loaded is None:
-        model_spec = ModelSpec()
+        model_spec = ModelChoice()
     if loaded is not None and model_spec is None:
-        model_spec = ModelSpec(loaded.spec, loaded.device, loaded.dtype, loaded.attn_kernel)
+        model_spec = ModelChoice(model=loaded.spec, device=loaded.device, dtype=loaded.dtype, attn_kernel=loaded.attn_kernel)
     pending = PendingRequest([Path(p) for p in image_paths or []], prompt, max_new_tokens)
     return QDebugApp(trace=trace, report=report, model_spec=model_spec if trace is None and report is None else None,
                      pending=pending, loaded=loaded, source=source)

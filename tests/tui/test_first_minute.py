@@ -7,7 +7,8 @@ import json
 import shutil
 import threading
 
-from qdebug.tui.app import ModelSpec, build_app
+from qdebug.model.choice import ModelChoice
+from qdebug.tui.app import build_app
 from qdebug.tui.screens.batch import BatchScreen
 from qdebug.tui.screens.request import RequestScreen
 from qdebug.tui.widgets.attention_view import AttentionView
@@ -73,7 +74,7 @@ def _held_loader(monkeypatch) -> threading.Event:
 
 async def test_a_key_pressed_while_the_model_loads_acts_once_it_is_ready(monkeypatch):
     go = _held_loader(monkeypatch)
-    app = build_app(model_spec=ModelSpec("demo", "cpu", "float32", "eager"), image_paths=[IMAGE], prompt=PROMPT, max_new_tokens=4)
+    app = build_app(model_spec=ModelChoice(model="demo", device="cpu", dtype="float32", attn_kernel="eager"), image_paths=[IMAGE], prompt=PROMPT, max_new_tokens=4)
     async with app.run_test(size=SIZE) as pilot:
         screen = app.screen
         await pilot.press("c")
@@ -100,7 +101,7 @@ async def test_keys_pressed_while_a_rerun_starts_act_on_the_new_run(demo):
 
 async def test_a_key_while_loading_without_a_request_says_why(monkeypatch):
     go = _held_loader(monkeypatch)
-    app = build_app(model_spec=ModelSpec("demo", "cpu", "float32", "eager"))
+    app = build_app(model_spec=ModelChoice(model="demo", device="cpu", dtype="float32", attn_kernel="eager"))
     async with app.run_test(size=SIZE) as pilot:
         screen = app.screen
         await pilot.press("n")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 
-from qdebug.tui.app import ModelSpec, build_app
+from qdebug.model.choice import ModelChoice
+from qdebug.tui.app import build_app
 from qdebug.tui.screens.help import HelpScreen
 from qdebug.tui.screens.request import RequestScreen
 from qdebug.tui.widgets.message_line import MessageLine
@@ -111,7 +112,7 @@ async def test_r_reruns_and_cancels_the_paused_worker(demo):
 
 
 async def test_model_loads_in_a_worker_while_the_ui_answers(tmp_path):
-    app = build_app(model_spec=ModelSpec("demo", "cpu", "float32", "eager"))
+    app = build_app(model_spec=ModelChoice(model="demo", device="cpu", dtype="float32", attn_kernel="eager"))
     async with app.run_test(size=SIZE) as pilot:
         screen = app.screen
         # The indicator tells the truth on the first frame: shown while loading (a warm, busy machine may
@@ -135,7 +136,7 @@ async def test_model_loads_in_a_worker_while_the_ui_answers(tmp_path):
 
 
 async def test_a_model_that_cannot_load_is_an_inline_error():
-    app = build_app(model_spec=ModelSpec("/nonexistent/checkpoint", "cpu", "float32", "eager"))
+    app = build_app(model_spec=ModelChoice(model="/nonexistent/checkpoint", device="cpu", dtype="float32", attn_kernel="eager"))
     async with app.run_test(size=SIZE) as pilot:
         screen = app.screen
         await wait_for(pilot, lambda: screen.model_error is not None, timeout=60)
