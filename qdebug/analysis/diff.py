@@ -103,10 +103,10 @@ def check_comparable(a, b) -> None:
         raise IncompatibleTracesError(f"the traces come from different models ({diff}); expected two runs of one model")
     if a.input_ids != b.input_ids or [i.grid_thw for i in a.images] != [i.grid_thw for i in b.images]:
         raise IncompatibleTracesError(
-            f"the traces are of different requests ({a.request.get('prompt')!r} with {len(a.input_ids)} tokens vs "
-            f"{b.request.get('prompt')!r} with {len(b.input_ids)} tokens); expected the same request twice"
+            f"the traces are of different requests ({a.request.prompt!r} with {len(a.input_ids)} tokens vs "
+            f"{b.request.prompt!r} with {len(b.input_ids)} tokens); expected the same request twice"
         )
-    ha, hb = a.request.get("image_sha256"), b.request.get("image_sha256")
+    ha, hb = a.request.image_sha256, b.request.image_sha256
     if ha is not None and hb is not None and ha != hb:  # same ids and grids, other pixels: still another request
         which = next((i for i, (x, y) in enumerate(zip(ha, hb)) if x != y), min(len(ha), len(hb)))
         raise IncompatibleTracesError(

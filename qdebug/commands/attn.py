@@ -90,7 +90,7 @@ def _attn_json(trace, *, layer: int | None, head: int | None) -> dict:
                       "layers_captured": trace.meta.layers_captured or [], "queries": trace.meta.queries,
                       "kernel": trace.meta.model.get("attn_kernel")},
         "processors": trace.meta.processors or [],
-        "prompt": trace.request["prompt"],
+        "prompt": trace.request.prompt,
         "generated_text": trace.generated_text,
         "images": [
             {"path": i.path, "size": list(i.size), "grid_thw": list(i.grid_thw), "span": list(i.span) if i.span else None, "grid": [i.rows, i.cols],

@@ -10,7 +10,7 @@ from qdebug.vocab import Severity
 
 from .hooks import Recorder
 from .input_checks import context_limit, image_digest, input_findings
-from .meta import TraceMeta
+from .meta import TraceMeta, TraceRequest
 from .processors import active_processors
 from .schema import Stage, Trace
 from .stages.encode import encode_stage
@@ -57,14 +57,14 @@ def assemble_trace(loaded, request, prepared, rec: Recorder, generated, queries,
         findings = [f for f in findings if f.stage in keep]
     return Trace(
         meta=meta,
-        request={
-            "id": request.request_id,
-            "prompt": request.prompt_text,
-            "images": list(request.image_paths),
-            "max_new_tokens": request.max_new_tokens,
-            "image_sha256": [image_digest(im) for im in request.images],  # diff's same-request check
-            **({"audio": list(request.audio_paths)} if audio else {}),
-        },
+        request=TraceRequest(
+            id=request.request_id,
+            prompt=request.prompt_text,
+            images=list(request.image_paths),
+            max_new_tokens=request.max_new_tokens,
+            image_sha256=[image_digest(im) for im in request.images],
+            audio=list(request.audio_paths) if audio else None,
+        ),
         prompt_text=prepared.text,
         input_ids=ids,
         tokens=tok.convert_ids_to_tokens(ids),

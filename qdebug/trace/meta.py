@@ -51,3 +51,30 @@ _JSON_KEYS = ("qdebug", "created", "model", "torch", "transformers", "attn_captu
               "processors", "num_layers", "num_heads", "num_kv_heads", "hidden_size", "vocab_size", "audio", "layer_types",
               "deepstack", "input_path", "partial", "note", "onnx")
 _ORDER = sorted((f for f in fields(TraceMeta) if f.name != "extra"), key=lambda f: _JSON_KEYS.index(f.name))
+
+
+@dataclass
+class TraceRequest:
+    """The `request` part of a trace: what was asked (id, prompt, inputs, budget). Fields left None are absent
+    from its JSON; unknown keys are kept in `extra`."""
+
+    prompt: str
+    id: str | None = None
+    images: list[str] | None = None
+    max_new_tokens: int | None = None
+    image_sha256: list[str] | None = None  # of each image's pixels: diff's same-request check
+    audio: list[str] | None = None  # clip paths (audio families)
+    extra: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        """As the trace JSON's `request` object (keys in the order qdebug has always written them)."""
+        out = {name: getattr(self, name) for name in _REQUEST_KEYS if getattr(self, name) is not None}
+        return {**out, **self.extra}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "TraceRequest":
+        """From a trace JSON's `request` object (TypeError when `prompt` is missing)."""
+        return cls(**{k: v for k, v in data.items() if k in _REQUEST_KEYS}, extra={k: v for k, v in data.items() if k not in _REQUEST_KEYS})
+
+
+_REQUEST_KEYS = ("id", "prompt", "images", "max_new_tokens", "image_sha256", "audio")

@@ -13,7 +13,7 @@ from qdebug.errors import TraceFormatError
 from qdebug.findings import Finding
 from qdebug.vocab import FindingKind
 
-from .meta import TraceMeta
+from .meta import TraceMeta, TraceRequest
 from .summaries import Summary, summary_from_json
 from .tensor_names import TensorKind, layers_holding, tensor_name
 
@@ -102,7 +102,7 @@ class Trace:
     read them with `tensor(kind, layer=, step=, image=)`."""
 
     meta: TraceMeta
-    request: dict
+    request: TraceRequest
     prompt_text: str
     input_ids: list[int]
     tokens: list[str]
@@ -159,7 +159,7 @@ class Trace:
             "format": FORMAT,
             "version": FORMAT_VERSION,
             "meta": self.meta.to_json(),
-            "request": self.request,
+            "request": self.request.to_json(),
             "prompt_text": self.prompt_text,
             "input_ids": self.input_ids,
             "tokens": self.tokens,
@@ -181,7 +181,7 @@ class Trace:
         try:
             return cls(
                 meta=TraceMeta.from_json(data["meta"]),
-                request=data["request"],
+                request=TraceRequest.from_json(data["request"]),
                 prompt_text=data["prompt_text"],
                 input_ids=list(data["input_ids"]),
                 tokens=list(data["tokens"]),

@@ -14,7 +14,7 @@ def info_text(doc: TraceDoc | None, paired: bool, runs: RunController, model_nam
     text = Text()
     if paired:
         other = doc.counterpart
-        text.append(f"request {doc.trace.request.get('id', '?')} · {doc.role} → {doc.trace.generated_text!r}", style="bold magenta")
+        text.append(f"request {doc.trace.request.id or '?'} · {doc.role} → {doc.trace.generated_text!r}", style="bold magenta")
         text.append(f"   (t: {other.role} → {other.trace.generated_text!r})", style="dim")
         return text
     live = model_name is not None
@@ -33,7 +33,7 @@ def info_text(doc: TraceDoc | None, paired: bool, runs: RunController, model_nam
         trace = doc.trace
         if doc.source and not (live and runs.session is not None):
             text.append(f"{doc.source} · ", style="bold")
-        text.append(f"prompt {trace.request.get('prompt', '')!r} · ", style="dim")
+        text.append(f"prompt {trace.request.prompt!r} · ", style="dim")
         if trace.generated_text or doc.complete:
             text.append(f"→ {trace.generated_text!r}", style="bold green")
         if not doc.complete:
