@@ -15,7 +15,7 @@ ORDERS = ("image-first", "text-first", "both", "audio-first")
 
 
 @dataclass
-class RunSpec:
+class DiffSide:
     """How one side of a comparison runs."""
 
     label: str
@@ -54,12 +54,12 @@ def is_trace_file(path: str) -> bool:
     return p.suffix == ".qdt" or (p.is_file() and zipfile.is_zipfile(p))
 
 
-def run_specs(args: DiffArgs) -> tuple[RunSpec, RunSpec]:
+def diff_sides(args: DiffArgs) -> tuple[DiffSide, DiffSide]:
     """The A and B runs implied by --vary/--inject/--a-dtype/--b-dtype."""
     if args.vary not in VARY:
         raise InputError(f"--vary {args.vary}: expected one of {', '.join(VARY)}")
-    a = RunSpec("A", device=args.device, dtype=args.dtype, attn_kernel=args.attn_kernel)
-    b = RunSpec("B", device=args.device, dtype=args.dtype, attn_kernel=args.attn_kernel)
+    a = DiffSide("A", device=args.device, dtype=args.dtype, attn_kernel=args.attn_kernel)
+    b = DiffSide("B", device=args.device, dtype=args.dtype, attn_kernel=args.attn_kernel)
     if args.vary == "paths":
         a.label, b.label, b.input_path = "A token ids", "B inputs_embeds", "embeds"
     elif args.vary == "dtype":
@@ -85,7 +85,7 @@ def run_specs(args: DiffArgs) -> tuple[RunSpec, RunSpec]:
     return a, b
 
 
-def _apply_inject(inject: str, b: RunSpec) -> None:
+def _apply_inject(inject: str, b: DiffSide) -> None:
     if inject == "mrope-text-only":
         b.input_path = "embeds-no-mrope"
         b.label += " (inputs_embeds without MRoPE ids)"
@@ -122,26 +122,26 @@ def _requests(args: DiffArgs):
     return out
 
 
-def _trace(loaded, spec: RunSpec, request):
+def _trace(loaded, side: DiffSide, request):
     from qdebug.analysis.detectors.layout import LayoutWatch
     from qdebug.trace.layout_faults import HeadFirst
     from qdebug.trace.runner import RecordPolicy, prepare, trace_request
 
     prepared = prepare(loaded, request)
     n_layers = len(loaded.adapter.decoder_layers(loaded.model))
-    if spec.head_first is not None and not 0 <= spec.head_first < n_layers:
-        raise InputError(f"--inject head-first:{spec.head_first}: expected a layer in 0..{n_layers - 1}")
+    if side.head_first is not None and not 0 <= side.head_first < n_layers:
+        raise InputError(f"--inject head-first:{side.head_first}: expected a layer in 0..{n_layers - 1}")
     text = loaded.adapter.text_config(loaded.config)
     watch = LayoutWatch(int(text.num_attention_heads), int(text.num_key_value_heads), loaded.adapter.head_dim(loaded.config),
                         int(prepared.inputs["input_ids"].shape[1]))
     from qdebug.commands.linear_diff import linear_taps
 
-    lin_taps, lin_watch, on_linear = linear_taps(loaded, spec.head_first, int(prepared.inputs["input_ids"].shape[1]))
-    taps = ([HeadFirst(spec.head_first)] if spec.head_first is not None and not on_linear else []) + [watch]
+    lin_taps, lin_watch, on_linear = linear_taps(loaded, side.head_first, int(prepared.inputs["input_ids"].shape[1]))
+    taps = ([HeadFirst(side.head_first)] if side.head_first is not None and not on_linear else []) + [watch]
     # Every row of every layer is kept (the diff names the first row that parts); attention weights are a
     # side computation over the kept query rows, so each run keeps its own kernel everywhere.
     with lin_taps():
-        trace = trace_request(loaded, request, RecordPolicy(keep_hidden=True), taps=tuple(taps), prepared=prepared, input_path=spec.input_path)
+        trace = trace_request(loaded, request, RecordPolicy(keep_hidden=True), taps=tuple(taps), prepared=prepared, input_path=side.input_path)
     from qdebug.analysis.detectors.deepstack import deepstack_findings
 
     deepstack = deepstack_findings(trace)  # e.g. an inputs_embeds path dropping the features
@@ -161,24 +161,24 @@ def run_diff(args: DiffArgs, models: dict | None = None) -> DiffRun:
     if is_trace_file(args.first) or is_trace_file(args.second):
         a, b = load_trace(args.first), load_trace(args.second)
         return DiffRun([Comparison("traces", diff_traces(a, b, atol=args.atol, rtol=args.rtol, a_label=args.first, b_label=args.second), a, b)])
-    spec_a, spec_b = run_specs(args)
-    if spec_b.head_first is not None:  # checked against config.json before any weights load
+    side_a, side_b = diff_sides(args)
+    if side_b.head_first is not None:  # checked against config.json before any weights load
         from qdebug.model.limits import decoder_limits
 
         n = decoder_limits(args.model).num_layers
-        if n is not None and spec_b.head_first >= n:
-            raise InputError(f"--inject head-first:{spec_b.head_first}: expected a layer in 0..{n - 1} (the model has {n} decoder layers)")
+        if n is not None and side_b.head_first >= n:
+            raise InputError(f"--inject head-first:{side_b.head_first}: expected a layer in 0..{n - 1} (the model has {n} decoder layers)")
     requests = _requests(args)
     quiet_transformers()
     from qdebug.model.load import load_model
 
     cache: dict = {} if models is None else models
 
-    def model_for(spec: RunSpec):
-        key = (args.model, spec.device, spec.dtype, spec.attn_kernel)
+    def model_for(side: DiffSide):
+        key = (args.model, side.device, side.dtype, side.attn_kernel)
         if key not in cache:
             with loading(args.model):
-                cache[key] = load_model(args.model, spec.device, spec.dtype, spec.attn_kernel)
+                cache[key] = load_model(args.model, side.device, side.dtype, side.attn_kernel)
             from qdebug.commands.audio_input import check_modality
 
             check_modality(cache[key], requests[0][1])
@@ -186,13 +186,13 @@ def run_diff(args: DiffArgs, models: dict | None = None) -> DiffRun:
 
     results = []
     for order, request in requests:
-        ta, fa = _trace(model_for(spec_a), spec_a, request)
-        tb, fb = _trace(model_for(spec_b), spec_b, request)
+        ta, fa = _trace(model_for(side_a), side_a, request)
+        tb, fb = _trace(model_for(side_b), side_b, request)
         for f in fa:
             f.message = f"A: {f.message}"
         for f in fb:
             f.message = f"B: {f.message}"
-        result = diff_traces(ta, tb, atol=args.atol, rtol=args.rtol, a_label=spec_a.label, b_label=spec_b.label, extra_findings=[*fa, *fb])
+        result = diff_traces(ta, tb, atol=args.atol, rtol=args.rtol, a_label=side_a.label, b_label=side_b.label, extra_findings=[*fa, *fb])
         results.append(Comparison(order, result, ta, tb))
     return DiffRun(results)
 

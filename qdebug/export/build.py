@@ -13,7 +13,7 @@ from qdebug.errors import InputError, QDebugError, cause, text_lines
 
 from .graphs import PrefillGraph, VisionGraph, vision_precompute
 from .inject import Injects, transposed_weights
-from .manifest import MANIFEST_NAME, GraphSpec, Manifest
+from .manifest import MANIFEST_NAME, Manifest, ManifestGraph
 
 VISION_FILE, PREFILL_FILE = "vision.onnx", "prefill.onnx"
 
@@ -120,9 +120,9 @@ def export_onnx(loaded, out: Path, injects: Injects, opset: int | None = None) -
 
         opsets = {imp.domain or "ai.onnx": imp.version for imp in onnx.load(str(tmp / PREFILL_FILE), load_external_data=False).opset_import}
         graphs = {
-            "vision": GraphSpec(VISION_FILE, {"pixel_values": "pixel_values", **{k: k for k in pre}},
+            "vision": ManifestGraph(VISION_FILE, {"pixel_values": "pixel_values", **{k: k for k in pre}},
                                 {"encode": "rows", **{f"deepstack.{k}": f"deepstack_{k}" for k in range(n_deep)}}),
-            "prefill": GraphSpec(PREFILL_FILE, {n.replace("deepstack_", "deepstack."): n for n in names},
+            "prefill": ManifestGraph(PREFILL_FILE, {n.replace("deepstack_", "deepstack."): n for n in names},
                                  {"logits": "logits", **{f"layer.{i}": f"hidden_{i}" for i in range(n_layers)}}),
         }
         extra = {"opset": opsets.get("ai.onnx"), "exporter": f"torch.onnx.export(dynamo=True), torch {torch.__version__}",

@@ -27,7 +27,7 @@ REQUIRED = {"vision": ("pixel_values", "encode"), "prefill": ("inputs_embeds", "
 
 
 @dataclass
-class GraphSpec:
+class ManifestGraph:
     """One ONNX graph of an export: its file and role → graph name maps."""
 
     file: str
@@ -43,7 +43,7 @@ class GraphSpec:
 class Manifest:
     """A parsed manifest: graphs by name, the model it claims to come from (if any), where it lives."""
 
-    graphs: dict[str, GraphSpec]
+    graphs: dict[str, ManifestGraph]
     model: dict | None = None
     root: Path = Path(".")
     path: Path = Path(MANIFEST_NAME)
@@ -87,24 +87,24 @@ def parse_manifest(data, path: Path) -> Manifest:
     graphs = data.get("graphs")
     if not isinstance(graphs, dict) or not graphs:
         raise ExportFormatError(f"{path}: \"graphs\" must name at least one of {', '.join(GRAPHS)}")
-    parsed: dict[str, GraphSpec] = {}
+    parsed: dict[str, ManifestGraph] = {}
     for name, g in graphs.items():
         where = f"{path}: graphs.{name}"
         if name not in GRAPHS:
             raise ExportFormatError(f"{where}: unknown graph; expected one of {', '.join(GRAPHS)}")
         if not isinstance(g, dict) or not isinstance(g.get("file"), str) or not g["file"]:
             raise ExportFormatError(f"{where}: expected an object with \"file\", \"inputs\" and \"outputs\"")
-        spec = GraphSpec(g["file"], _string_map(g.get("inputs", {}), f"{where}.inputs"), _string_map(g.get("outputs", {}), f"{where}.outputs"))
-        for role in spec.inputs:
+        graph = ManifestGraph(g["file"], _string_map(g.get("inputs", {}), f"{where}.inputs"), _string_map(g.get("outputs", {}), f"{where}.outputs"))
+        for role in graph.inputs:
             if not _role_ok(role, INPUT_ROLES[name]):
                 raise ExportFormatError(f"{where}.inputs: unknown role {role!r}; expected {', '.join(INPUT_ROLES[name])}")
-        for role in spec.outputs:
+        for role in graph.outputs:
             if not _role_ok(role, OUTPUT_ROLES[name]):
                 raise ExportFormatError(f"{where}.outputs: unknown stage {role!r}; expected {', '.join(OUTPUT_ROLES[name])}")
-        missing = [r for r in REQUIRED[name] if r not in spec.inputs and r not in spec.outputs]
+        missing = [r for r in REQUIRED[name] if r not in graph.inputs and r not in graph.outputs]
         if missing:
             raise ExportFormatError(f"{where}: maps no {', '.join(missing)}; expected at least {' and '.join(REQUIRED[name])}")
-        parsed[name] = spec
+        parsed[name] = graph
     model = data.get("model")
     if model is not None and not isinstance(model, dict):
         raise ExportFormatError(f"{path}: \"model\" must be an object")

@@ -63,20 +63,20 @@ def open_export(manifest: Manifest, loaded, device: str, threads: int | None = N
     cuda = device.startswith("cuda") and "CUDAExecutionProvider" in ort.get_available_providers()
     providers = (["CUDAExecutionProvider"] if cuda else []) + ["CPUExecutionProvider"]
     opened = OpenExport(manifest, {}, providers[0])
-    for name, spec in manifest.graphs.items():
+    for name, graph in manifest.graphs.items():
         path = manifest.file(name)
         if not path.is_file():
-            raise ExportFormatError(f"{manifest.path}: graphs.{name}.file {spec.file!r} not found next to it; expected an ONNX file")
+            raise ExportFormatError(f"{manifest.path}: graphs.{name}.file {graph.file!r} not found next to it; expected an ONNX file")
         sess = _session(path, providers, threads)
         ins = {i.name: (i.type, i.shape) for i in sess.get_inputs()}
         outs = {o.name: (o.type, o.shape) for o in sess.get_outputs()}
-        for role, tensor in spec.inputs.items():
+        for role, tensor in graph.inputs.items():
             if tensor not in ins:
                 raise ExportFormatError(f"{path}: has no input {tensor!r} (mapped as {role}); its inputs are {', '.join(ins)} — not the graph the manifest describes")
-        for role, tensor in spec.outputs.items():
+        for role, tensor in graph.outputs.items():
             if tensor not in outs:
                 raise ExportFormatError(f"{path}: has no output {tensor!r} (mapped as {role}); its outputs are {', '.join(outs)} — not the graph the manifest describes")
-        unmapped = [n for n in ins if n not in spec.inputs.values()]
+        unmapped = [n for n in ins if n not in graph.inputs.values()]
         if unmapped:
             raise ExportFormatError(f"{path}: input(s) {', '.join(unmapped)} not mapped in {manifest.path.name}; expected every graph input named by a role")
         opened.sessions[name], opened.inputs[name], opened.outputs[name] = sess, ins, outs
@@ -99,14 +99,14 @@ def _check_shapes(opened: OpenExport, loaded) -> None:
     m = opened.manifest
     checks = []
     if "prefill" in m.graphs:
-        spec = m.graphs["prefill"]
-        checks.append(("prefill", opened.inputs["prefill"][spec.inputs["inputs_embeds"]][1], have["hidden"], "inputs_embeds width"))
-        checks.append(("prefill", opened.outputs["prefill"][spec.outputs["logits"]][1], have["vocab"], "logits width (vocabulary)"))
-        for role in spec.outputs:
+        graph = m.graphs["prefill"]
+        checks.append(("prefill", opened.inputs["prefill"][graph.inputs["inputs_embeds"]][1], have["hidden"], "inputs_embeds width"))
+        checks.append(("prefill", opened.outputs["prefill"][graph.outputs["logits"]][1], have["vocab"], "logits width (vocabulary)"))
+        for role in graph.outputs:
             if role.startswith("layer.") and int(role.split(".")[1]) >= have["layers"]:
                 raise ExportMismatchError(f"{m.path}: maps {role} but --model {loaded.spec} has decoder layers 0..{have['layers'] - 1}")
             if role.startswith("layer."):
-                checks.append(("prefill", opened.outputs["prefill"][spec.outputs[role]][1], have["hidden"], f"{role} width"))
+                checks.append(("prefill", opened.outputs["prefill"][graph.outputs[role]][1], have["hidden"], f"{role} width"))
     if "vision" in m.graphs:
         checks.append(("vision", opened.outputs["vision"][m.graphs["vision"].outputs["encode"]][1], have["hidden"], "encode rows width"))
     for graph, shape, want, what in checks:
@@ -144,7 +144,7 @@ def run_export(opened: OpenExport, loaded, inputs: dict) -> OnnxRun:
     image_mask = ids[0] == adapter.image_token_id(loaded.config)
     rows_all, deep_all = None, []
     if "vision" in m.graphs and inputs.get("pixel_values") is not None:
-        spec, sess, ins = m.graphs["vision"], opened.sessions["vision"], opened.inputs["vision"]
+        graph, sess, ins = m.graphs["vision"], opened.sessions["vision"], opened.inputs["vision"]
         visual = adapter.vision_tower(model)
         grids, start, chunks, deep_chunks = inputs["image_grid_thw"].cpu(), 0, [], []
         for i, grid in enumerate(grids):
@@ -152,11 +152,11 @@ def run_export(opened: OpenExport, loaded, inputs: dict) -> OnnxRun:
             values = {"pixel_values": inputs["pixel_values"][start : start + n], "image_grid_thw": grid[None]}
             values.update(vision_precompute(visual, grid[None]))
             start += n
-            feed = {tensor: _feed(ins, tensor, values[role]) for role, tensor in spec.inputs.items()}
+            feed = {tensor: _feed(ins, tensor, values[role]) for role, tensor in graph.inputs.items()}
             out = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feed)))
-            chunks.append(_rows(out[spec.outputs["encode"]]))
+            chunks.append(_rows(out[graph.outputs["encode"]]))
             tensors[tensor_name(T.ENCODE, image=i)] = chunks[-1]
-            deep_chunks.append([_rows(out[spec.outputs[f"deepstack.{k}"]]) for k in range(_count(spec.outputs, "deepstack"))])
+            deep_chunks.append([_rows(out[graph.outputs[f"deepstack.{k}"]]) for k in range(_count(graph.outputs, "deepstack"))])
         rows_all = torch.cat(chunks)
         deep_all = [torch.cat(parts) for parts in zip(*deep_chunks)] if deep_chunks and deep_chunks[0] else []
         exposed.append("encode")
@@ -172,12 +172,12 @@ def run_export(opened: OpenExport, loaded, inputs: dict) -> OnnxRun:
 
     position_input, position_shape, deepstack_fed, dtype = "none", None, False, "float32"
     if "prefill" in m.graphs:
-        spec, sess, ins = m.graphs["prefill"], opened.sessions["prefill"], opened.inputs["prefill"]
-        dtype = _NUMPY[ins[spec.inputs["inputs_embeds"]][0]]
+        graph, sess, ins = m.graphs["prefill"], opened.sessions["prefill"], opened.inputs["prefill"]
+        dtype = _NUMPY[ins[graph.inputs["inputs_embeds"]][0]]
         seq = ids.shape[1]
         values = {"inputs_embeds": embeds[None], "attention_mask": torch.ones(1, seq, dtype=torch.int64), "visual_pos_masks": image_mask[None]}
-        if "position_ids" in spec.inputs:
-            position_shape = list(ins[spec.inputs["position_ids"]][1])
+        if "position_ids" in graph.inputs:
+            position_shape = list(ins[graph.inputs["position_ids"]][1])
             if len(position_shape) == 2:  # 1 × S: the graph takes 1-D text positions
                 position_input = "text"
                 values["position_ids"] = torch.arange(seq)[None]
@@ -190,16 +190,16 @@ def run_export(opened: OpenExport, loaded, inputs: dict) -> OnnxRun:
                 tensors[tensor_name(T.SYNC_POSITION_IDS)] = values["position_ids"][:, 0].clone()
         for k, rows in enumerate(deep_all):
             values[f"deepstack.{k}"] = rows
-        deepstack_fed = any(r.startswith("deepstack.") for r in spec.inputs)
-        missing = [r for r in spec.inputs if r not in values]
+        deepstack_fed = any(r.startswith("deepstack.") for r in graph.inputs)
+        missing = [r for r in graph.inputs if r not in values]
         if missing:
             raise ExportFormatError(f"{m.file('prefill')}: needs {', '.join(missing)} but the request produced none (no vision graph output for it)")
-        feed = {tensor: _feed(ins, tensor, values[role]) for role, tensor in spec.inputs.items()}
+        feed = {tensor: _feed(ins, tensor, values[role]) for role, tensor in graph.inputs.items()}
         out = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feed)))
-        logits = _rows(out[spec.outputs["logits"]])
+        logits = _rows(out[graph.outputs["logits"]])
         tensors[tensor_name(T.STEP_LOGITS, step=0)] = logits[-1] if logits.ndim == 2 else logits
         exposed.append("logits")
-        for role, tensor in spec.outputs.items():
+        for role, tensor in graph.outputs.items():
             if role.startswith("layer."):
                 tensors[tensor_name(T.LAYER_HIDDEN, layer=int(role.split(".")[1]))] = _rows(out[tensor])
                 exposed.append(role)

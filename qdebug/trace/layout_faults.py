@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .protocols import AttentionTap
+from .protocols import AttentionTap, LinearTap
 
 
 def _layout_blind_kernel(module, query, key, value, attention_mask, scaling: float, **kwargs):
@@ -44,14 +44,14 @@ class HeadFirst(AttentionTap):
 
 
 @dataclass
-class HeadFirstLinear:
+class HeadFirstLinear(LinearTap):
     """In linear-attention layer `layer`, hand the gated-delta-rule kernel [B, H, T, D] where it expects [B, T, H, D].
 
     The incident's bug (seed 001): q/k/v and g/beta arrive head-first, so the kernel runs its recurrence across
     heads instead of tokens and the layer's output is garbage. Applied at prefill (at a decode step T = 1). The
     recurrent state the cache keeps comes from a correct call outside the tap chain, so later steps can still run
     (a head-first state has the wrong shape for the cache); the tokens still go wrong from the prefill output on.
-    A linear tap (`model/linear_attention.py`): `tap(call: LinearCall, proceed) -> (output, state)`.
+    A `LinearTap`.
     """
 
     layer: int

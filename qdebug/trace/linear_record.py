@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from qdebug.model.linear_attention import install, linear_tapping
 from qdebug.vocab import FindingKind
 
+from .protocols import LinearTap
 from .schema import Check
 from .stats import tensor_stats
 from .tensor_names import TensorKind as T, tensor_name
@@ -23,7 +24,7 @@ def _stats(t) -> dict:
             "nan": int(t.isnan().sum()), "inf": int(t.isinf().sum())}
 
 
-class LinearRecorder:
+class LinearRecorder(LinearTap):
     """A linear-attention tap (innermost: it sees what the kernel sees) that keeps each layer's evidence on CPU."""
 
     def __init__(self):

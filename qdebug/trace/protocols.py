@@ -5,7 +5,9 @@
 - `Fault`: an object passed as `faults=` to the Recorder that may replace the encoder's rows or the decoder's
   input embeddings (`replay/faults.py`, `serve/waves.py`).
 - `AttentionTap`: a wrapper around the attention kernel (`model/attention.py`), such as the Recorder's own tap,
-  the layout watches and the head-first layout faults.
+  the layout watch and the head-first layout fault.
+- `LinearTap`: the same around a linear-attention (gated delta rule) kernel call (`model/linear_attention.py`):
+  the linear recorder, its layout watch and the linear head-first fault.
 - `PipelineListener`: how the Recorder reports pipeline moments upward; replay/ and serve/ map them to their
   own events, so trace/ knows no event kind.
 """
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from qdebug.model.attention import AttentionCall
+    from qdebug.model.linear_attention import LinearCall
 
     from .hooks import Recorder
 
@@ -110,6 +113,14 @@ class AttentionTap(Protocol):
 
     def __call__(self, call: AttentionCall, proceed: Callable) -> tuple:
         """Run (or alter) the call and return (output, weights)."""
+
+
+@runtime_checkable
+class LinearTap(Protocol):
+    """Wraps one linear-attention kernel call; `proceed(query, key, value, g, beta)` runs the rest."""
+
+    def __call__(self, call: LinearCall, proceed: Callable) -> tuple:
+        """Run (or alter) the call and return (output, recurrent state)."""
 
 
 @runtime_checkable

@@ -99,12 +99,12 @@ class QDebugApp(App):
     @work(thread=True, exclusive=True, group="model")
     def _load_model(self) -> None:
         """Load the model off the UI thread; report with ModelLoaded / ModelLoadFailed."""
-        spec = self.model_spec
+        choice = self.model_spec
         try:
             from qdebug.commands.common import quiet_transformers
 
             quiet_transformers()
-            loaded = spec.load()
+            loaded = choice.load()
         except Exception as exc:  # QDebugError carries a one-line message; anything else is named
             self.post_message(self.ModelLoadFailed(describe(exc)))
             return

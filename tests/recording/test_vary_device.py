@@ -5,7 +5,7 @@ import torch
 from typer.testing import CliRunner
 
 from qdebug.cli import app
-from qdebug.commands.diff import DiffArgs, run_specs
+from qdebug.commands.diff import DiffArgs, diff_sides
 
 runner = CliRunner()
 
@@ -13,10 +13,10 @@ runner = CliRunner()
 def test_vary_device_keeps_one_dtype(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
-    a, b = run_specs(DiffArgs("x.png", "p", vary="device"))
+    a, b = diff_sides(DiffArgs("x.png", "p", vary="device"))
     assert (a.device, b.device) == ("cpu", "cuda")
     assert a.dtype == b.dtype == "bfloat16" and a.attn_kernel == b.attn_kernel and a.input_path == b.input_path
-    a, b = run_specs(DiffArgs("x.png", "p", vary="device", dtype="float32"))
+    a, b = diff_sides(DiffArgs("x.png", "p", vary="device", dtype="float32"))
     assert a.dtype == b.dtype == "float32"
 
 

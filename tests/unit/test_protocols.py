@@ -55,6 +55,20 @@ def test_head_first_is_an_attention_tap():
     assert isinstance(Recorder().attention_tap, AttentionTap)
 
 
+
+def test_every_tap_declares_its_protocol():
+    """Taps name the protocol they implement (a bare callable would satisfy isinstance, so check the bases)."""
+    from qdebug.analysis.detectors.layout import LayoutWatch
+    from qdebug.analysis.detectors.linear_layout import LinearLayoutWatch
+    from qdebug.trace.layout_faults import HeadFirst, HeadFirstLinear
+    from qdebug.trace.linear_record import LinearRecorder
+    from qdebug.trace.protocols import LinearTap
+
+    for tap in (HeadFirst, LayoutWatch):
+        assert AttentionTap in tap.__mro__ and LinearTap not in tap.__mro__, tap
+    for tap in (HeadFirstLinear, LinearRecorder, LinearLayoutWatch):
+        assert LinearTap in tap.__mro__ and AttentionTap not in tap.__mro__, tap
+
 def test_request_events_are_a_pipeline_listener_mapped_to_event_kinds():
     from qdebug.replay.events import EventLog
     from qdebug.vocab import EventKind

@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 
 from qdebug.findings import Finding
 from qdebug.trace.meta import TraceMeta
+from qdebug.trace.protocols import AttentionTap
 from qdebug.vocab import FindingKind, Severity
 
 
 @dataclass
-class LayoutWatch:
+class LayoutWatch(AttentionTap):
     """An attention tap that records layout findings; put it after any fault so it sees what the kernel sees."""
 
     num_heads: int

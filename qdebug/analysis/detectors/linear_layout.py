@@ -10,11 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from qdebug.findings import Finding
+from qdebug.trace.protocols import LinearTap
 from qdebug.vocab import FindingKind, Severity
 
 
 @dataclass
-class LinearLayoutWatch:
+class LinearLayoutWatch(LinearTap):
     """A linear-attention tap recording layout findings; put it after any fault so it sees what the kernel sees."""
 
     key_heads: int
