@@ -184,8 +184,9 @@ def _against_local(out: RequestOutcome, local: dict, rid: str, findings: list[Fi
         findings.append(Finding(FindingKind.SERVER_MISMATCH, Severity.ERROR,
                                 f"request {rid}: the server's isolated answer {out.reference!r} is request {' or '.join(candidates)}'s answer under the local model; "
                                 f"the model says {truth!r}", request_id=rid, donor=donor))
-        if settle_by_text(out.verdict, Verdict.CONTAMINATED) != out.verdict:
-            out.verdict, out.donor = Verdict.CONTAMINATED, donor
+        settled = settle_by_text(out.verdict, Verdict.CONTAMINATED)
+        if settled != out.verdict:  # the texts moved it: the donor they name comes with it
+            out.verdict, out.donor = settled, donor
     else:
         findings.append(Finding(FindingKind.SERVER_MISMATCH, Severity.ERROR,
                                 f"request {rid}: the server answers {out.reference!r} even alone; the model itself says {truth!r}", request_id=rid))
