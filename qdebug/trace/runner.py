@@ -14,8 +14,6 @@ from .request import Request
 from .schema import Trace
 
 
-QUERY_MODES = ("gen", "all")
-
 
 @dataclass
 class RecordPolicy:

@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from qdebug.findings import Finding
-from qdebug.trace.meta import TraceMeta
 from qdebug.trace.protocols import AttentionTap
 from qdebug.vocab import FindingKind, Severity
 
@@ -27,11 +26,6 @@ class LayoutWatch(AttentionTap):
     findings: list[Finding] = field(default_factory=list)
     _calls: dict[int, int] = field(default_factory=dict)
     _flagged: set = field(default_factory=set)
-
-    @classmethod
-    def for_trace_meta(cls, meta: TraceMeta, head_dim: int, prompt_len: int) -> "LayoutWatch":
-        """A watch for a model described by trace meta (heads, kv heads) and a request of `prompt_len` tokens."""
-        return cls(meta.num_heads, meta.num_kv_heads, head_dim, prompt_len)
 
     def __call__(self, call, proceed):
         step = self._calls.get(call.layer, 0)
