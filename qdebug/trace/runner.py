@@ -14,7 +14,6 @@ from .request import Request
 from .schema import Trace
 
 
-
 @dataclass
 class RecordPolicy:
     """What a trace keeps (the default policy is bounded: see README "Recording policy").
