@@ -49,7 +49,7 @@ def assemble_trace(loaded, request, prepared, rec: Recorder, generated, queries,
     steps, step_stage_map = step_stages(rec, generated, tok, options.topk, tensors)
     stages.update(step_stage_map)
 
-    findings = _check_findings(stages) + input_findings(request, len(ids), context_limit(loaded.adapter.text_config(loaded.config)))
+    findings = check_findings(stages) + input_findings(request, len(ids), context_limit(loaded.adapter.text_config(loaded.config)))
     meta = _meta(loaded, options, rec, n_layers, audio_meta if audio else None)
     if reached is not None:
         keep = set(reached)
@@ -79,7 +79,7 @@ def assemble_trace(loaded, request, prepared, rec: Recorder, generated, queries,
     )
 
 
-def _check_findings(stages: dict[str, Stage]) -> list[Finding]:
+def check_findings(stages: dict[str, Stage]) -> list[Finding]:
     """One error finding per failed check, in stage order."""
     return [Finding(kind=check.kind, severity=Severity.ERROR, message=f"{stage.name}: {check.name} failed ({check.detail})", stage=stage.name)
             for stage in stages.values() for check in stage.checks if not check.ok]

@@ -32,6 +32,7 @@ class TraceMeta:
     partial: bool | None = None  # a snapshot of a run paused mid-way (TUI)
     note: str | None = None
     onnx: dict | None = None  # what an onnxruntime run of an export exposed
+    engine: dict | None = None  # the serving engine that ran the request (a vLLM trace: name, version, backend, ranks)
     extra: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
@@ -49,7 +50,7 @@ class TraceMeta:
 # JSON key order: the order assemble_trace, the family recorders, the runner and the TUI add them.
 _JSON_KEYS = ("qdebug", "created", "model", "torch", "transformers", "attn_capture", "layers_captured", "queries", "keep_hidden",
               "processors", "num_layers", "num_heads", "num_kv_heads", "hidden_size", "vocab_size", "audio", "layer_types",
-              "deepstack", "input_path", "partial", "note", "onnx")
+              "deepstack", "input_path", "partial", "note", "onnx", "engine")
 _ORDER = sorted((f for f in fields(TraceMeta) if f.name != "extra"), key=lambda f: _JSON_KEYS.index(f.name))
 
 

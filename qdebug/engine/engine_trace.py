@@ -1,0 +1,153 @@
+"""Assemble a Trace from what the engine recorded, with qdebug's own stage functions (trace/stages/).
+
+An engine trace has the stages a local trace has: `preprocess` (the prompt ids vLLM ran, each image's
+placeholder span found in those ids, vLLM's own placeholder range checked against it), `encode`, `sync`
+(measured landing place of each image's rows, vLLM's positions), `layer.N` (every prompt row), `logits` (the
+last prompt position) and `step.K` (raw logits). What vLLM does not expose to a worker is absent, not
+invented: the image files (their paths read `vllm:<hash>`), prompt-wide logits, attention weights.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass
+
+from qdebug import __version__
+from qdebug.findings import Finding
+from qdebug.trace.assemble import check_findings
+from qdebug.trace.meta import TraceMeta, TraceRequest
+from qdebug.trace.runner import placeholder_spans
+from qdebug.trace.schema import Check, ImageInfo, Stage, Trace
+from qdebug.trace.stages.encode import encode_stage
+from qdebug.trace.stages.layers import layer_stages
+from qdebug.trace.stages.logits import token_text
+from qdebug.trace.stages.steps import step_stages
+from qdebug.trace.stages.sync import sync_stage
+from qdebug.trace.stats import topk_of
+from qdebug.trace.summaries import LogitsSummary, PreprocessSummary
+from qdebug.vocab import FindingKind, Severity
+
+from .requests import EngineRequest
+
+
+@dataclass
+class EngineModel:
+    """What the worker knows of the model it serves: names, shape, the image token and merge size."""
+
+    spec: str  # the served model name
+    path: str
+    architecture: str
+    device: str
+    dtype: str
+    attn_kernel: str  # the attention backend
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    hidden_size: int
+    vocab_size: int
+    image_token_id: int | None
+    merge_size: int
+    patch_size: int
+    engine: dict  # name, version, attention backend, tensor-parallel size and rank
+
+    def describe(self) -> dict:
+        """As the trace meta's `model` block."""
+        return {"spec": self.spec, "path": self.path, "architecture": self.architecture, "device": self.device,
+                "dtype": self.dtype, "attn_kernel": self.attn_kernel}
+
+
+def assemble_engine_trace(req: EngineRequest, generated: list[int], model: EngineModel, tok, topk: int = 5) -> Trace:
+    """The Trace of one request as the engine ran it (`generated`: the token ids the engine sampled)."""
+    rec = req.rec
+    ids = req.prompt_ids
+    images, checks = _images(req, model)
+    tensors: dict = {}
+    if req.encode:
+        import torch
+
+        rec.vision_rows = torch.cat([req.encode[i] for i in sorted(req.encode) if req.features[i].modality == "image"]) \
+            if any(req.features[i].modality == "image" for i in req.encode) else None
+    prompt_text = tok.decode(ids, skip_special_tokens=False)
+    preprocess = Stage("preprocess", PreprocessSummary(
+        text=prompt_text, num_tokens=len(ids),
+        pixel_values_shape=_pixel_shape(req), image_grid_thw=[list(i.grid_thw) for i in images], spans=[list(i.span) for i in images],
+    ), checks)
+    encode, encode_rows = encode_stage(rec, images, tensors)
+    sync = sync_stage(None, images, encode_rows, rec, {}, tensors)  # no reference rope index in the engine: diff compares
+    if req.mrope_delta is not None:
+        sync.summary.rope_deltas = [int(req.mrope_delta)]
+    stages = {"preprocess": preprocess, "encode": encode, "sync": sync}
+    stages.update(layer_stages(rec, model.num_layers, tensors))
+    last = topk_of(rec.step_logits[0], topk)[0] if rec.step_logits else []
+    stages["logits"] = Stage("logits", LogitsSummary(positions=len(ids), k=topk, last_topk=[token_text(tok, i) for i in last],
+                                                     prompt_topk="last position only"))
+    steps, step_map = step_stages(rec, generated, tok, topk, tensors)
+    stages.update(step_map)
+    findings = check_findings(stages)
+    if len(rec.step_logits) < len(generated):
+        findings.append(Finding(kind=FindingKind.PARTIAL_COMPARISON, severity=Severity.INFO, stage=f"step.{len(rec.step_logits)}",
+                                message=f"the engine sampled {len(generated)} tokens; logits of {len(rec.step_logits)} were recorded"))
+    return Trace(
+        meta=_meta(model, req),
+        request=TraceRequest(prompt=prompt_text, id=req.name, images=[i.path for i in images], max_new_tokens=req.max_tokens),
+        prompt_text=prompt_text,
+        input_ids=list(ids),
+        tokens=tok.convert_ids_to_tokens(list(ids)),
+        images=images,
+        stages=stages,
+        steps=steps,
+        generated_ids=list(generated),
+        generated_text=tok.decode(generated, skip_special_tokens=True),
+        attn_queries=[],
+        findings=findings,
+        tensors=tensors,
+    )
+
+
+def _images(req: EngineRequest, model: EngineModel) -> tuple[list[ImageInfo], list[Check]]:
+    """Each image's span from the prompt ids (evidence), checked against vLLM's own placeholder range."""
+    feats = [f for f in req.features if f.modality == "image"]
+    spans = placeholder_spans(req.prompt_ids, model.image_token_id) if model.image_token_id is not None else []
+    images, checks = [], [Check("one placeholder span per image", len(spans) == len(feats),
+                                f"{len(spans)} spans of image tokens, {len(feats)} images", FindingKind.SHAPE_MISMATCH)]
+    m = model.merge_size
+    for i, feat in enumerate(feats):
+        span = spans[i] if i < len(spans) else (feat.offset, feat.offset + feat.length)
+        t, h, w = feat.grid_thw or (1, 0, 0)
+        # vLLM hands a worker processed pixels, not the file: the size is the resized image's (grid × patch)
+        images.append(ImageInfo(i, f"vllm:{feat.identifier[:16]}", (w * model.patch_size, h * model.patch_size), (t, h, w),
+                                tuple(span), h // m, w // m))
+        checks.append(Check(f"image {i}: vLLM's placeholder range == its span of image tokens",
+                            (feat.offset, feat.offset + feat.length) == tuple(span),
+                            f"vLLM {feat.offset}..{feat.offset + feat.length}, ids {span[0]}..{span[1]}", FindingKind.DESYNC))
+    return images, checks
+
+
+def _pixel_shape(req: EngineRequest) -> list[int] | None:
+    shapes = [f.pixel_shape for f in req.features if f.modality == "image" and f.pixel_shape]
+    return [sum(s[0] for s in shapes), *shapes[0][1:]] if shapes else None
+
+
+def _meta(model: EngineModel, req: EngineRequest) -> TraceMeta:
+    import torch
+    import transformers
+
+    engine = {**model.engine, "request_id": req.req_id, "batches": req.batches, "co_scheduled": sorted(req.co_scheduled)}
+    return TraceMeta(
+        qdebug=__version__,
+        created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        model=model.describe(),
+        torch=torch.__version__,
+        transformers=transformers.__version__,
+        attn_capture=f"no attention weights recorded (engine trace; every layer ran {model.attn_kernel})",
+        layers_captured=[],
+        queries="gen",
+        keep_hidden=True,
+        processors=[],
+        num_layers=model.num_layers,
+        num_heads=model.num_heads,
+        num_kv_heads=model.num_kv_heads,
+        hidden_size=model.hidden_size,
+        vocab_size=model.vocab_size,
+        engine=engine,
+    )

@@ -1,0 +1,120 @@
+"""One traced request inside the engine, and which rows of a flattened step belong to it.
+
+vLLM flattens a step's requests into one token dimension: request i of `input_batch.req_ids` owns rows
+`query_start_loc[i]:query_start_loc[i+1]`, and (without speculative decoding) logits row i. Every tensor
+kept here is a detached CPU copy (`trace.hooks.to_cpu`): the engine's device holds at most one layer's
+rows of a traced request at a time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from qdebug.trace.hooks import Recorder
+
+
+def wants_trace(extra_args: dict | None, trace_all: bool) -> bool:
+    """Whether a request is traced: the user traces all, or the client tagged it (`vllm_xargs.qdebug_trace`)."""
+    if trace_all:
+        return True
+    value = (extra_args or {}).get("qdebug_trace")
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    return bool(value)
+
+
+@dataclass
+class Feature:
+    """One multimodal item of the request as the worker holds it: modality, encoder-cache key, vLLM's
+    placeholder range (offset, length) and the processor's grid and pixel-values shape."""
+
+    modality: str
+    identifier: str
+    offset: int
+    length: int
+    grid_thw: tuple[int, int, int] | None
+    pixel_shape: list[int] | None
+
+
+@dataclass
+class EngineRequest:
+    """What is recorded of one traced request: prompt rows as they are computed (chunked prefill is joined),
+    then one row per decode step; `rec` is qdebug's own Recorder, filled the way its hooks fill it."""
+
+    req_id: str
+    name: str  # the client's qdebug_id, else the server's request id
+    prompt_ids: list[int]
+    features: list[Feature]
+    max_tokens: int | None
+    rec: Recorder = field(default_factory=lambda: Recorder(keep_hidden=True))
+    prompt_rows: int = 0  # prompt positions recorded so far
+    embeds: list = field(default_factory=list)  # prefill chunks of the decoder's input rows
+    positions: list = field(default_factory=list)  # prefill chunks of the position ids
+    hidden: dict[int, list] = field(default_factory=dict)  # layer → prefill chunks of its output rows
+    encode: dict[int, object] = field(default_factory=dict)  # feature index → encoder rows
+    batches: list[dict] = field(default_factory=list)  # per forward: requests and tokens in that step
+    co_scheduled: set[str] = field(default_factory=set)  # other requests that shared a step with this one
+    mrope_delta: int | None = None
+
+    @property
+    def prefill_done(self) -> bool:
+        """Whether every prompt row has been recorded."""
+        return self.prompt_rows >= len(self.prompt_ids)
+
+    def finish_prefill(self) -> None:
+        """Join the prefill chunks into the recorder's `embeds`, `position_ids` and per-layer `hidden`."""
+        import torch
+
+        rec = self.rec
+        if self.embeds and rec.embeds is None:
+            rec.embeds = torch.cat(self.embeds)
+            rec.position_ids = torch.cat(self.positions, dim=-1) if self.positions else None
+            rec.hidden = {layer: torch.cat(chunks) for layer, chunks in self.hidden.items()}
+            self.embeds, self.positions, self.hidden = [], [], {}
+
+
+@dataclass
+class RowSlice:
+    """The rows of one traced request in the step being run: [start, end) of the flattened batch; `prefill`
+    when they are prompt rows; `logits_row` when this step samples its next token from that row."""
+
+    request: EngineRequest
+    start: int
+    end: int
+    prefill: bool
+    logits_row: int | None
+
+
+def rows_of_step(req_ids: list[str], query_start_loc, traced: dict[str, EngineRequest], computed: dict[str, int]) -> list[RowSlice]:
+    """The traced requests' rows in a step: request i of `req_ids` owns `query_start_loc[i]:[i+1]`.
+
+    `computed`: each traced request's tokens computed before this step. A request whose prefill rows do not
+    continue where its recording stopped (a prefix-cache read, a preemption) is left out: its rows would not
+    be the whole prompt.
+    """
+    slices = []
+    for i, rid in enumerate(req_ids):
+        req = traced.get(rid)
+        if req is None:
+            continue
+        start, end = int(query_start_loc[i]), int(query_start_loc[i + 1])
+        done = computed[rid]
+        prompt = len(req.prompt_ids)
+        if done < prompt:
+            if done != req.prompt_rows:
+                raise RowGap(rid, f"prefill resumes at {done} but {req.prompt_rows} prompt rows were recorded")
+            samples = done + (end - start) >= prompt
+            slices.append(RowSlice(req, start, end, True, i if samples else None))
+        else:
+            if end - start != 1:
+                raise RowGap(rid, f"{end - start} rows in a decode step (speculative decoding is not traced)")
+            slices.append(RowSlice(req, start, end, False, i))
+    return slices
+
+
+class RowGap(Exception):
+    """A traced request's rows cannot be recorded whole (the request is then answered untraced)."""
+
+    def __init__(self, req_id: str, why: str) -> None:
+        super().__init__(f"request {req_id}: {why}")
+        self.req_id = req_id

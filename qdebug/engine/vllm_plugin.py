@@ -1,0 +1,213 @@
+"""qdebug's vLLM plugin (entry point `vllm.general_plugins: qdebug = qdebug.engine.vllm_plugin:register`).
+
+The interface, held fixed:
+- `QDEBUG_VLLM_TRACE_DIR=DIR` in the server's environment turns the plugin on (unset: `register` returns at once
+  and vLLM runs exactly as without it); `QDEBUG_VLLM_TRACE=all` traces every request.
+- A client tags a request with `vllm_xargs: {"qdebug_trace": true}` and may name it with `"qdebug_id": "..."`.
+- Each traced request becomes `DIR/<qdebug_id or server request id>.qdt` (qdebug's trace format) and a line of
+  `DIR/index.jsonl`; the trace's `meta.engine` says which engine, version, attention backend, dtype and ranks.
+- A traced request reads no prefix cache (its whole prompt is computed, so every prompt row is recorded).
+- Tensor parallelism: every rank holds the full residual stream, full logits and the full encoder rows after
+  vLLM's all-reduce/all-gather, so rank 0 alone records and writes; the other ranks install nothing.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.abc
+import logging
+import os
+import sys
+
+ENV_DIR = "QDEBUG_VLLM_TRACE_DIR"
+ENV_MODE = "QDEBUG_VLLM_TRACE"
+TOPK = 5
+_RUNNER_MODULES = {"vllm.v1.worker.gpu_model_runner": "GPUModelRunner", "vllm.v1.worker.cpu_model_runner": "CPUModelRunner"}
+
+log = logging.getLogger("vllm.qdebug")
+
+
+def register() -> None:
+    """Called once in each vLLM process; with tracing on, arrange for the model runner to be traced."""
+    if not os.environ.get(ENV_DIR):
+        return
+    try:
+        _skip_prefix_cache_when_traced()
+        for name in _RUNNER_MODULES:
+            if name in sys.modules:
+                _patch_runner_class(sys.modules[name])
+        sys.meta_path.insert(0, _RunnerImportHook())
+    except Exception as exc:  # never stop vLLM from starting
+        log.warning("qdebug: plugin not installed (%s: %s)", type(exc).__name__, exc)
+
+
+def trace_all() -> bool:
+    """Whether the user asked for every request to be traced."""
+    return os.environ.get(ENV_MODE, "").strip().lower() == "all"
+
+
+def _skip_prefix_cache_when_traced() -> None:
+    """A traced request must compute its whole prompt: tell the scheduler to read no prefix cache for it."""
+    try:
+        from vllm.v1.request import Request
+    except ImportError:
+        return
+    if getattr(Request.get_skip_reading_prefix_cache, "_qdebug", False):
+        return
+    original = Request.get_skip_reading_prefix_cache
+
+    def get_skip_reading_prefix_cache(self) -> bool:
+        from .requests import wants_trace
+
+        params = getattr(self, "sampling_params", None)
+        if params is not None and wants_trace(getattr(params, "extra_args", None), trace_all()):
+            return True
+        return original(self)
+
+    get_skip_reading_prefix_cache._qdebug = True
+    Request.get_skip_reading_prefix_cache = get_skip_reading_prefix_cache
+
+
+class _RunnerImportHook(importlib.abc.MetaPathFinder):
+    """Patches a model runner class when vLLM imports its module (the API server never does: no cost there)."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname not in _RUNNER_MODULES:
+            return None
+        sys.meta_path.remove(self)
+        try:
+            import importlib.util
+
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            sys.meta_path.insert(0, self)
+        if spec is None or spec.loader is None:
+            return None
+        loader = spec.loader
+        exec_module = loader.exec_module
+
+        def exec_and_patch(module):
+            exec_module(module)
+            _patch_runner_class(module)
+
+        loader.exec_module = exec_and_patch
+        return spec
+
+
+def _patch_runner_class(module) -> None:
+    """Wrap the runner class's `load_model`: once the model is loaded, attach an EngineTracer to it."""
+    cls = getattr(module, _RUNNER_MODULES[module.__name__], None)
+    if cls is None or getattr(cls.load_model, "_qdebug", False):
+        return
+    original = cls.load_model
+
+    def load_model(self, *args, **kwargs):
+        result = original(self, *args, **kwargs)
+        try:
+            _attach(self)
+        except Exception as exc:
+            log.warning("qdebug: not tracing this worker (%s: %s)", type(exc).__name__, exc)
+        return result
+
+    load_model._qdebug = True
+    cls.load_model = load_model
+
+
+def _attach(runner) -> None:
+    """Attach a tracer to a loaded runner (rank 0 of tensor parallelism; the last pipeline stage only)."""
+    if getattr(runner, "_qdebug_tracer", None) is not None:
+        return
+    engine = _engine_info(runner)
+    if engine["tensor_parallel_rank"] != 0:
+        return
+    if engine["pipeline_parallel_size"] > 1:
+        log.warning("qdebug: pipeline parallelism splits the layers across processes; not tracing")
+        return
+    from functools import partial
+
+    from .engine_trace import assemble_engine_trace
+    from .trace_dir import TraceDir
+    from .vllm_tracer import EngineTracer, TraceWriter
+
+    model = _engine_model(runner, engine)
+    tokenizer = _Lazy(lambda: _tokenizer(runner))
+    writer = TraceWriter(partial(_assemble, assemble_engine_trace, model, tokenizer), TraceDir(os.environ[ENV_DIR]))
+    tracer = EngineTracer(runner, writer, trace_all=trace_all())
+    tracer.install()
+    runner._qdebug_tracer = tracer
+    atexit.register(writer.drain)
+    log.info("qdebug: tracing %s into %s (%s)", "every request" if trace_all() else "tagged requests", os.environ[ENV_DIR],
+             ", ".join(f"{k} {v}" for k, v in engine.items()))
+
+
+def _assemble(assemble, model, tokenizer, req, generated):
+    trace = assemble(req, generated, model, tokenizer.get(), TOPK)
+    line = {"id": req.req_id, "qdebug_id": req.name, "client_request": req.name, "answer": trace.generated_text,
+            "prompt_tokens": len(req.prompt_ids), "generated_tokens": len(generated),
+            "engine": f"{model.engine['name']} {model.engine['version']}"}
+    return trace, line
+
+
+class _Lazy:
+    """A value made on first use (the tokenizer: only once a traced request finishes)."""
+
+    def __init__(self, make) -> None:
+        self.make, self.value = make, None
+
+    def get(self):
+        if self.value is None:
+            self.value = self.make()
+        return self.value
+
+
+def _tokenizer(runner):
+    from transformers import AutoTokenizer
+
+    mc = runner.model_config
+    return AutoTokenizer.from_pretrained(mc.tokenizer, revision=getattr(mc, "tokenizer_revision", None),
+                                         trust_remote_code=bool(getattr(mc, "trust_remote_code", False)))
+
+
+def _engine_info(runner) -> dict:
+    """Which engine: name, version, attention backend, dtype, tensor/pipeline parallel sizes and this rank."""
+    import vllm
+
+    pc = runner.vllm_config.parallel_config
+    try:
+        from vllm.distributed import get_tensor_model_parallel_rank
+
+        rank = int(get_tensor_model_parallel_rank())
+    except Exception:
+        rank = 0
+    backend = "unknown"
+    try:
+        backend = runner.attn_groups[0][0].backend.get_name()
+    except (AttributeError, IndexError, TypeError):
+        pass
+    return {"name": "vllm", "version": vllm.__version__, "attention_backend": str(backend),
+            "dtype": str(runner.model_config.dtype).removeprefix("torch."), "device": str(runner.device),
+            "tensor_parallel_size": int(pc.tensor_parallel_size), "tensor_parallel_rank": rank,
+            "pipeline_parallel_size": int(pc.pipeline_parallel_size)}
+
+
+def _engine_model(runner, engine: dict):
+    """The served model's description from vLLM's config (the checkpoint's own config.json)."""
+    from .engine_trace import EngineModel
+    from .vllm_tracer import decoder_layers
+
+    mc = runner.model_config
+    cfg = mc.hf_config
+    text = getattr(cfg, "text_config", None) or cfg
+    vision = getattr(cfg, "vision_config", None)
+    heads = int(text.num_attention_heads)
+    image_token = getattr(cfg, "image_token_id", None)
+    return EngineModel(
+        spec=str(getattr(mc, "served_model_name", None) or mc.model), path=str(mc.model),
+        architecture=str((getattr(cfg, "architectures", None) or [type(runner.model).__name__])[0]),
+        device=engine["device"].split(":")[0], dtype=engine["dtype"], attn_kernel=f"vllm:{engine['attention_backend']}",
+        num_layers=len(decoder_layers(runner.model)), num_heads=heads,
+        num_kv_heads=int(getattr(text, "num_key_value_heads", heads)), hidden_size=int(text.hidden_size),
+        vocab_size=int(text.vocab_size), image_token_id=int(image_token) if image_token is not None else None,
+        merge_size=int(getattr(vision, "spatial_merge_size", 2) or 2), patch_size=int(getattr(vision, "patch_size", 14) or 14),
+        engine=engine,
+    )

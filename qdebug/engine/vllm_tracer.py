@@ -1,0 +1,246 @@
+"""EngineTracer: hooks on a vLLM model runner that record the tagged requests' stages from inside the worker.
+
+Where it listens (vLLM 0.32's V1 runner; see shared/DESIGN.md "Seams in vLLM"):
+- `runner.execute_model` (wrapped): finished requests are written before vLLM drops their state;
+- decoder layer 0's forward pre-hook: which rows of the flattened step are whose (`input_batch.req_ids`,
+  `query_start_loc`), the decoder's input rows (`sync`) and vLLM's own (MRoPE) positions; the vision tower's
+  rows per image from the encoder cache (`encode`);
+- every decoder layer's forward hook: its output is `(hidden_states, residual)`; the residual stream, which
+  transformers' decoder layer returns, is their sum (`layer.N`);
+- `model.compute_logits` (wrapped): the raw logits each traced request samples from (`logits`, `step.K`).
+
+With no traced request in a step every hook returns at its first line. Any error while recording is logged
+and drops that request's trace; the request itself is answered as without the plugin.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+
+from qdebug.trace.hooks import to_cpu
+
+from .requests import EngineRequest, Feature, RowGap, rows_of_step, wants_trace
+
+log = logging.getLogger("vllm.qdebug")
+
+
+def decoder_layers(model) -> list:
+    """The decoder layers of a vLLM multimodal model (`language_model.model.layers`, or `model.layers`)."""
+    for path in ("language_model.model.layers", "model.layers", "language_model.layers"):
+        node = model
+        for part in path.split("."):
+            node = getattr(node, part, None)
+            if node is None:
+                break
+        if node is not None:
+            return list(node)
+    raise AttributeError(f"{type(model).__name__} has no decoder layers where qdebug looks (language_model.model.layers)")
+
+
+class EngineTracer:
+    """Records tagged requests on one model runner and hands finished ones to `writer` (a background thread)."""
+
+    def __init__(self, runner, writer, *, trace_all: bool) -> None:
+        self.runner = runner
+        self.writer = writer
+        self.trace_all = trace_all
+        self.traced: dict[str, EngineRequest] = {}
+        self.untraced: set[str] = set()
+        self.slices: list = []  # the traced rows of the step being run
+
+    # installation -------------------------------------------------------------------------------------
+    def install(self) -> None:
+        """Wrap execute_model and compute_logits, hook the decoder layers (once; vLLM never unloads a model)."""
+        runner, model = self.runner, self.runner.model
+        layers = decoder_layers(model)
+        layers[0].register_forward_pre_hook(self._decoder_input, with_kwargs=True)
+        for index, layer in enumerate(layers):
+            layer.register_forward_hook(self._layer_output(index))
+        self.num_layers = len(layers)
+        execute, logits = runner.execute_model, model.compute_logits
+        runner.execute_model = lambda scheduler_output, *a, **kw: self._execute(execute, scheduler_output, *a, **kw)
+        model.compute_logits = lambda hidden, *a, **kw: self._logits(logits(hidden, *a, **kw))
+
+    # the step ------------------------------------------------------------------------------------------
+    def _execute(self, execute, scheduler_output, *args, **kwargs):
+        self._guard(self._finish, getattr(scheduler_output, "finished_req_ids", ()) or ())
+        self.slices = []
+        try:
+            return execute(scheduler_output, *args, **kwargs)
+        finally:
+            self.slices = []
+
+    def _guard(self, fn, *args):
+        """Run a recording step; an error is logged, drops the traces involved, and never reaches vLLM."""
+        try:
+            return fn(*args)
+        except Exception as exc:  # the plugin never fails a request
+            dropped = sorted({s.request.req_id for s in self.slices} or self.traced)
+            log.warning("qdebug: recording failed (%s: %s); requests %s are answered untraced",
+                        type(exc).__name__, exc, ", ".join(dropped) or "none")
+            for rid in dropped:
+                self._drop(rid)
+            self.slices = []
+            return None
+
+    def _drop(self, rid: str) -> None:
+        self.traced.pop(rid, None)
+        self.untraced.add(rid)
+
+    def _admit(self, rid: str) -> None:
+        """Decide once whether a request is traced, from its sampling params' extra args."""
+        state = self.runner.requests.get(rid)
+        params = getattr(state, "sampling_params", None)
+        extra = getattr(params, "extra_args", None) or {}
+        if state is None or not wants_trace(extra, self.trace_all) or state.prompt_token_ids is None:
+            self.untraced.add(rid)
+            return
+        features = [_feature(f) for f in state.mm_features or []]
+        name = str(extra.get("qdebug_id") or rid)
+        self.traced[rid] = EngineRequest(rid, name, list(state.prompt_token_ids), features, getattr(params, "max_tokens", None))
+
+    def _decoder_input(self, module, args, kwargs):
+        self._guard(self._record_input, args, kwargs)
+        return None
+
+    def _record_input(self, args, kwargs) -> None:
+        runner = self.runner
+        req_ids = list(runner.input_batch.req_ids)
+        for rid in req_ids:
+            if rid not in self.traced and rid not in self.untraced:
+                self._admit(rid)
+        if not any(rid in self.traced for rid in req_ids):
+            return
+        computed = {rid: runner.requests[rid].num_computed_tokens for rid in req_ids if rid in self.traced}
+        qsl = runner.query_start_loc.np[: len(req_ids) + 1]
+        while True:
+            try:
+                self.slices = rows_of_step(req_ids, qsl, self.traced, computed)
+                break
+            except RowGap as gap:
+                log.warning("qdebug: %s; that request is answered untraced", gap)
+                self._drop(gap.req_id)
+        positions = kwargs.get("positions", args[0] if args else None)
+        hidden = kwargs.get("hidden_states", args[1] if len(args) > 1 else None)
+        batch = {"requests": len(req_ids), "tokens": int(qsl[-1])}
+        for s in self.slices:
+            req = s.request
+            req.batches.append(batch)
+            req.co_scheduled.update(r for r in req_ids if r != req.req_id)
+            req.rec.decoder_calls += 1
+            if not s.prefill:
+                continue
+            req.embeds.append(to_cpu(hidden[s.start:s.end]))
+            pos = positions[..., s.start:s.end] if positions.ndim == 2 else positions[s.start:s.end][None].expand(3, -1)
+            req.positions.append(to_cpu(pos, dtype=_int64()))
+            self._record_encoder_rows(req)
+            req.mrope_delta = getattr(runner.requests[req.req_id], "mrope_position_delta", None)
+
+    def _record_encoder_rows(self, req: EngineRequest) -> None:
+        """Each image's rows from vLLM's encoder cache, while the step that merges them still holds them."""
+        cache = getattr(self.runner, "encoder_cache", {}) or {}
+        for index, feature in enumerate(req.features):
+            if index not in req.encode and feature.identifier in cache:
+                req.encode[index] = to_cpu(cache[feature.identifier])
+
+    def _layer_output(self, layer: int):
+        def hook(module, args, output):
+            if self.slices:
+                self._guard(self._record_layer, layer, output)
+            return None
+
+        return hook
+
+    def _record_layer(self, layer: int, output) -> None:
+        hidden, residual = output if isinstance(output, tuple) else (output, None)
+        for s in self.slices:
+            rows = hidden[s.start:s.end]
+            if residual is not None:  # vLLM defers the residual add to the next norm: the stream is their sum
+                rows = rows + residual[s.start:s.end]
+            if s.prefill:
+                s.request.hidden.setdefault(layer, []).append(to_cpu(rows))
+            else:
+                s.request.rec.step_hidden.setdefault(layer, []).append(to_cpu(rows[0]))
+        if layer == self.num_layers - 1:
+            for s in self.slices:
+                if s.prefill:
+                    s.request.prompt_rows += s.end - s.start
+
+    def _logits(self, logits):
+        if self.slices:
+            self._guard(self._record_logits, logits)
+        return logits
+
+    def _record_logits(self, logits) -> None:
+        import torch
+
+        for s in self.slices:
+            if s.logits_row is not None and s.logits_row < logits.shape[0]:
+                if s.prefill:
+                    s.request.finish_prefill()
+                s.request.rec.step_logits.append(to_cpu(logits[s.logits_row], torch.float32))
+
+    # the end -------------------------------------------------------------------------------------------
+    def _finish(self, finished) -> None:
+        for rid in list(finished):
+            self.untraced.discard(rid)
+            req = self.traced.pop(rid, None)
+            if req is None:
+                continue
+            state = self.runner.requests.get(rid)
+            generated = [int(t) for t in (state.output_token_ids if state is not None else []) if int(t) >= 0]
+            req.finish_prefill()
+            self.writer.submit(req, generated)
+
+
+def _feature(spec) -> Feature:
+    """A multimodal feature spec of vLLM's, reduced to what a trace needs."""
+    data = getattr(spec, "data", None)
+    grid = pixels = None
+    try:
+        if data is not None and "image_grid_thw" in data:
+            grid = tuple(int(x) for x in data["image_grid_thw"].data.reshape(-1)[:3].tolist())
+        if data is not None and "pixel_values" in data:
+            pixels = list(data["pixel_values"].data.shape)
+    except (AttributeError, TypeError, KeyError):
+        pass
+    pos = spec.mm_position
+    return Feature(str(spec.modality), str(spec.identifier), int(pos.offset), int(pos.length), grid, pixels)
+
+
+def _int64():
+    import torch
+
+    return torch.int64
+
+
+class TraceWriter:
+    """Assembles and saves finished traces on a background thread, off the engine's step loop."""
+
+    def __init__(self, assemble, trace_dir) -> None:
+        self.assemble = assemble  # (EngineRequest, generated ids) -> (Trace, index line)
+        self.trace_dir = trace_dir
+        self.queue: queue.Queue = queue.Queue()
+        self.thread = threading.Thread(target=self._run, name="qdebug-trace-writer", daemon=True)
+        self.thread.start()
+
+    def submit(self, req: EngineRequest, generated: list[int]) -> None:
+        """Queue a finished request for writing."""
+        self.queue.put((req, generated))
+
+    def drain(self, timeout: float = 30.0) -> None:
+        """Wait (bounded) until every queued trace is written: at shutdown."""
+        self.queue.put(None)
+        self.thread.join(timeout)
+
+    def _run(self) -> None:
+        while (item := self.queue.get()) is not None:
+            req, generated = item
+            try:
+                trace, line = self.assemble(req, generated)
+                path = self.trace_dir.write(trace, req.name, line)
+                log.info("qdebug: traced request %s -> %s", req.req_id, path)
+            except Exception as exc:
+                log.warning("qdebug: could not write the trace of request %s (%s: %s)", req.req_id, type(exc).__name__, exc)
