@@ -223,14 +223,20 @@ def diff(
     json_out: Annotated[Optional[str], typer.Option("--json", help="Write the comparison as JSON to PATH, or `-` for stdout.")] = None,
     more_images: Annotated[Optional[list[str]], typer.Option("--image", help="Another image for the same request (repeatable).")] = None,
     onnx: Annotated[Optional[str], typer.Option("--onnx", help="B = this ONNX export (a `qdebug export onnx` directory or a mapping file) in onnxruntime; A = PyTorch.")] = None,
+    engine: Annotated[Optional[str], typer.Option("--engine", help="B = a vLLM server running qdebug's plugin (URL); A = the same checkpoint (--model) in transformers.")] = None,
+    engine_traces: Annotated[Optional[str], typer.Option("--engine-traces", help="The folder that server writes traces to (its QDEBUG_VLLM_TRACE_DIR).")] = None,
+    served_model: Annotated[Optional[str], typer.Option("--served-model", help="With --engine: the model name to ask for (default: the server's first).")] = None,
+    api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="With --engine: environment variable holding the API key.")] = None,
+    timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="With --engine: seconds to wait for the answer and for its trace.")] = 120.0,
 ) -> None:
-    """Find the first stage where two runs that should agree part (two input paths, dtypes, kernels, devices, or two saved traces)."""
+    """Find the first stage where two runs that should agree part (two input paths, dtypes, kernels, devices, an engine, or two saved traces)."""
     from qdebug.commands.common import consoles, emit_json, progress
     from qdebug.commands.diff import DiffArgs, run_diff
     from qdebug.outputs import OutputPlan
 
     args = DiffArgs(first, second, vary=vary, order=order, inject=inject, model=model, device=device, dtype=dtype, attn_kernel=attn_kernel, a_dtype=a_dtype,
-                    b_dtype=b_dtype, max_new_tokens=max_new_tokens, atol=atol, rtol=rtol, images=list(more_images or []), onnx=onnx)
+                    b_dtype=b_dtype, max_new_tokens=max_new_tokens, atol=atol, rtol=rtol, images=list(more_images or []), onnx=onnx,
+                    engine=engine, engine_traces=engine_traces, served_model=served_model, api_key_env=api_key_env, timeout=timeout)
     plan = OutputPlan({"--png": png, "--json": json_out}).check()
     report, status = consoles(json_to_stdout=json_out == "-")
     with progress(status, "running both sides…"):

@@ -74,6 +74,12 @@ class ExportMismatchError(QDebugError):
     exit_code = 5
 
 
+class EngineTraceError(QDebugError):
+    """A serving engine did not produce the trace asked for (plugin off, another trace folder, a timeout)."""
+
+    exit_code = 1
+
+
 def describe(exc: BaseException) -> str:
     """An exception as the one line a user is shown: a qdebug error's own message, else `Type: text`."""
     return getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"

@@ -93,6 +93,7 @@ class FindingKind(StrEnum):
     OBSERVED_DIVERGED = "observed_diverged"
     NONDETERMINISM = "nondeterminism"
     SERVER_MISMATCH = "server_mismatch"
+    DETOKENIZATION = "detokenization"  # two answers with the same words that differ only in whitespace
     # diffs
     FIRST_DIVERGENCE = "first_divergence"
     GENERATION_DIVERGED = "generation_diverged"
@@ -106,6 +107,8 @@ class FindingKind(StrEnum):
     EXPORT_VISION = "export_vision"
     EXPORT_HEAD = "export_head"
     EXPORT_WEIGHT = "export_weight"
+    # serving engines
+    ENGINE_ANSWER = "engine_answer"  # the answer a client received is not the text of the tokens the engine traced
 
 
 EVENT_KINDS: tuple[EventKind, ...] = tuple(EventKind)

@@ -178,7 +178,7 @@ def diff_traces(a, b, *, atol: float | None = None, rtol: float | None = None, a
     import torch
 
     check_comparable(a, b)
-    tol = tolerance_for(a.meta.model["dtype"], b.meta.model["dtype"], atol, rtol)
+    tol = tolerance_for(a.meta.model["dtype"], b.meta.model["dtype"], atol, rtol, engine=bool(a.meta.engine or b.meta.engine))
     kinds = _token_kinds(a)
     stages: list[StageDiff] = []
     findings: list[Finding] = list(extra_findings)

@@ -172,11 +172,23 @@ def report_from_endpoint(batch: Batch, run: EndpointRun, local: dict | None = No
     )
 
 
+def whitespace_finding(served: str, local: str, rid: str | None = None) -> Finding:
+    """The server's answer has the model's words and differs only in surrounding whitespace: how it was detokenised."""
+    where = "leading" if served.lstrip() == local.lstrip() else "trailing" if served.rstrip() == local.rstrip() else "surrounding"
+    return Finding(FindingKind.DETOKENIZATION, Severity.INFO,
+                   f"{f'request {rid}: ' if rid else ''}the server's answer {served!r} has the model's words ({local!r}) and differs only in "
+                   f"{where} whitespace: a difference of detokenisation, not of the model (a server that decodes the first token after "
+                   f"the prompt, as vLLM does, puts a word-level tokenizer's separator before it)", request_id=rid)
+
+
 def _against_local(out: RequestOutcome, local: dict, rid: str, findings: list[Finding]) -> None:
     """Flag a server whose isolated answer is not the model's own answer for that request."""
     truth = local[rid]
     out.local_reference = truth
-    if truth is None or out.reference is None or out.reference.strip() == truth.strip():
+    if truth is None or out.reference is None or out.reference == truth:
+        return
+    if out.reference.strip() == truth.strip():  # same words: say what differs, never call it a mismatch
+        findings.append(whitespace_finding(out.reference, truth, rid))
         return
     verdict, candidates = judge(out.reference, truth, {k: v for k, v in local.items() if k != rid})
     donor = candidates[0] if len(candidates) == 1 else None

@@ -44,6 +44,11 @@ class DiffArgs(ModelChoice):
     rtol: float | None = None
     images: list[str] = field(default_factory=list)  # more images of the same request, after `first`
     onnx: str | None = None  # an export directory (or mapping file): B is that export in onnxruntime
+    engine: str | None = None  # a vLLM server running qdebug's plugin: B is that engine's trace of the request
+    engine_traces: str | None = None  # the folder that server writes its traces to
+    served_model: str | None = None
+    api_key_env: str | None = None
+    timeout: float = 120.0
 
 
 def is_trace_file(path: str) -> bool:
@@ -154,6 +159,14 @@ def run_diff(args: DiffArgs, models: dict | None = None) -> DiffRun:
     from qdebug.commands.common import loading, quiet_transformers
     from qdebug.trace.schema import load_trace
 
+    if args.engine is not None or args.engine_traces is not None:
+        if args.engine is None or args.engine_traces is None:
+            raise InputError("--engine URL and --engine-traces DIR go together: the server to send the request to, and the folder it writes traces to")
+        if args.vary != "none" or args.inject or args.onnx or is_trace_file(args.first):
+            raise InputError("--engine compares the engine with the local model on IMAGE PROMPT; expected no --vary, --inject, --onnx or trace files with it")
+        from qdebug.commands.engine_diff import run_engine_diff
+
+        return run_engine_diff(args, models)
     if args.onnx is not None:
         from qdebug.commands.onnx_diff import run_onnx_diff
 
