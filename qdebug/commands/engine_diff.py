@@ -44,7 +44,7 @@ def run_engine_diff(args, models: dict | None = None) -> DiffRun:
         for order, request in requests:
             tag = f"qdebug-diff-{uuid.uuid4().hex[:12]}"
             answer = _send(client, request, served, tag, base)
-            engine = _await_trace(folder, tag, settings.timeout)
+            engine = await_trace(folder, tag, settings.timeout)
             dtype = engine.meta.model.get("dtype", "float32") if args.dtype == "auto" else args.dtype
             side = DiffSide(f"A transformers {dtype}", device=args.device, dtype=dtype, attn_kernel=args.attn_kernel)
             k = (args.model, side.device, side.dtype, side.attn_kernel)
@@ -102,7 +102,7 @@ def _send(client, request, served: str, tag: str, base: str) -> str:
         raise EngineTraceError(f"{base} sent an answer that is not a chat completion") from None
 
 
-def _await_trace(folder: Path, tag: str, timeout: float):
+def await_trace(folder: Path, tag: str, timeout: float):
     """The engine's trace of request `tag`, once the plugin has written it (polls the folder's index.jsonl)."""
     from qdebug.engine.trace_dir import find_in_index
     from qdebug.trace.schema import load_trace

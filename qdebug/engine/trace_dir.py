@@ -27,30 +27,36 @@ class TraceDir:
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
 
-    def _reserve(self, stem: str) -> Path:
-        """Create an empty file under a free name (O_EXCL: two writers, even two processes, never share one)."""
+    def write(self, trace, hint: str, line: dict) -> Path:
+        """Save `trace` as `<hint>.qdt` (or the next free name) and append `line` (plus its file name) to the index.
+
+        The trace is written whole to a hidden temporary first, then hard-linked under the first free name (a link
+        never replaces a file, even one another process made a moment ago), so a reader never sees a partial .qdt.
+        """
+        import tempfile
+
+        from qdebug.trace.schema import save_trace
+
+        fd, tmp = tempfile.mkstemp(prefix=".qdebug-", suffix=".qdt.tmp", dir=self.root)
+        os.close(fd)
+        try:
+            save_trace(trace, tmp)
+            path = self._link_free(tmp, safe_stem(hint))
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+        with self._lock, open(self.root / INDEX, "a", encoding="utf-8") as f:
+            f.write(json.dumps({**line, "trace": path.name}) + "\n")
+        return path
+
+    def _link_free(self, tmp: str, stem: str) -> Path:
         for n in range(1, 100_000):
             path = self.root / (f"{stem}.qdt" if n == 1 else f"{stem}-{n}.qdt")
             try:
-                os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+                os.link(tmp, path)
                 return path
             except FileExistsError:
                 continue
         raise OSError(f"no free trace name for {stem} in {self.root}")
-
-    def write(self, trace, hint: str, line: dict) -> Path:
-        """Save `trace` as `<hint>.qdt` (or the next free name) and append `line` (plus its file name) to the index."""
-        from qdebug.trace.schema import save_trace
-
-        path = self._reserve(safe_stem(hint))
-        try:
-            save_trace(trace, path)
-        except BaseException:
-            path.unlink(missing_ok=True)  # the empty reservation is ours: leave nothing half-written
-            raise
-        with self._lock, open(self.root / INDEX, "a", encoding="utf-8") as f:
-            f.write(json.dumps({**line, "trace": path.name}) + "\n")
-        return path
 
 
 def find_in_index(root: str | os.PathLike, key: str, value: str) -> dict | None:
