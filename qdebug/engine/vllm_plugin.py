@@ -131,7 +131,7 @@ def _attach(runner) -> None:
 
     model = _engine_model(runner, engine)
     tokenizer = _Lazy(lambda: _tokenizer(runner))
-    writer = TraceWriter(partial(_assemble, assemble_engine_trace, model, tokenizer), TraceDir(os.environ[ENV_DIR]))
+    writer = TraceWriter(partial(_assemble, assemble_engine_trace, runner, model, tokenizer), TraceDir(os.environ[ENV_DIR]))
     tracer = EngineTracer(runner, writer, trace_all=trace_all())
     tracer.install()
     runner._qdebug_tracer = tracer
@@ -140,7 +140,10 @@ def _attach(runner) -> None:
              ", ".join(f"{k} {v}" for k, v in engine.items()))
 
 
-def _assemble(assemble, model, tokenizer, req, generated):
+def _assemble(assemble, runner, model, tokenizer, req, generated):
+    if model.engine["attention_backend"] == "unknown":  # vLLM picks its backends after load_model, with the KV cache
+        model.engine["attention_backend"] = _attention_backend(runner)
+        model.attn_kernel = f"vllm:{model.engine['attention_backend']}"
     trace = assemble(req, generated, model, tokenizer.get(), TOPK)
     line = {"id": req.req_id, "qdebug_id": req.name, "client_request": req.name, "answer": trace.generated_text,
             "prompt_tokens": len(req.prompt_ids), "generated_tokens": len(generated),
@@ -179,15 +182,18 @@ def _engine_info(runner) -> dict:
         rank = int(get_tensor_model_parallel_rank())
     except Exception:
         rank = 0
-    backend = "unknown"
-    try:
-        backend = runner.attn_groups[0][0].backend.get_name()
-    except (AttributeError, IndexError, TypeError):
-        pass
-    return {"name": "vllm", "version": vllm.__version__, "attention_backend": str(backend),
+    return {"name": "vllm", "version": vllm.__version__, "attention_backend": _attention_backend(runner),
             "dtype": str(runner.model_config.dtype).removeprefix("torch."), "device": str(runner.device),
             "tensor_parallel_size": int(pc.tensor_parallel_size), "tensor_parallel_rank": rank,
             "pipeline_parallel_size": int(pc.pipeline_parallel_size)}
+
+
+def _attention_backend(runner) -> str:
+    """The name of the backend vLLM chose for the decoder's attention ("unknown" before the KV cache exists)."""
+    try:
+        return str(runner.attn_groups[0][0].backend.get_name())
+    except (AttributeError, IndexError, TypeError):
+        return "unknown"
 
 
 def _engine_model(runner, engine: dict):

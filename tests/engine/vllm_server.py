@@ -44,7 +44,7 @@ class VllmServer:
     """
 
     def __init__(self, python: Path, workdir: Path, *, model: Path = DEMO, trace_dir: Path | None = None, trace_all: bool = False,
-                 served_name: str = "demo", extra_env: dict | None = None) -> None:
+                 served_name: str = "demo", extra_env: dict | None = None, extra_args: tuple[str, ...] = ()) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = workdir / f"vllm-{self.port}.log"
@@ -56,7 +56,8 @@ class VllmServer:
             env["QDEBUG_VLLM_TRACE"] = "all"
         env.update(extra_env or {})
         cmd = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--served-model-name", served_name,
-               "--host", "127.0.0.1", "--port", str(self.port), "--enforce-eager", "--max-model-len", "1024", "--dtype", "float32"]
+               "--host", "127.0.0.1", "--port", str(self.port), "--enforce-eager", "--max-model-len", "1024", "--dtype", "float32",
+               *extra_args]
         self._out = open(self.log, "wb")
         self.proc = subprocess.Popen(cmd, cwd=workdir, stdout=self._out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
 

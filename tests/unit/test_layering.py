@@ -25,6 +25,15 @@ def test_export_layer_uses_only_model_and_trace():
     assert not forbidden_imports(modules, prefixes=("qdebug.replay", "qdebug.analysis", "qdebug.render", "qdebug.tui", "qdebug.commands"))
 
 
+def test_engine_layer_uses_only_model_and_trace():
+    """qdebug.engine (the vLLM plugin) runs inside a vLLM environment: it may use model and trace, and no library
+    that environment lacks (the UI, the HTTP server and client, ONNX, typer)."""
+    upper = ("qdebug.replay", "qdebug.analysis", "qdebug.render", "qdebug.tui", "qdebug.commands", "qdebug.serve", "qdebug.export")
+    assert not forbidden_imports(packages=["qdebug.engine"], prefixes=upper)
+    assert not forbidden_imports(packages=["qdebug.engine"], roots=(*UI_LIBRARIES, "typer", "httpx", "fastapi", "uvicorn", "onnx",
+                                                                    "onnxruntime", "scipy", "textual_image", "vllm"))
+
+
 def test_trace_layer_imports_nothing_from_replay():
     """qdebug.trace sits below qdebug.replay: importing every trace module (subpackages too) pulls in no replay module."""
     assert not forbidden_imports(packages=["qdebug.trace"], prefixes=("qdebug.replay",))
