@@ -142,7 +142,7 @@ def _meta(model: EngineModel, req: EngineRequest) -> TraceMeta:
         attn_capture=f"no attention weights recorded (engine trace; every layer ran {model.attn_kernel})",
         layers_captured=[],
         queries="gen",
-        keep_hidden=True,
+        keep_hidden=req.keep_hidden,
         processors=[],
         num_layers=model.num_layers,
         num_heads=model.num_heads,

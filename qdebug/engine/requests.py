@@ -55,6 +55,7 @@ class EngineRequest:
     batches: list[dict] = field(default_factory=list)  # per forward: requests and tokens in that step
     co_scheduled: set[str] = field(default_factory=set)  # other requests that shared a step with this one
     mrope_delta: int | None = None
+    keep_hidden: bool = True  # every prompt row of every layer (else statistics over every row plus the last row)
 
     @property
     def prefill_done(self) -> bool:
@@ -62,14 +63,22 @@ class EngineRequest:
         return self.prompt_rows >= len(self.prompt_ids)
 
     def finish_prefill(self) -> None:
-        """Join the prefill chunks into the recorder's `embeds`, `position_ids` and per-layer `hidden`."""
+        """Join the prefill chunks into the recorder's `embeds`, `position_ids` and per-layer `hidden` (or, keeping
+        only the last row, `hidden_stats` over every row and `hidden_kept`), as qdebug's own hooks fill them."""
         import torch
+
+        from qdebug.trace.stats import tensor_stats
 
         rec = self.rec
         if self.embeds and rec.embeds is None:
             rec.embeds = torch.cat(self.embeds)
             rec.position_ids = torch.cat(self.positions, dim=-1) if self.positions else None
-            rec.hidden = {layer: torch.cat(chunks) for layer, chunks in self.hidden.items()}
+            rows = {layer: torch.cat(chunks) for layer, chunks in self.hidden.items()}
+            if self.keep_hidden:
+                rec.hidden = rows
+            else:
+                rec.hidden_stats = {layer: tensor_stats(r) for layer, r in rows.items()}
+                rec.hidden_kept = {layer: r[-1:].clone() for layer, r in rows.items()}
             self.embeds, self.positions, self.hidden = [], [], {}
 
 

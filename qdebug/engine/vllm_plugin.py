@@ -2,7 +2,8 @@
 
 The interface, held fixed:
 - `QDEBUG_VLLM_TRACE_DIR=DIR` in the server's environment turns the plugin on (unset: `register` returns at once
-  and vLLM runs exactly as without it); `QDEBUG_VLLM_TRACE=all` traces every request.
+  and vLLM runs exactly as without it); `QDEBUG_VLLM_TRACE=all` traces every request; `QDEBUG_VLLM_KEEP=last`
+  keeps statistics over every prompt row but only the last row of each layer (default `hidden`: every row).
 - A client tags a request with `vllm_xargs: {"qdebug_trace": true}` and may name it with `"qdebug_id": "..."`.
 - Each traced request becomes `DIR/<qdebug_id or server request id>.qdt` (qdebug's trace format) and a line of
   `DIR/index.jsonl`; the trace's `meta.engine` says which engine, version, attention backend, dtype and ranks.
@@ -21,6 +22,7 @@ import sys
 
 ENV_DIR = "QDEBUG_VLLM_TRACE_DIR"
 ENV_MODE = "QDEBUG_VLLM_TRACE"
+ENV_KEEP = "QDEBUG_VLLM_KEEP"  # "hidden" (default): every prompt row of every layer; "last": statistics and the last row
 TOPK = 5
 _RUNNER_MODULES = {"vllm.v1.worker.gpu_model_runner": "GPUModelRunner", "vllm.v1.worker.cpu_model_runner": "CPUModelRunner"}
 
@@ -44,6 +46,11 @@ def register() -> None:
 def trace_all() -> bool:
     """Whether the user asked for every request to be traced."""
     return os.environ.get(ENV_MODE, "").strip().lower() == "all"
+
+
+def keep_hidden() -> bool:
+    """Whether traces keep every prompt row of every layer (QDEBUG_VLLM_KEEP=hidden, the default) or only the last."""
+    return os.environ.get(ENV_KEEP, "hidden").strip().lower() != "last"
 
 
 def _skip_prefix_cache_when_traced() -> None:
@@ -132,7 +139,7 @@ def _attach(runner) -> None:
     model = _engine_model(runner, engine)
     tokenizer = _Lazy(lambda: _tokenizer(runner))
     writer = TraceWriter(partial(_assemble, assemble_engine_trace, runner, model, tokenizer), TraceDir(os.environ[ENV_DIR]))
-    tracer = EngineTracer(runner, writer, trace_all=trace_all())
+    tracer = EngineTracer(runner, writer, trace_all=trace_all(), keep_hidden=keep_hidden())
     tracer.install()
     runner._qdebug_tracer = tracer
     atexit.register(writer.drain)

@@ -1,7 +1,8 @@
 """EngineTracer: hooks on a vLLM model runner that record the tagged requests' stages from inside the worker.
 
 Where it listens (vLLM 0.32's V1 runner; see shared/DESIGN.md "Seams in vLLM"):
-- `runner.execute_model` (wrapped): finished requests are written before vLLM drops their state;
+- `runner.execute_model` (wrapped): finished requests are written before vLLM drops their state, and the new
+  requests the client tagged are noted (`scheduled_new_reqs[i].sampling_params.extra_args`);
 - decoder layer 0's forward pre-hook: which rows of the flattened step are whose (`input_batch.req_ids`,
   `query_start_loc`), the decoder's input rows (`sync`) and vLLM's own (MRoPE) positions; the vision tower's
   rows per image from the encoder cache (`encode`);
@@ -9,7 +10,7 @@ Where it listens (vLLM 0.32's V1 runner; see shared/DESIGN.md "Seams in vLLM"):
   transformers' decoder layer returns, is their sum (`layer.N`);
 - `model.compute_logits` (wrapped): the raw logits each traced request samples from (`logits`, `step.K`).
 
-With no traced request in a step every hook returns at its first line. Any error while recording is logged
+With no traced request in flight the decoder hooks are not even attached. Any error while recording is logged
 and drops that request's trace; the request itself is answered as without the plugin.
 """
 
@@ -42,30 +43,42 @@ def decoder_layers(model) -> list:
 class EngineTracer:
     """Records tagged requests on one model runner and hands finished ones to `writer` (a background thread)."""
 
-    def __init__(self, runner, writer, *, trace_all: bool) -> None:
+    def __init__(self, runner, writer, *, trace_all: bool, keep_hidden: bool = True) -> None:
         self.runner = runner
         self.writer = writer
         self.trace_all = trace_all
+        self.keep_hidden = keep_hidden
         self.traced: dict[str, EngineRequest] = {}
-        self.untraced: set[str] = set()
+        self.pending: set[str] = set()  # tagged requests vLLM has scheduled but whose state is not built yet
         self.slices: list = []  # the traced rows of the step being run
 
     # installation -------------------------------------------------------------------------------------
     def install(self) -> None:
-        """Wrap execute_model and compute_logits, hook the decoder layers (once; vLLM never unloads a model)."""
+        """Wrap execute_model and compute_logits; the layer hooks are attached only while a traced request is in
+        flight, so with none tagged the model runs exactly as without the plugin (vLLM never unloads a model)."""
         runner, model = self.runner, self.runner.model
-        layers = decoder_layers(model)
-        layers[0].register_forward_pre_hook(self._decoder_input, with_kwargs=True)
-        for index, layer in enumerate(layers):
-            layer.register_forward_hook(self._layer_output(index))
-        self.num_layers = len(layers)
+        self.layers = decoder_layers(model)
+        self.num_layers = len(self.layers)
+        self.handles: list = []
         execute, logits = runner.execute_model, model.compute_logits
         runner.execute_model = lambda scheduler_output, *a, **kw: self._execute(execute, scheduler_output, *a, **kw)
         model.compute_logits = lambda hidden, *a, **kw: self._logits(logits(hidden, *a, **kw))
 
+    def _hooks(self, wanted: bool) -> None:
+        """Attach (or remove) the decoder hooks."""
+        if wanted and not self.handles:
+            self.handles.append(self.layers[0].register_forward_pre_hook(self._decoder_input, with_kwargs=True))
+            self.handles += [layer.register_forward_hook(self._layer_output(i)) for i, layer in enumerate(self.layers)]
+        elif not wanted and self.handles:
+            for handle in self.handles:
+                handle.remove()
+            self.handles = []
+
     # the step ------------------------------------------------------------------------------------------
     def _execute(self, execute, scheduler_output, *args, **kwargs):
         self._guard(self._finish, getattr(scheduler_output, "finished_req_ids", ()) or ())
+        self._guard(self._note_new, getattr(scheduler_output, "scheduled_new_reqs", ()) or ())
+        self._hooks(bool(self.traced or self.pending))
         self.slices = []
         try:
             return execute(scheduler_output, *args, **kwargs)
@@ -87,19 +100,26 @@ class EngineTracer:
 
     def _drop(self, rid: str) -> None:
         self.traced.pop(rid, None)
-        self.untraced.add(rid)
+        self.pending.discard(rid)
+
+    def _note_new(self, new_requests) -> None:
+        """The newly scheduled requests the client tagged (or all, when the user said so)."""
+        for new in new_requests:
+            if wants_trace(getattr(getattr(new, "sampling_params", None), "extra_args", None), self.trace_all):
+                self.pending.add(new.req_id)
 
     def _admit(self, rid: str) -> None:
-        """Decide once whether a request is traced, from its sampling params' extra args."""
+        """Start recording a tagged request, now that vLLM holds its state (prompt ids, multimodal features)."""
+        self.pending.discard(rid)
         state = self.runner.requests.get(rid)
-        params = getattr(state, "sampling_params", None)
-        extra = getattr(params, "extra_args", None) or {}
-        if state is None or not wants_trace(extra, self.trace_all) or state.prompt_token_ids is None:
-            self.untraced.add(rid)
+        if state is None or state.prompt_token_ids is None:
             return
+        params = state.sampling_params
+        extra = getattr(params, "extra_args", None) or {}
         features = [_feature(f) for f in state.mm_features or []]
         name = str(extra.get("qdebug_id") or rid)
-        self.traced[rid] = EngineRequest(rid, name, list(state.prompt_token_ids), features, getattr(params, "max_tokens", None))
+        self.traced[rid] = EngineRequest(rid, name, list(state.prompt_token_ids), features, getattr(params, "max_tokens", None),
+                                         keep_hidden=self.keep_hidden)
 
     def _decoder_input(self, module, args, kwargs):
         self._guard(self._record_input, args, kwargs)
@@ -109,7 +129,7 @@ class EngineTracer:
         runner = self.runner
         req_ids = list(runner.input_batch.req_ids)
         for rid in req_ids:
-            if rid not in self.traced and rid not in self.untraced:
+            if rid in self.pending:
                 self._admit(rid)
         if not any(rid in self.traced for rid in req_ids):
             return
@@ -185,7 +205,7 @@ class EngineTracer:
     # the end -------------------------------------------------------------------------------------------
     def _finish(self, finished) -> None:
         for rid in list(finished):
-            self.untraced.discard(rid)
+            self.pending.discard(rid)
             req = self.traced.pop(rid, None)
             if req is None:
                 continue

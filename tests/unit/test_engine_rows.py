@@ -61,3 +61,25 @@ def test_trace_names_from_client_ids_cannot_leave_the_folder():
     assert safe_stem("../../etc/passwd") == "etc_passwd"
     assert safe_stem("") == "request" and safe_stem("...") == "request"
     assert safe_stem("req-1.a_b") == "req-1.a_b" and len(safe_stem("x" * 500)) == 100
+
+
+def test_keeping_the_last_row_still_states_every_row_and_joins_chunked_prefill():
+    import torch
+
+    from qdebug.trace.stages.layers import layer_stages
+
+    rows = torch.randn(30, 8)
+    for keep in (True, False):
+        req = _req("a", 30)
+        req.keep_hidden = keep
+        req.embeds, req.positions = [rows[:20], rows[20:]], [torch.zeros(3, 20, dtype=torch.long), torch.ones(3, 10, dtype=torch.long)]
+        req.hidden = {0: [rows[:20], rows[20:]]}
+        req.finish_prefill()
+        tensors: dict = {}
+        stage = layer_stages(req.rec, 1, tensors)["layer.0"]
+        assert req.rec.embeds.shape == (30, 8) and req.rec.position_ids.shape == (3, 30)
+        assert stage.summary.stats.shape == [30, 8]  # statistics over every row either way
+        if keep:
+            assert torch.equal(tensors["layer.0.hidden"], rows)
+        else:
+            assert set(tensors) == {"layer.0.last"} and torch.equal(tensors["layer.0.last"], rows[-1:])

@@ -1,0 +1,89 @@
+"""What qdebug's vLLM plugin costs: requests/s of vLLM on the demo with the plugin off, on with no request tagged, and
+tracing every request; the trace bytes per request. One server per setting, the same requests, measured in one run.
+
+    python benchmarks/engine.py [--requests 64] [--concurrency 8]
+
+Needs the vLLM environment (`scripts/vllm-env`, or QDEBUG_VLLM_PYTHON).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.engine.vllm_server import VllmServer, vllm_python  # noqa: E402
+
+IMAGES = ["red_circle_top_left.png", "blue_square_bottom_right.png", "green_triangle_top_right.png",
+          "yellow_circle_bottom_left.png", "red_triangle_bottom_right.png", "blue_circle_top_right.png"]
+# "off" again at the end: the spread between the two is the machine's own drift over the run
+SETTINGS = [("off", {}), ("on, none tagged", {"trace_dir": True}), ("tracing every request", {"trace_dir": True, "trace_all": True}),
+            ("off, again", {})]
+
+
+def _bodies(n: int) -> list[dict]:
+    from qdebug.replay.endpoint import chat_body
+    from qdebug.trace.request import build_request, load_image
+
+    out = []
+    for i in range(n):
+        path = str(REPO / "sample_data" / IMAGES[i % len(IMAGES)])
+        # a different prompt per request: vLLM's prefix cache would otherwise serve repeats for free when the plugin is off
+        request = build_request(f"Describe the image. {i}", [path], images=[load_image(path)], max_new_tokens=16)
+        out.append(chat_body(request, "demo", top_logprobs=0))
+    return out
+
+
+async def _burst(url: str, bodies: list[dict], concurrency: int) -> float:
+    """Wall seconds to answer every body, `concurrency` at a time (each answer checked)."""
+    gate = asyncio.Semaphore(concurrency)
+    async with httpx.AsyncClient(base_url=url, timeout=300) as client:
+        async def one(body):
+            async with gate:
+                r = await client.post("/v1/chat/completions", json=body)
+                r.raise_for_status()
+
+        start = time.perf_counter()
+        await asyncio.gather(*(one(b) for b in bodies))
+        return time.perf_counter() - start
+
+
+def _measure(python, work: Path, name: str, options: dict, bodies: list[dict], concurrency: int) -> dict:
+    traces = work / name.replace(" ", "-").replace(",", "") / "traces" if options.get("trace_dir") else None
+    with VllmServer(python, work, trace_dir=traces, trace_all=options.get("trace_all", False)) as server:
+        asyncio.run(_burst(server.url, bodies[: concurrency * 2], concurrency))  # warm-up, not counted
+        seconds = min(asyncio.run(_burst(server.url, bodies, concurrency)) for _ in range(3))
+        time.sleep(1.0)  # the writer thread finishes the last traces
+    files = sorted(traces.glob("*.qdt")) if traces is not None else []
+    return {"name": name, "rps": len(bodies) / seconds, "traces": len(files),
+            "bytes": sum(f.stat().st_size for f in files) / len(files) if files else 0}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=64)
+    parser.add_argument("--concurrency", type=int, default=8)
+    args = parser.parse_args()
+    python = vllm_python()
+    if python is None:
+        sys.exit("benchmarks/engine.py: no vLLM environment (run scripts/vllm-env, or set QDEBUG_VLLM_PYTHON)")
+    bodies = _bodies(args.requests)
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = [_measure(python, Path(tmp), name, options, bodies, args.concurrency) for name, options in SETTINGS]
+    base = (rows[0]["rps"] + rows[-1]["rps"]) / 2
+    print(f"vLLM 0.32 CPU build, demo checkpoint float32, {args.requests} image requests ({args.concurrency} at a time), best of 3")
+    for row in rows:
+        extra = f", {row['bytes'] / 1024:.0f} KiB of trace per request" if row["traces"] else ""
+        print(f"  {row['name']:<24} {row['rps']:7.1f} requests/s  ({row['rps'] / base:.2f}x the mean of the off runs){extra}")
+
+
+if __name__ == "__main__":
+    main()
