@@ -1,7 +1,11 @@
 """What qdebug's vLLM plugin costs: requests/s of vLLM on the demo with the plugin off, on with no request tagged, and
-tracing every request; the trace bytes per request. One server per setting, the same requests, measured in one run.
+tracing every request; the trace bytes per request. One server per setting and round, the same requests, in one run.
 
-    python benchmarks/engine.py [--requests 64] [--concurrency 8]
+    python benchmarks/engine.py [--requests 64] [--concurrency 8] [--bursts 5] [--rounds 2]
+
+On 2 shared cores a vLLM server's throughput swings by 2x from burst to burst (API server, engine core, worker
+and client share them), so each setting reports the median of its bursts and their range, and the settings are
+run in rounds (off, none tagged, all; again) so that drift over the run shows as a difference between rounds.
 
 Needs the vLLM environment (`scripts/vllm-env`, or QDEBUG_VLLM_PYTHON).
 """
@@ -10,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import statistics
 import sys
 import tempfile
 import time
@@ -24,9 +29,7 @@ from tests.engine.vllm_server import VllmServer, vllm_python  # noqa: E402
 
 IMAGES = ["red_circle_top_left.png", "blue_square_bottom_right.png", "green_triangle_top_right.png",
           "yellow_circle_bottom_left.png", "red_triangle_bottom_right.png", "blue_circle_top_right.png"]
-# "off" again at the end: the spread between the two is the machine's own drift over the run
-SETTINGS = [("off", {}), ("on, none tagged", {"trace_dir": True}), ("tracing every request", {"trace_dir": True, "trace_all": True}),
-            ("off, again", {})]
+SETTINGS = [("off", {}), ("on, none tagged", {"trace_dir": True}), ("tracing every request", {"trace_dir": True, "trace_all": True})]
 
 
 def _bodies(n: int) -> list[dict]:
@@ -56,33 +59,43 @@ async def _burst(url: str, bodies: list[dict], concurrency: int) -> float:
         return time.perf_counter() - start
 
 
-def _measure(python, work: Path, name: str, options: dict, bodies: list[dict], concurrency: int) -> dict:
-    traces = work / name.replace(" ", "-").replace(",", "") / "traces" if options.get("trace_dir") else None
+def _measure(python, work: Path, name: str, options: dict, bodies: list[dict], concurrency: int, bursts: int) -> dict:
+    traces = work / f"{name.replace(' ', '-').replace(',', '')}-{time.monotonic_ns()}" / "traces" if options.get("trace_dir") else None
     with VllmServer(python, work, trace_dir=traces, trace_all=options.get("trace_all", False)) as server:
         asyncio.run(_burst(server.url, bodies[: concurrency * 2], concurrency))  # warm-up, not counted
-        seconds = min(asyncio.run(_burst(server.url, bodies, concurrency)) for _ in range(3))
+        rates = sorted(len(bodies) / asyncio.run(_burst(server.url, bodies, concurrency)) for _ in range(bursts))
         time.sleep(1.0)  # the writer thread finishes the last traces
     files = sorted(traces.glob("*.qdt")) if traces is not None else []
-    return {"name": name, "rps": len(bodies) / seconds, "traces": len(files),
-            "bytes": sum(f.stat().st_size for f in files) / len(files) if files else 0}
+    return {"name": name, "rates": rates, "bytes": sum(f.stat().st_size for f in files) / len(files) if files else 0}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=64)
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--bursts", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     python = vllm_python()
     if python is None:
         sys.exit("benchmarks/engine.py: no vLLM environment (run scripts/vllm-env, or set QDEBUG_VLLM_PYTHON)")
     bodies = _bodies(args.requests)
+    rows: dict[str, list] = {name: [] for name, _ in SETTINGS}
     with tempfile.TemporaryDirectory() as tmp:
-        rows = [_measure(python, Path(tmp), name, options, bodies, args.concurrency) for name, options in SETTINGS]
-    base = (rows[0]["rps"] + rows[-1]["rps"]) / 2
-    print(f"vLLM 0.32 CPU build, demo checkpoint float32, {args.requests} image requests ({args.concurrency} at a time), best of 3")
-    for row in rows:
-        extra = f", {row['bytes'] / 1024:.0f} KiB of trace per request" if row["traces"] else ""
-        print(f"  {row['name']:<24} {row['rps']:7.1f} requests/s  ({row['rps'] / base:.2f}x the mean of the off runs){extra}")
+        for _ in range(args.rounds):
+            for name, options in SETTINGS:
+                rows[name].append(_measure(python, Path(tmp), name, options, bodies, args.concurrency, args.bursts))
+    median = lambda xs: statistics.median(xs)
+    base = median([r for m in rows["off"] for r in m["rates"]])
+    print(f"vLLM 0.32 CPU build, demo checkpoint float32, {args.requests} image requests ({args.concurrency} at a time), "
+          f"{args.bursts} bursts per server, {args.rounds} rounds")
+    for name, runs in rows.items():
+        rates = [r for m in runs for r in m["rates"]]
+        per_round = ", ".join(f"{median(m['rates']):.1f}" for m in runs)
+        size = max(m["bytes"] for m in runs)
+        extra = f"; {size / 1024:.0f} KiB of trace per request" if size else ""
+        print(f"  {name:<24} median {median(rates):6.1f} requests/s ({median(rates) / base:.2f}x off; per round {per_round}; "
+              f"range {min(rates):.1f}..{max(rates):.1f}){extra}")
 
 
 if __name__ == "__main__":
