@@ -62,11 +62,11 @@ def assemble_engine_trace(req: EngineRequest, generated: list[int], model: Engin
     ids = req.prompt_ids
     images, checks = _images(req, model)
     tensors: dict = {}
-    if req.encode:
+    rows = [req.encode[i] for i, f in enumerate(req.features) if f.modality == "image" and i in req.encode]
+    if rows:  # one image's rows missing makes encode_stage's split-per-image check fail, as it should
         import torch
 
-        rec.vision_rows = torch.cat([req.encode[i] for i in sorted(req.encode) if req.features[i].modality == "image"]) \
-            if any(req.features[i].modality == "image" for i in req.encode) else None
+        rec.vision_rows = torch.cat(rows)
     prompt_text = tok.decode(ids, skip_special_tokens=False)
     preprocess = Stage("preprocess", PreprocessSummary(
         text=prompt_text, num_tokens=len(ids),
