@@ -160,8 +160,8 @@ def run_diff(args: DiffArgs, models: dict | None = None) -> DiffRun:
     from qdebug.trace.schema import load_trace
 
     if args.engine is not None or args.engine_traces is not None:
-        if args.engine is None or args.engine_traces is None:
-            raise InputError("--engine URL and --engine-traces DIR go together: the server to send the request to, and the folder it writes traces to")
+        if args.engine is None:
+            raise InputError("--engine-traces DIR needs --engine URL: the server to send the request to (DIR is the folder it writes traces to)")
         if args.vary != "none" or args.inject or args.onnx or is_trace_file(args.first):
             raise InputError("--engine compares the engine with the local model on IMAGE PROMPT; expected no --vary, --inject, --onnx or trace files with it")
         from qdebug.commands.engine_diff import run_engine_diff

@@ -1,8 +1,9 @@
-"""`qdebug diff IMAGE PROMPT --engine URL --engine-traces DIR`: one request through a vLLM that runs qdebug's
+"""`qdebug diff IMAGE PROMPT --engine URL [--engine-traces DIR]`: one request through a vLLM that runs qdebug's
 plugin and through qdebug's own transformers run of the same checkpoint, compared stage by stage.
 
 The request is sent tagged (`vllm_xargs: {"qdebug_trace": true, "qdebug_id": ...}`); its engine trace is read
-from the server's trace folder; the local reference runs with the engine's dtype unless `--dtype` says
+from the server's trace folder (`--engine-traces`), or, without one, fetched from the server's own port when it
+runs qdebug's endpoint plugin (`VLLM_PLUGINS=qdebug`, `GET /qdebug/traces/...`); the local reference runs with the engine's dtype unless `--dtype` says
 otherwise. Two traces of different prompt tokens are refused, naming the first token that differs (another
 chat template or tokenizer on the server).
 """
@@ -32,7 +33,7 @@ def run_engine_diff(args, models: dict | None = None) -> DiffRun:
     settings = EndpointSettings(url=args.engine, served_model=args.served_model, api_key_env=args.api_key_env, timeout=args.timeout)
     base, key = check_endpoint_settings(settings)
     folder = Path(args.engine_traces) if args.engine_traces else None
-    if folder is None or not folder.is_dir():
+    if folder is not None and not folder.is_dir():
         raise InputError(f"--engine-traces {args.engine_traces}: expected the folder the server writes traces to "
                          "(its QDEBUG_VLLM_TRACE_DIR), on a filesystem this machine can read")
     requests = _requests(args)
@@ -44,7 +45,7 @@ def run_engine_diff(args, models: dict | None = None) -> DiffRun:
         for order, request in requests:
             tag = f"qdebug-diff-{uuid.uuid4().hex[:12]}"
             answer = _send(client, request, served, tag, base)
-            engine = await_trace(folder, tag, settings.timeout)
+            engine = await_trace(folder if folder is not None else HttpTraces(client, base), tag, settings.timeout)
             dtype = engine.meta.model.get("dtype", "float32") if args.dtype == "auto" else args.dtype
             side = DiffSide(f"A transformers {dtype}", device=args.device, dtype=dtype, attn_kernel=args.attn_kernel)
             k = (args.model, side.device, side.dtype, side.attn_kernel)
@@ -102,20 +103,79 @@ def _send(client, request, served: str, tag: str, base: str) -> str:
         raise EngineTraceError(f"{base} sent an answer that is not a chat completion") from None
 
 
-def await_trace(folder: Path, tag: str, timeout: float):
-    """The engine's trace of request `tag`, once the plugin has written it (polls the folder's index.jsonl)."""
-    from qdebug.engine.trace_dir import find_in_index
-    from qdebug.trace.schema import load_trace
+class HttpTraces:
+    """The server's trace folder through qdebug's endpoint plugin (`GET /qdebug/traces/...` on the server's port)."""
 
+    def __init__(self, client, base: str) -> None:
+        self.client = client
+        self.root = base.removesuffix("/v1")
+        self.where = f"{self.root}/qdebug/traces"
+
+    def find(self, tag: str) -> dict | None:
+        """The index line of request `tag`, once the server lists it."""
+        import json
+
+        response = self.client.get(f"{self.where}/index.jsonl")
+        if response.status_code == 404 and "qdebug" not in response.text:  # no such route: the endpoint plugin is not loaded
+            raise EngineTraceError(f"{self.root} does not serve qdebug's traces: start it with VLLM_PLUGINS=qdebug (and "
+                                   "QDEBUG_VLLM_TRACE_DIR), or give --engine-traces DIR")
+        found = None
+        for raw in response.text.splitlines() if response.status_code == 200 else []:
+            try:
+                line = json.loads(raw)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(line, dict) and line.get("qdebug_id") == tag:
+                found = line
+        return found
+
+    def load(self, line: dict):
+        """Download the trace the index line names into a temporary file and read it (qdebug's checks apply)."""
+        import tempfile
+
+        from qdebug.trace.schema import load_trace
+
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "engine.qdt"
+            with self.client.stream("GET", f"{self.where}/{line.get('trace')}") as response, open(path, "wb") as f:
+                if response.status_code != 200:
+                    raise EngineTraceError(f"{self.where}/{line.get('trace')} answered HTTP {response.status_code}")
+                for chunk in response.iter_bytes():
+                    f.write(chunk)
+            return load_trace(path)
+
+
+class FolderTraces:
+    """The server's trace folder, read directly (`--engine-traces DIR`)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder, self.where = folder, str(folder)
+
+    def find(self, tag: str) -> dict | None:
+        """The index line of request `tag`, once the plugin has written it."""
+        from qdebug.engine.trace_dir import find_in_index
+
+        return find_in_index(self.folder, "qdebug_id", tag)
+
+    def load(self, line: dict):
+        """Read the trace the index line names."""
+        from qdebug.trace.schema import load_trace
+
+        return load_trace(self.folder / str(line.get("trace")))
+
+
+def await_trace(source, tag: str, timeout: float):
+    """The engine's trace of request `tag` from `source` (a folder, or HttpTraces), once the plugin has written it."""
+    source = FolderTraces(Path(source)) if isinstance(source, (str, Path)) else source
     deadline = time.monotonic() + timeout
     while True:
-        line = find_in_index(folder, "qdebug_id", tag)
+        line = source.find(tag)
         if line is not None:
-            return load_trace(folder / str(line.get("trace")))
+            return source.load(line)
         if time.monotonic() > deadline:
             raise EngineTraceError(
-                f"no trace of request {tag} appeared in {folder} within {timeout:g} s: expected the server to run qdebug's "
-                f"plugin with QDEBUG_VLLM_TRACE_DIR={folder} (its log says 'qdebug: tracing')")
+                f"no trace of request {tag} appeared in {source.where} within {timeout:g} s: expected the server to run qdebug's "
+                f"plugin with QDEBUG_VLLM_TRACE_DIR set (its log says 'qdebug: tracing')")
         time.sleep(POLL_S)
 
 

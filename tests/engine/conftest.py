@@ -22,9 +22,10 @@ def vllm_py():
 
 @pytest.fixture(scope="session")
 def traced_server(vllm_py, tmp_path_factory):
-    """vLLM serving the demo checkpoint (float32) with qdebug's plugin writing traces to `server.traces`."""
+    """vLLM serving the demo checkpoint (float32) with qdebug's plugin writing traces to `server.traces`, and its
+    endpoint plugin serving them over HTTP (VLLM_PLUGINS=qdebug)."""
     work = tmp_path_factory.mktemp("vllm")
     traces = work / "traces"
-    with VllmServer(vllm_py, work, trace_dir=traces) as server:
+    with VllmServer(vllm_py, work, trace_dir=traces, extra_env={"VLLM_PLUGINS": "qdebug"}) as server:
         server.traces = traces
         yield server

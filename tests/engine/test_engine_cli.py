@@ -54,5 +54,26 @@ def test_diff_engine_without_the_plugin_folder_is_one_line(traced_server, tmp_pa
     assert result.returncode == 1
     assert result.stderr.count("\n") == 1 and "no trace of request" in result.stderr and "QDEBUG_VLLM_TRACE_DIR" in result.stderr
     assert "Traceback" not in result.stderr
-    missing = run_qdebug("diff", str(SAMPLE / "red_circle_top_left.png"), "Describe the image.", "--engine", traced_server.url)
-    assert missing.returncode == 2 and "--engine-traces" in missing.stderr and "Traceback" not in missing.stderr
+    alone = run_qdebug("diff", str(SAMPLE / "red_circle_top_left.png"), "Describe the image.", "--engine-traces", str(tmp_path))
+    assert alone.returncode == 2 and "needs --engine URL" in alone.stderr and "Traceback" not in alone.stderr
+
+
+def test_diff_engine_fetches_the_trace_over_http_without_a_shared_folder(traced_server, tmp_path):
+    out = tmp_path / "d.json"
+    result = run_qdebug("diff", str(SAMPLE / "green_triangle_top_right.png"), "Describe the image.", "--engine", traced_server.url,
+                        "--json", str(out))
+    assert result.returncode == 0, result.stdout + result.stderr
+    doc = json.loads(out.read_text())
+    assert doc["first_divergence"] is None and doc["b"]["label"].startswith("B vllm")
+
+
+def test_the_trace_routes_serve_only_the_traces(traced_server):
+    import httpx
+
+    index = httpx.get(f"{traced_server.url}/qdebug/traces/index.jsonl", timeout=10)
+    assert index.status_code == 200 and '"qdebug_id"' in index.text
+    name = json.loads(index.text.splitlines()[0])["trace"]
+    got = httpx.get(f"{traced_server.url}/qdebug/traces/{name}", timeout=10)
+    assert got.status_code == 200 and got.content[:2] == b"PK"  # the .qdt zip itself
+    for bad in ("..%2F..%2Fetc%2Fpasswd", "index.jsonl.qdt", ".hidden.qdt", "nothing.qdt", "%2Fetc%2Fpasswd"):
+        assert httpx.get(f"{traced_server.url}/qdebug/traces/{bad}", timeout=10).status_code == 404, bad

@@ -35,4 +35,9 @@ def test_an_unusable_trace_folder_leaves_the_server_answering(vllm_py, tmp_path)
         server.traces = blocker / "traces"
         assert send(server, request_for("red_circle_top_left.png"), "nowhere").strip() == "a red circle in the top left"
         assert "qdebug: not tracing this worker" in server.log_text()
+        # no endpoint plugin on this server (VLLM_PLUGINS unset): diff --engine without a folder says how to get one
+        from tests.endpoint.conftest import run_qdebug
+
+        result = run_qdebug("diff", str(SAMPLE / "red_circle_top_left.png"), "Describe the image.", "--engine", server.url, "--timeout", "5")
+        assert result.returncode == 1 and "VLLM_PLUGINS=qdebug" in result.stderr and "Traceback" not in result.stderr
     assert blocker.read_text() == "a file where the trace folder should be"
