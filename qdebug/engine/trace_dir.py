@@ -33,12 +33,11 @@ class TraceDir:
         The trace is written whole to a hidden temporary first, then hard-linked under the first free name (a link
         never replaces a file, even one another process made a moment ago), so a reader never sees a partial .qdt.
         """
-        import tempfile
+        import uuid
 
         from qdebug.trace.schema import save_trace
 
-        fd, tmp = tempfile.mkstemp(prefix=".qdebug-", suffix=".qdt.tmp", dir=self.root)
-        os.close(fd)
+        tmp = self.root / f".qdebug-{uuid.uuid4().hex}.qdt.tmp"  # a new name: the trace gets ordinary file permissions
         try:
             save_trace(trace, tmp)
             path = self._link_free(tmp, safe_stem(hint))

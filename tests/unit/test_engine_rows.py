@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from qdebug.engine.requests import EngineRequest, RowGap, rows_of_step, wants_trace
@@ -55,6 +57,9 @@ def test_the_trace_folder_never_replaces_a_file(demo_trace, tmp_path):
     assert find_in_index(folder.root, "qdebug_id", "mine") == {"id": "r2", "qdebug_id": "mine", "trace": "mine-3.qdt"}
     assert load_trace(second).generated_text == demo_trace.generated_text
     assert sorted(p.name for p in folder.root.iterdir()) == ["index.jsonl", "mine-2.qdt", "mine-3.qdt", "mine.qdt"]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert second.stat().st_mode & 0o777 == 0o666 & ~umask  # an ordinary file a colleague can read
 
 
 def test_trace_names_from_client_ids_cannot_leave_the_folder():
