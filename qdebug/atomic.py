@@ -26,6 +26,14 @@ def _umask() -> int:
     return mask
 
 
+def _mode_for(target: Path) -> int:
+    """The permission bits the output gets: those of the file it replaces, else the usual ones (0666 & ~umask)."""
+    try:
+        return stat.S_IMODE(os.stat(target).st_mode)  # a private (0600) or executable file stays so when rewritten
+    except OSError:
+        return 0o666 & ~_umask()
+
+
 def write_failed(target: Path, exc: OSError) -> OutputError:
     """One-line error for a write that failed (disk full, permission, a folder in the way...)."""
     why = exc.strerror or type(exc).__name__
@@ -34,7 +42,7 @@ def write_failed(target: Path, exc: OSError) -> OutputError:
 
 @contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path next to `path`; on success it replaces `path` (with normal file permissions),
+    """Yield a temporary path next to `path`; on success it replaces `path` (keeping its permission bits),
     on any error it is removed and `path` is left as it was. A target that exists and is not a regular file
     (a device or pipe) is written in place. OSError while writing becomes OutputError (one line)."""
     target = Path(path)
@@ -56,7 +64,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     plan = ACTIVE_PLAN.get()
     try:
         yield Path(tmp)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; an output file should look like any other
+        os.chmod(tmp, _mode_for(target))  # mkstemp makes 0600: a new file gets the usual mode, a rewrite keeps its own
         if plan is not None and plan.owns(target):
             plan.defer(Path(tmp), target)  # renamed with the run's other outputs at the plan's commit
         else:

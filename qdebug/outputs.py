@@ -49,19 +49,22 @@ class OutputPlan:
 
     def check(self) -> "OutputPlan":
         """Check every output path now (OutputError naming the option and path); two options may not share a file."""
-        seen: dict[Path, str] = {}
+        seen: dict[object, str] = {}
         for option, path in self.outputs.items():
             check_output_path(option, path)
-            key = path.absolute()
-            if key in seen and stat_regular_or_missing(path):
-                raise OutputError(f"{option} {path}: also given to {seen[key]} (expected a different file for each output)")
-            seen[key] = option
+            if not stat_regular_or_missing(path):
+                continue  # /dev/null or a pipe: several outputs may share it
+            for key in file_keys(path):
+                if key in seen:
+                    raise OutputError(f"{option} {path}: also given to {seen[key]}, the same file (expected a different file for each output)")
+            for key in file_keys(path):
+                seen[key] = option
         return self
 
     def owns(self, target: Path) -> bool:
         """Whether `target` is one of the planned outputs (internal temporaries are not)."""
-        key = target.absolute()
-        return any(p.absolute() == key for p in self.outputs.values())
+        key = resolved(target)
+        return any(resolved(p) == key for p in self.outputs.values())
 
     def defer(self, tmp: Path, target: Path) -> None:
         """Keep a finished temporary until commit."""
@@ -94,6 +97,22 @@ class OutputPlan:
         for tmp, _ in self._pending:
             tmp.unlink(missing_ok=True)
         self._pending = []
+
+
+def resolved(path: Path) -> Path:
+    """The file a path names once `..` and symlinks are followed (`sub/../a.json` and `a.json` are one file)."""
+    return Path(os.path.realpath(path))
+
+
+def file_keys(path: Path) -> list:
+    """What identifies the file `path` names: its resolved path, and (device, inode) when it exists (hard links)."""
+    keys: list = [resolved(path)]
+    try:
+        st = os.stat(path)
+        keys.append((st.st_dev, st.st_ino))
+    except OSError:
+        pass
+    return keys
 
 
 def stat_regular_or_missing(path: Path) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 from dataclasses import dataclass
@@ -40,6 +41,8 @@ def check_serve_args(args: ServeArgs) -> None:
             args.traces.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise InputError(f"--traces {args.traces}: cannot create it ({exc.strerror or exc})") from None
+        if not os.access(args.traces, os.R_OK | os.W_OK | os.X_OK):
+            raise InputError(f"--traces {args.traces}: not readable and writable (expected a folder qdebug may list and write)")
     try:
         with socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET) as probe:
             probe.bind((args.host, args.port))
@@ -62,6 +65,7 @@ def run_serve(args: ServeArgs) -> None:
     settings = ServeSettings(model_name=name, traces=args.traces, inject=args.inject, seed=args.seed, wave_window=args.wave_window)
     app = build_app(loaded, settings)
     where = f"http://{args.host}:{args.port}"
-    print(f"qdebug serve: {name} on {where}/v1 (inject {args.inject}, seed {args.seed}; traces: {args.traces or 'not saved'})", file=sys.stderr, flush=True)
+    traces = f"{args.traces}, from {app.state.tracer.first_number:06d}.qdt" if args.traces is not None else "not saved"
+    print(f"qdebug serve: {name} on {where}/v1 (inject {args.inject}, seed {args.seed}; traces: {traces})", file=sys.stderr, flush=True)
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", access_log=False)
     uvicorn.Server(config).run()

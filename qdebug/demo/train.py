@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import random
 import shutil
 import tempfile
@@ -10,10 +12,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from qdebug.errors import OutputError
+
 from .build import build_config, build_processor
 from .scenes import PROMPTS, make_scene
 
 CHECKPOINT_DIR = Path(__file__).parent / "checkpoint"
+# The files save_pretrained writes for the demo model and its processor (across transformers versions). A folder
+# holding only these, config.json and the weights among them, is a previous checkpoint and may be replaced;
+# any other file is someone else's, and the folder is refused.
+CHECKPOINT_FILES = frozenset({
+    "config.json", "generation_config.json", "model.safetensors", "model.safetensors.index.json",
+    "chat_template.jinja", "chat_template.json", "processor_config.json", "preprocessor_config.json",
+    "video_preprocessor_config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+    "added_tokens.json", "vocab.json", "merges.txt",
+})
 
 
 @dataclass(frozen=True)
@@ -62,7 +75,11 @@ def train(
     out_dir: Path = CHECKPOINT_DIR,
     on_step: Callable[[int, float], None] | None = None,
 ) -> Path:
-    """Train from scratch and save a standard HF directory at `out_dir` (written atomically)."""
+    """Train from scratch and save a standard HF directory at `out_dir` (written atomically).
+
+    `out_dir` is checked first (OutputError before any training): it must be new, empty or a previous checkpoint.
+    """
+    out_dir = check_out_dir(out_dir)
     import torch
     from transformers import GenerationConfig, Qwen2VLForConditionalGeneration
 
@@ -93,7 +110,57 @@ def train(
         pad_token_id=tok.convert_tokens_to_ids("<|endoftext|>"),
         bos_token_id=tok.convert_tokens_to_ids("<|endoftext|>"),
     )
-    return _save_atomically(model, processor, Path(out_dir))
+    return _save_atomically(model, processor, out_dir)
+
+
+def check_out_dir(out_dir: str | os.PathLike) -> Path:
+    """The folder a checkpoint may go to (absolute, links followed), or OutputError saying why not.
+
+    Accepted: a path that does not exist yet, an empty folder, or a previous demo checkpoint (only
+    CHECKPOINT_FILES in it); its parent must be writable, since the new checkpoint is swapped in from there.
+    """
+    where = f"--out {out_dir}"
+    target = Path(os.path.realpath(out_dir))  # `.`, `..` and a symlinked folder: the folder they name
+    try:
+        if target.exists() and not target.is_dir():
+            raise OutputError(f"{where}: exists and is not a folder (expected a new or empty folder, or a demo checkpoint)")
+        if target.parent == target:
+            raise OutputError(f"{where}: is the file system root (expected a folder to hold the checkpoint)")
+        if target.is_dir():
+            stranger = _not_a_checkpoint(target)
+            if stranger is not None:
+                raise OutputError(f"{where}: not empty and not a demo checkpoint ({stranger}); expected a new or empty "
+                                  "folder, or one `qdebug demo train` wrote (nothing in it is removed)")
+        parent = target.parent
+        while not parent.exists():
+            parent = parent.parent
+        if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+            raise OutputError(f"{where}: folder {parent} is not writable (expected a writable place for the checkpoint)")
+    except OSError as exc:  # a name too long, a folder that cannot be listed...
+        raise OutputError(f"{where}: unusable ({exc.strerror or type(exc).__name__}); expected a new or empty folder") from None
+    return target
+
+
+def _not_a_checkpoint(folder: Path) -> str | None:
+    """None for an empty folder or a previous demo checkpoint; else what makes it neither (one phrase)."""
+    entries = sorted(folder.iterdir())
+    if not entries:
+        return None
+    for entry in entries:
+        if entry.name not in CHECKPOINT_FILES:
+            return f"{entry.name} is not a checkpoint file"
+        if entry.is_symlink() or not entry.is_file():
+            return f"{entry.name} is not a regular file"
+    names = {e.name for e in entries}
+    if not {"config.json", "model.safetensors"} <= names:
+        return "no config.json and model.safetensors"
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return "config.json does not read as JSON"
+    if not isinstance(config, dict) or config.get("model_type") != "qwen2_vl":
+        return "config.json is not a Qwen2-VL config"
+    return None
 
 
 def _save_atomically(model, processor, out_dir: Path) -> Path:
@@ -106,10 +173,37 @@ def _save_atomically(model, processor, out_dir: Path) -> Path:
         tmp.chmod(0o755)
         for f in tmp.iterdir():
             f.chmod(0o644)
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        tmp.rename(out_dir)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)  # our own half-written temporary
+        raise
+    return swap_in(tmp, out_dir)
+
+
+def swap_in(new: Path, out_dir: Path) -> Path:
+    """Put the finished checkpoint folder `new` at `out_dir`, removing only a previous checkpoint's own files.
+
+    `out_dir` is checked again (it may have changed during training); if it is refused now, `new` is kept and
+    named in the error, so the training is not lost either.
+    """
+    try:
+        check_out_dir(out_dir)
+    except OutputError as exc:
+        raise OutputError(f"{exc.message}; the trained checkpoint is in {new}") from None
+    if not out_dir.exists() or not any(out_dir.iterdir()):
+        os.replace(new, out_dir)  # a missing or empty folder is replaced in one rename
+        return out_dir
+    old = Path(tempfile.mkdtemp(prefix=".checkpoint-old-", dir=out_dir.parent))
+    os.replace(out_dir, old)  # the previous checkpoint steps aside (onto an empty folder: one rename)
+    os.replace(new, out_dir)
+    _remove_checkpoint(old)
     return out_dir
+
+
+def _remove_checkpoint(folder: Path) -> None:
+    """Delete a set-aside previous checkpoint: its CHECKPOINT_FILES, then the folder if nothing else is left."""
+    for name in CHECKPOINT_FILES:
+        (folder / name).unlink(missing_ok=True)
+    try:
+        folder.rmdir()
+    except OSError:
+        pass  # something else appeared in it: left for its owner, never removed

@@ -1,4 +1,4 @@
-"""LogIndex: a runtime log's events, requests and findings in SQLite, built once per (path, size, mtime)."""
+"""LogIndex: a runtime log's events, requests and findings in SQLite, built once per file version (see cache_key)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,13 +67,37 @@ def cache_dir() -> Path:
     return Path(base) / "qdebug" / "logs"
 
 
+# Bytes hashed at each end of a log for its cache key: a file swapped in with the same size and mtime still differs.
+EDGE_BYTES = 64 * 1024
+
+
 def cache_key(paths: list[Path]) -> str:
-    """A key for a list of log files: each one's absolute path, size and mtime, and the index version."""
+    """A key for a list of log files: each one's path, size, mtime, inode, ctime and head/tail hash, and the index version.
+
+    Size and mtime alone are kept by `cp -p`, rsync and `touch -r`; a replaced file has another inode or ctime,
+    and content written in place with the old mtime set back still changes the ctime and (almost surely) the ends.
+    """
     parts = []
     for p in paths:
         st = p.stat()
-        parts.append([str(p.resolve()), st.st_size, st.st_mtime_ns])
+        parts.append([str(p.resolve()), st.st_size, st.st_mtime_ns, st.st_dev, st.st_ino, st.st_ctime_ns, _edge_hash(p, st.st_size)])
     return hashlib.sha256(json.dumps([INDEX_VERSION, parts]).encode()).hexdigest()[:32]
+
+
+def _edge_hash(path: Path, size: int) -> str:
+    """SHA-256 of the file's first and last EDGE_BYTES ("" for what cannot be read here: the scan names the problem)."""
+    digest = hashlib.sha256()
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return ""  # a pipe or device: opening it here could block
+        with open(path, "rb") as f:
+            digest.update(f.read(EDGE_BYTES))
+            if size > EDGE_BYTES:
+                f.seek(max(EDGE_BYTES, size - EDGE_BYTES))
+                digest.update(f.read(EDGE_BYTES))
+    except OSError:
+        return ""
+    return digest.hexdigest()
 
 
 @dataclass

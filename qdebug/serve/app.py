@@ -5,6 +5,9 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
+import re
+import secrets
 import tempfile
 import threading
 import time
@@ -37,7 +40,10 @@ class Tracer:
         self.loaded, self.settings = loaded, settings
         self.fault, self.shift = parse_inject(settings.inject)
         self.events = EventLog()
-        self._numbers = itertools.count(1)
+        # A random tag per server process: ids stay unique across restarts, and a temporary name is never shared.
+        self.run_tag = secrets.token_hex(4)
+        self.first_number = next_trace_number(settings.traces)  # continue after an earlier run's traces, never over them
+        self._numbers = itertools.count(self.first_number)
         self._index_lock = threading.Lock()
         self._empty = tempfile.mkdtemp(prefix="qdebug-serve-")  # image paths resolve here: nothing, so only data URLs load
         self.gate = None
@@ -69,7 +75,7 @@ class Tracer:
         if request is None:
             return 400, _error(f"bad request: {error}")
         number = next(self._numbers)
-        rid = f"chatcmpl-qd-{number}"
+        rid = f"chatcmpl-qd-{self.run_tag}-{number}"
         request.request_id = rid
         events = self.events.for_request(rid)
         faults: tuple = ()
@@ -93,8 +99,12 @@ class Tracer:
             return
         from qdebug.trace.schema import save_trace
 
-        name = f"{number:06d}.qdt"
-        save_trace(trace, self.settings.traces / name)
+        tmp = self.settings.traces / f".qdebug-serve-{self.run_tag}-{number}.qdt.tmp"
+        try:
+            save_trace(trace, tmp)
+            number, name = self._claim(tmp, number)
+        finally:
+            tmp.unlink(missing_ok=True)
         line = {
             "n": number, "id": rid, "client_request": client_tag, "trace": name, "answer": trace.generated_text,
             "wave": client.wave if client else None, "donors": list(client.donors) if client else [],
@@ -102,6 +112,19 @@ class Tracer:
         }
         with self._index_lock, open(self.settings.traces / "index.jsonl", "a", encoding="utf-8") as f:
             f.write(json.dumps(line) + "\n")
+
+    def _claim(self, tmp: Path, number: int) -> tuple[int, str]:
+        """Hard-link the finished trace as `NNNNNN.qdt`, taking the next number while that name is taken.
+
+        A link never replaces a file, so a trace from an earlier run (or another server on this folder) is kept.
+        """
+        while True:
+            name = f"{number:06d}.qdt"
+            try:
+                _link_new(tmp, self.settings.traces / name)
+                return number, name
+            except FileExistsError:
+                number = next(self._numbers)
 
     def _completion(self, rid: str, body: dict, request, trace) -> dict:
         eos = self.loaded.model.generation_config.eos_token_id
@@ -121,6 +144,39 @@ class Tracer:
             "id": rid, "object": "chat.completion", "created": int(time.time()), "model": self.settings.model_name,
             "choices": [choice], "usage": {"prompt_tokens": prompt, "completion_tokens": len(ids), "total_tokens": prompt + len(ids)},
         }
+
+
+def _link_new(tmp: Path, target: Path) -> None:
+    """Put `tmp` at `target` unless `target` exists (FileExistsError): a hard link, or a claimed name on a
+    file system without hard links."""
+    try:
+        os.link(tmp, target)
+    except FileExistsError:
+        raise
+    except OSError:
+        os.close(os.open(target, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))  # FileExistsError when taken
+        os.replace(tmp, target)
+
+
+_TRACE_NAME = re.compile(r"(\d+)\.qdt")
+
+
+def next_trace_number(folder: Path | None) -> int:
+    """The first trace number after those already in `folder` (its `NNNNNN.qdt` files and index.jsonl's `n`), else 1."""
+    if folder is None or not folder.is_dir():
+        return 1
+    numbers = [int(m.group(1)) for p in folder.iterdir() if (m := _TRACE_NAME.fullmatch(p.name))]
+    index = folder / "index.jsonl"
+    if index.is_file():
+        with open(index, encoding="utf-8", errors="replace") as f:
+            for raw in f:
+                try:
+                    n = json.loads(raw).get("n")
+                except (ValueError, AttributeError):
+                    continue  # a torn or foreign line: the file names still count
+                if isinstance(n, int) and not isinstance(n, bool):
+                    numbers.append(n)
+    return max(numbers, default=0) + 1
 
 
 def _log(p: float) -> float:
