@@ -1,6 +1,6 @@
 """Diff benchmark: a `--vary paths` diff relative to two plain traced runs, and the size of its two traces.
 
-Usage: python benchmarks/diff.py [--repeats 10]
+Usage: python benchmarks/diff.py [--repeats 10] [--quick]
 """
 
 from __future__ import annotations
@@ -20,7 +20,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, seconds: checks the benchmark still runs (figures mean little)")
     args = parser.parse_args()
+    tokens = 16
+    if args.quick:
+        args.repeats, tokens = 1, 3
 
     from qdebug.analysis.diff import diff_traces
     from qdebug.commands.common import quiet_transformers
@@ -33,8 +37,8 @@ def main() -> None:
     quiet_transformers()
     image = ROOT / "sample_data" / "blue_square_bottom_right.png"
     loaded = load_model("demo", args.device)
-    request = build_request("Describe the image.", [image], images=[load_image(image)], max_new_tokens=16)
-    diff_args = DiffArgs(str(image), "Describe the image.", vary="paths", device=args.device)
+    request = build_request("Describe the image.", [image], images=[load_image(image)], max_new_tokens=tokens)
+    diff_args = DiffArgs(str(image), "Describe the image.", vary="paths", device=args.device, max_new_tokens=tokens)
     models: dict = {}
     run_diff(diff_args, models)  # warm-up; loads the model once into `models`
     plain, diffs, compare = [], [], []
@@ -44,7 +48,8 @@ def main() -> None:
         trace_request(loaded, request, RecordPolicy())
         plain.append(time.perf_counter() - start)
         start = time.perf_counter()
-        ((_, _, a, b),) = run_diff(diff_args, models)
+        (comparison,) = run_diff(diff_args, models).comparisons  # a DiffRun: one Comparison for one order
+        a, b = comparison.trace_a, comparison.trace_b
         diffs.append(time.perf_counter() - start)
         start = time.perf_counter()
         diff_traces(a, b)

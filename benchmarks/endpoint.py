@@ -1,7 +1,7 @@
 """Endpoint replay benchmark: requests/s that `replay --endpoint` sustains against `qdebug serve` on the demo, and
 the client's own cost per request, measured against that server and against a null server that answers at once.
 
-Usage: python benchmarks/endpoint.py [--requests 32] [--concurrency 8] [--repeat 2]
+Usage: python benchmarks/endpoint.py [--requests 32] [--concurrency 8] [--repeat 2] [--quick]
 """
 
 from __future__ import annotations
@@ -92,7 +92,10 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--null-server", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, seconds: checks the benchmark still runs (figures mean little)")
     args = parser.parse_args()
+    if args.quick:
+        args.requests, args.concurrency, args.repeat = 3, 2, 1
     if args.null_server:
         _null_server(args.null_server)
         return

@@ -166,7 +166,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--lines", default="1000000,10000000", help="comma-separated log sizes in lines")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--keep", help="write the (last) log here and keep it (default: a temp file, removed)")
+    ap.add_argument("--quick", action="store_true", help="one 20,000-line log, seconds: checks the benchmark still runs (figures mean little)")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.lines = "20000"
     for n in (int(x) for x in args.lines.split(",")):
         try:
             bench(n, args.seed, args.keep)

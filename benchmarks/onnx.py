@@ -1,6 +1,6 @@
 """ONNX benchmark: export time of the demo model, and onnxruntime prefill vs PyTorch prefill on the same request.
 
-Usage: python benchmarks/onnx.py [--repeats 20]
+Usage: python benchmarks/onnx.py [--repeats 20] [--quick]
 """
 
 from __future__ import annotations
@@ -23,7 +23,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--threads", type=int, default=1, help="CPU threads for both runtimes (the same count, so the ratio is fair).")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, seconds: checks the benchmark still runs (figures mean little)")
     args = parser.parse_args()
+    if args.quick:  # the export itself cannot shrink: it is the demo model's
+        args.repeats = 1
 
     import torch
 

@@ -1,6 +1,6 @@
 """Overhead of a fully traced request vs a plain `generate` (same model, dtype, eager kernel), and trace size.
 
-Usage: python benchmarks/overhead.py [--model demo] [--device cpu] [--requests 20]
+Usage: python benchmarks/overhead.py [--model demo] [--device cpu] [--requests 20] [--quick]
 Prints median seconds of each, their ratio (measured interleaved in one run), and the saved trace size.
 """
 
@@ -9,7 +9,11 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
+import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this tree's qdebug, wherever it is run from
 
 
 def main() -> None:
@@ -20,7 +24,10 @@ def main() -> None:
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--requests", type=int, default=20)
     parser.add_argument("--max-new-tokens", type=int, default=12)
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, seconds: checks the benchmark still runs (figures mean little)")
     args = parser.parse_args()
+    if args.quick:
+        args.requests, args.max_new_tokens = 2, 3
 
     from qdebug.commands.common import quiet_transformers
     from qdebug.demo.scenes import make_scene

@@ -1,7 +1,7 @@
 """Replay benchmark: runtime-log parse rate and memory, and a 64-request replay in threads and batched mode
 relative to 64 isolated runs, all measured in one run.
 
-Usage: python benchmarks/replay.py [--lines 1000000] [--requests 64] [--concurrency 8]
+Usage: python benchmarks/replay.py [--lines 1000000] [--requests 64] [--concurrency 8] [--quick]
 """
 
 from __future__ import annotations
@@ -45,13 +45,17 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=64)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, seconds: checks the benchmark still runs (figures mean little)")
     args = parser.parse_args()
+    if args.quick:
+        args.lines, args.requests, args.concurrency = 20_000, 3, 2
 
     log_parse = _log_parse()
     with tempfile.TemporaryDirectory() as tmp:
         path = log_parse.generate_log(Path(tmp) / "burst.log", args.lines)
-        m = log_parse.measure(path)
-    print(f"runtime log: {args.lines:,} lines parsed at {m['lines_per_s']:,.0f} lines/s; peak memory {m['tracemalloc_peak_mb']:.1f} MiB (tracemalloc)")
+        m = log_parse.qdebug_run(path, str(Path(tmp) / "cache"))  # a fresh process: its own peak RSS
+    print(f"runtime log: {m['lines']:,} lines parsed and indexed at {m['lines'] / m['seconds']:,.0f} lines/s; "
+          f"peak memory {m['maxrss_mb']:.0f} MiB (RSS of the indexing process)")
 
     from qdebug.commands.common import quiet_transformers
     from qdebug.model.load import load_model

@@ -1,6 +1,6 @@
 """Scale: a traced request vs the user's own plain SDPA `generate`, on a random-weight Qwen2-VL at 2B/7B widths.
 
-Usage: python benchmarks/scale.py [--size 2b|7b] [--depth N] [--image-tokens 1024] [--new-tokens 16] [--device auto]
+Usage: python benchmarks/scale.py [--size 2b|7b] [--depth N] [--image-tokens 1024] [--new-tokens 16] [--device auto] [--quick]
 Builds the model in memory (published widths, `--depth` decoder layers: 28 on GPU, 4 on CPU by default), one image of
 `--image-tokens` visual tokens, and measures in one run, interleaved: plain `generate` with SDPA, a traced request with
 the default recording policy of `qdebug attn` (`--layers all --queries gen`: every layer records the generated tokens'
@@ -22,6 +22,8 @@ import time
 WIDTHS = {  # the published Qwen2-VL-2B / 7B text widths; vision is 1280 wide, 16 heads in both
     "2b": dict(hidden_size=1536, intermediate_size=8960, num_attention_heads=12, num_key_value_heads=2, vocab_size=151936),
     "7b": dict(hidden_size=3584, intermediate_size=18944, num_attention_heads=28, num_key_value_heads=4, vocab_size=152064),
+    # --quick only: the smallest model the same code builds (head dim 128 for MRoPE's sections), to check the script runs
+    "tiny": dict(hidden_size=256, intermediate_size=512, num_attention_heads=2, num_key_value_heads=1, vocab_size=151936),
 }
 REAL_DEPTH = 28
 
@@ -71,7 +73,7 @@ def build(size: str, depth: int, vision_depth: int, dtype: str, device: str, ima
                            patch_size=14, spatial_merge_size=2, temporal_patch_size=2),
         image_token_id=ids("<|image_pad|>"), video_token_id=ids("<|video_pad|>"),
         vision_start_token_id=ids("<|vision_start|>"), vision_end_token_id=ids("<|vision_end|>"),
-        tie_word_embeddings=size == "2b",
+        tie_word_embeddings=size in ("2b", "tiny"),
     )
     config._attn_implementation = register("sdpa")
     torch.manual_seed(0)
@@ -105,7 +107,10 @@ def main() -> None:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--repeats", type=int, default=None, help="timed runs of each variant (default: 3 on GPU, 1 on CPU)")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, seconds: checks the benchmark still runs (figures mean little)")
     args = parser.parse_args()
+    if args.quick:
+        args.size, args.depth, args.vision_depth, args.image_tokens, args.new_tokens, args.repeats = "tiny", 1, 1, 16, 2, 1
 
     import torch
 

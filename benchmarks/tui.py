@@ -1,6 +1,6 @@
 """TUI responsiveness: time to first frame (demo model spec; the model loads in a worker) and key → frame latency.
 
-    python benchmarks/tui.py [--runs 5] [--presses 60]
+    python benchmarks/tui.py [--runs 5] [--presses 60] [--quick]
 
 First frame: a fresh interpreter per run, measured from just before the process starts (wall clock) to the app's
 Ready event (the first frame is on screen), so interpreter start and imports count. Step latency: on the saved demo
@@ -25,10 +25,11 @@ SIZE = (140, 45)
 
 _CHILD = """
 import asyncio, sys, time
-from qdebug.tui.app import ModelSpec, build_app
+from qdebug.model.choice import ModelChoice
+from qdebug.tui.app import build_app
 
 async def main():
-    app = build_app(model_spec=ModelSpec("demo", "cpu", "auto", "eager"))
+    app = build_app(model_spec=ModelChoice(model="demo", device="cpu", dtype="auto", attn_kernel="eager"))
     async with app.run_test(size=(140, 45)) as pilot:
         while app.first_frame_at is None:
             await pilot.pause(0.001)
@@ -87,7 +88,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--presses", type=int, default=60)
+    parser.add_argument("--quick", action="store_true", help="one run, a few presses: checks the benchmark still runs (seconds)")
     args = parser.parse_args()
+    if args.quick:
+        args.runs, args.presses = 1, 6
     import os
 
     print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start")

@@ -11,7 +11,7 @@ import typer
 
 from qdebug.errors import QDebugError
 from qdebug.signals import Terminated, terminate_as_interrupt
-from qdebug.vocab import Severity, Verdict
+from qdebug.vocab import Severity
 
 app = typer.Typer(
     name="qdebug",
@@ -87,7 +87,7 @@ def attn(
 ) -> None:
     """Run one request; show generated text, stage checks, top-k per token and attention over the image (or clip)."""
     from qdebug.commands.attn import AttnArgs, run_attn, write_outputs
-    from qdebug.commands.common import consoles, progress
+    from qdebug.commands.common import consoles, progress, say_wrote
     from qdebug.outputs import OutputPlan
 
     for item in keep or []:
@@ -107,13 +107,11 @@ def attn(
 
         build_app(trace=result.trace, source=f"qdebug attn {image}").run()
         return
-    if json_out != "-" or report.is_terminal:
-        from qdebug.render.attn_report import attn_renderables
+    from qdebug.render.attn_report import attn_renderables
 
-        for renderable in attn_renderables(result):
-            report.print(renderable)
-    if png is not None:
-        status.print(f"wrote {png}")
+    for renderable in attn_renderables(result):  # on stderr when stdout carries the JSON, terminal or not
+        report.print(renderable)
+    say_wrote(status, png, save, json_out)
     if any(f.severity == Severity.ERROR for f in result.trace.findings):
         raise typer.Exit(1)
 
@@ -138,7 +136,7 @@ def replay(
     json_out: Annotated[Optional[str], typer.Option("--json", help="Write the report as JSON to PATH, or `-` for stdout.")] = None,
     save: Annotated[Optional[Path], typer.Option("--save", help="Save the report with every trace (.qdr) for `repl`.")] = None,
     tui: Annotated[bool, typer.Option("--tui", help="Open the batch screen of the interactive debugger.")] = False,
-    endpoint: Annotated[Optional[str], typer.Option("--endpoint", help="Replay against this OpenAI-compatible server (http://host:port[/v1]): each request alone, then the burst.")] = None,
+    endpoint: Annotated[Optional[str], typer.Option("--endpoint", help="Replay against this OpenAI-compatible server (http://host:port, with or without /v1): each request alone, then the burst.")] = None,
     served_model: Annotated[Optional[str], typer.Option("--served-model", help="With --endpoint: the model name to send (default: the first of /v1/models).")] = None,
     api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="With --endpoint: environment variable holding the API key (sent only to the endpoint).")] = None,
     speed: Annotated[float, typer.Option("--speed", help="With --endpoint: compress the arrival_ts schedule by this factor.")] = 1.0,
@@ -150,11 +148,15 @@ def replay(
     request: Annotated[Optional[str], typer.Option("--request", help="Logs: one request's whole story (its events and those naming it as donor).")] = None,
     kind: Annotated[Optional[list[str]], typer.Option("--kind", help="Logs: only events of a kind: overwrite | desync | shape | oob (repeatable).")] = None,
     jsonl: Annotated[Optional[str], typer.Option("--jsonl", help="Write the events as JSON Lines to PATH, or `-` for stdout.")] = None,
+    exit_zero: Annotated[bool, typer.Option("--exit-zero", help="Exit 0 even when the replay finds contamination, desync, divergence or errors (reports only).")] = False,
 ) -> None:
-    """Replay a captured burst (or read a runtime log) and show who got whose visual tokens, at which offsets, when."""
-    from qdebug.commands.common import consoles
+    """Replay a captured burst (or read a runtime log) and show who got whose visual tokens, at which offsets, when.
+
+    Exits 1 when a request is contaminated, desynced, diverged or an error (unless --exit-zero).
+    """
+    from qdebug.commands.common import consoles, say_wrote
     from qdebug.commands.log_replay import make_filter
-    from qdebug.commands.replay import ReplayArgs, run_replay, write_replay_outputs
+    from qdebug.commands.replay import ReplayArgs, found_problems, run_replay, write_replay_outputs
     from qdebug.outputs import OutputPlan
     from qdebug.render.replay_json import write_events_jsonl, write_report_json
 
@@ -186,20 +188,21 @@ def replay(
         from qdebug.tui.app import build_app
 
         build_app(report=report).run()
-    elif "-" not in (json_out, jsonl) or report_console.is_terminal:
+    else:  # on stderr when stdout carries JSON, terminal or not
         from qdebug.render.replay_report import replay_renderables
 
         for renderable in replay_renderables(report):
             report_console.print(renderable)
         if report.kind == "runtime-log":
             status.print(f"{report.unknown_lines} unrecognised line(s) kept and counted")
+    say_wrote(status, emit_log, timeline_png, save, json_out, jsonl)
     if report.interrupted:
         from qdebug.render.replay_report import interrupted_note
 
         status.print(interrupted_note(report, "terminated" if terminated.is_set() else "interrupted"))
         raise typer.Exit(143 if terminated.is_set() else 130)
-    if report.kind == "capture" and any(r.verdict == Verdict.ERROR for r in report.requests):
-        raise typer.Exit(1)  # some captured requests could not be replayed
+    if found_problems(report) and not exit_zero:
+        raise typer.Exit(1)  # a gate for CI or a canary: this replay found a problem
 
 
 @app.command()
@@ -224,13 +227,13 @@ def diff(
     more_images: Annotated[Optional[list[str]], typer.Option("--image", help="Another image for the same request (repeatable).")] = None,
     onnx: Annotated[Optional[str], typer.Option("--onnx", help="B = this ONNX export (a `qdebug export onnx` directory or a mapping file) in onnxruntime; A = PyTorch.")] = None,
     engine: Annotated[Optional[str], typer.Option("--engine", help="B = a vLLM server running qdebug's plugin (URL); A = the same checkpoint (--model) in transformers.")] = None,
-    engine_traces: Annotated[Optional[str], typer.Option("--engine-traces", help="The folder that server writes traces to (its QDEBUG_VLLM_TRACE_DIR).")] = None,
+    engine_traces: Annotated[Optional[str], typer.Option("--engine-traces", help="The folder that server writes traces to (its QDEBUG_VLLM_TRACE_DIR); without it, fetched from the server (VLLM_PLUGINS=qdebug).")] = None,
     served_model: Annotated[Optional[str], typer.Option("--served-model", help="With --engine: the model name to ask for (default: the server's first).")] = None,
     api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="With --engine: environment variable holding the API key.")] = None,
     timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="With --engine: seconds to wait for the answer and for its trace.")] = 120.0,
 ) -> None:
     """Find the first stage where two runs that should agree part (two input paths, dtypes, kernels, devices, an engine, or two saved traces)."""
-    from qdebug.commands.common import consoles, emit_json, progress
+    from qdebug.commands.common import consoles, emit_json, progress, say_wrote
     from qdebug.commands.diff import DiffArgs, run_diff
     from qdebug.outputs import OutputPlan
 
@@ -247,11 +250,11 @@ def diff(
 
             write_diff_png(run, png)
         emit_json(run.to_json(), json_out)
-    if json_out != "-" or report.is_terminal:
-        from qdebug.render.diff_report import diff_report
+    from qdebug.render.diff_report import diff_report
 
-        for renderable in diff_report(run, onnx=onnx is not None):
-            report.print(renderable)
+    for renderable in diff_report(run, onnx=onnx is not None):  # on stderr when stdout carries the JSON, terminal or not
+        report.print(renderable)
+    say_wrote(status, png, json_out)
     if run.parted:
         raise typer.Exit(1)
 
@@ -324,16 +327,16 @@ def estimate(
     json_out: Annotated[Optional[str], typer.Option("--json", help="Write the estimate as JSON to PATH, or `-` for stdout.")] = None,
 ) -> None:
     """From config.json alone (meta device, no weights read): parameters, weight memory, trace size and what tracing adds."""
-    from qdebug.commands.common import emit_json
+    from qdebug.commands.common import emit_json, say_wrote
     from qdebug.commands.estimate import EstimateArgs, run_estimate
     from qdebug.render.estimate_report import estimate_lines
 
     est = run_estimate(EstimateArgs(model=model, image_tokens=image_tokens, dtype=dtype, device=device, max_new_tokens=max_new_tokens,
                                     layers=layers, queries=queries, keep_hidden="hidden" in (keep or [])))
     emit_json(est.to_json(), json_out)
-    if json_out != "-":
-        for line in estimate_lines(est):
-            typer.echo(line)
+    for line in estimate_lines(est):
+        typer.echo(line, err=json_out == "-")  # stdout carries the JSON alone
+    say_wrote(None, json_out)
 
 
 @app.command()

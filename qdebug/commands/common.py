@@ -9,13 +9,27 @@ from pathlib import Path
 
 
 def consoles(json_to_stdout: bool):
-    """(report console, status console): the report goes to stderr when stdout carries JSON."""
+    """(report console, status console): the report goes to stderr when stdout carries JSON, terminal or not.
+
+    Rich colours only a terminal, so a redirected report is plain text.
+    """
     from rich.console import Console
 
     report = Console(stderr=json_to_stdout, highlight=False)
     if not report.is_terminal:  # piped or captured: wide enough that tables don't fold every word
         report = Console(stderr=json_to_stdout, highlight=False, width=160)
     return report, Console(stderr=True, highlight=False)
+
+
+def say_wrote(console, *targets) -> None:
+    """`wrote PATH` on stderr for each file written (None: not asked for; `-`: stdout, not a file)."""
+    for target in targets:
+        if target is None or str(target) == "-":
+            continue
+        if console is None:
+            print(f"wrote {target}", file=sys.stderr)
+        else:
+            console.print(f"wrote {target}", markup=False, highlight=False, soft_wrap=True)  # one line, however long the path
 
 
 @contextmanager

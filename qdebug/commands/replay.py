@@ -73,6 +73,20 @@ def _cuda() -> bool:
     return torch.cuda.is_available()
 
 
+def found_problems(report: ReplayReport) -> bool:
+    """Whether this replay found contamination, desync, divergence or errors: `qdebug replay` then exits 1.
+
+    Request verdicts judge what this replay observed (what production answered, `observed`, has its own findings);
+    a log's problem that names no request (a desync warning without an id) counts too.
+    """
+    from qdebug.vocab import FindingKind, Verdict
+
+    unnamed = {FindingKind.CONTAMINATION, FindingKind.DESYNC, FindingKind.DIVERGED, FindingKind.SHAPE_MISMATCH,
+               FindingKind.INDEX_OUT_OF_BOUNDS, FindingKind.REQUEST_ERROR}
+    return (any(r.verdict != Verdict.OK for r in report.requests)
+            or any(f.request_id is None and f.kind in unnamed for f in report.findings))
+
+
 def write_replay_outputs(report, emit_log: Path | None, timeline_png: Path | None, save: Path | None) -> None:
     """Write the runtime-log-format events, the timeline PNG and the saved report (each atomically)."""
     if emit_log is not None:

@@ -60,7 +60,7 @@ def test_faulty_replay_outputs_emit_log_and_png(tmp_path):
     log, png, js = tmp_path / "emitted.log", tmp_path / "timeline.png", tmp_path / "r.json"
     result = runner.invoke(app, ["replay", str(path), "--inject", "shared-visual-buffer", "--seed", "0",
                                  "--emit-log", str(log), "--timeline-png", str(png), "--json", str(js)])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # the injected fault contaminates: replay exits 1
     assert "contamination" in result.stdout and "offset timeline" in result.stdout
     data = json.loads(js.read_text())
     parsed = parse_runtime_log(log)
@@ -75,7 +75,7 @@ def test_faulty_replay_outputs_emit_log_and_png(tmp_path):
 
 def test_runtime_log_report(tmp_path):
     result = runner.invoke(app, ["replay", str(SAMPLE / "burst.log"), "--json", "-"])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # contaminated and error requests
     data = json.loads(result.stdout)
     by_id = {r["id"]: r for r in data["requests"]}
     assert by_id["42"]["verdict"] == "contaminated" and by_id["42"]["donor"] == "43"

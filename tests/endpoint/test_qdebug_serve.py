@@ -27,7 +27,7 @@ def test_shared_buffer_contamination_is_found_with_the_right_donor(buggy, tmp_pa
     server, tmp = buggy
     out = tmp_path / "r.json"
     result = run_qdebug("replay", str(SAMPLE / "capture.jsonl"), "--endpoint", server.url, "--concurrency", "4", "--json", str(out))
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1, result.stderr  # contaminated requests: replay exits 1
     doc = load_json(out)
     index = {line["client_request"]: line for line in _index(tmp)}
     # The isolated references ran alone: a wave of one, nobody else's rows.
@@ -115,7 +115,7 @@ def test_a_self_consistent_server_that_answers_wrongly_is_flagged_by_local_refer
         result = run_qdebug("replay", str(capture), "--endpoint", server.url, "--concurrency", "2", "--model", "demo", "--device", "cpu", "--json", str(out))
     finally:
         server.stop()
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1, result.stderr  # answers that differ from the model's own: replay exits 1
     doc = load_json(out)
     assert doc["local_references"] is True
     wrong = [r for r in doc["requests"] if r["reference"] != r["local_reference"]]
