@@ -87,7 +87,7 @@ def _send(client, request, served: str, tag: str, base: str) -> str:
     """POST the tagged request (greedy, as the local run); the answer's text."""
     import httpx
 
-    from qdebug.replay.endpoint import _server_message, chat_body
+    from qdebug.replay.endpoint import server_message, chat_body
 
     body = chat_body(request, served, top_logprobs=5)
     body["vllm_xargs"] = {"qdebug_trace": True, "qdebug_id": tag}
@@ -96,7 +96,7 @@ def _send(client, request, served: str, tag: str, base: str) -> str:
     except (httpx.HTTPError, OSError) as exc:
         raise EngineTraceError(f"cannot reach {base} ({type(exc).__name__}: {exc}); is the vLLM server running?") from None
     if response.status_code >= 300:
-        raise EngineTraceError(f"{base} answered HTTP {response.status_code}: {_server_message(response)}")
+        raise EngineTraceError(f"{base} answered HTTP {response.status_code}: {server_message(response)}")
     try:
         return str(response.json()["choices"][0]["message"]["content"] or "")
     except (ValueError, KeyError, IndexError, TypeError):

@@ -118,7 +118,7 @@ def _redact(text: str, key: str | None) -> str:
     return text.replace(key, "***") if key else text
 
 
-def _server_message(response) -> str:
+def server_message(response) -> str:
     """The server's own error message from an OpenAI-style or FastAPI error body, else the body's start."""
     try:
         doc = response.json()
@@ -165,7 +165,7 @@ async def _send(client, body: dict, tag: str, settings: EndpointSettings, key: s
                     return Answer(error=f"unreadable answer ({type(exc).__name__})", attempts=attempt, seconds=time.perf_counter() - start)
                 answer.attempts, answer.seconds = attempt, time.perf_counter() - start
                 return answer
-            message = _redact(_server_message(response), key)
+            message = _redact(server_message(response), key)
             if response.status_code < 500:  # the server refused this request: retrying will not change its mind
                 return Answer(error=f"HTTP {response.status_code}: {message}", attempts=attempt, seconds=time.perf_counter() - start)
             cause = f"server error HTTP {response.status_code}: {message}"
@@ -185,11 +185,11 @@ async def _probe_model(client, settings: EndpointSettings, base: str, key: str |
     except (httpx.TransportError, OSError) as exc:
         raise EndpointError(f"cannot reach {base} ({type(exc).__name__}: {_redact(str(exc), key) or 'connection failed'}); is the server running?") from None
     if response.status_code in (401, 403):
-        raise EndpointError(f"{base} refused the request (HTTP {response.status_code}: {_redact(_server_message(response), key)}); check --api-key-env")
+        raise EndpointError(f"{base} refused the request (HTTP {response.status_code}: {_redact(server_message(response), key)}); check --api-key-env")
     if settings.served_model:
         return settings.served_model
     if response.status_code != 200:
-        raise EndpointError(f"{base}/models answered HTTP {response.status_code} ({_redact(_server_message(response), key)}); name the model with --served-model")
+        raise EndpointError(f"{base}/models answered HTTP {response.status_code} ({_redact(server_message(response), key)}); name the model with --served-model")
     try:
         return str(response.json()["data"][0]["id"])
     except (ValueError, KeyError, IndexError, TypeError):
