@@ -101,6 +101,10 @@ def attention_renderable(view: View, width: int, height: int, plain: bool = Fals
     grid = None
     if pos in trace.attn_queries:
         grid = attention_grid(trace, index, queries=[pos], layer=view.sel.layer, head=view.sel.head)
+    if grid is None and trace.meta.engine and not trace.attn_queries:  # a serving engine's trace: there are none to show
+        name = trace.meta.engine.get("name", "the engine")
+        return Group(head, Text(f"no attention: an engine trace ({name} exposes no attention weights); "
+                                "`qdebug attn … --save` records them for the same request", style="dim"))
     if grid is None:
         why = "not captured for this query" if pos not in trace.attn_queries else "not captured for this layer yet"
         return Group(head, Text(f"no attention: {why} (←/→ move between query tokens, [/] change layer)", style="dim"))
