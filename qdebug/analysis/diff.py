@@ -167,6 +167,27 @@ def _compare_layer(a, b, tol: Tolerance, layer: int, kinds: list[str]) -> StageD
     return result
 
 
+def _encoder_rows_at_positions(stage: StageDiff, trace, kinds: list[str]) -> StageDiff:
+    """Name the encode stage's rows by the sequence position each one fills, as every other stage names its tokens.
+
+    The encoder's rows, image by image (clip by clip), are the placeholders in order; without that mapping a row number
+    would read as a position and its kind would be unknown (None in the report).
+    """
+    if trace.images:
+        positions = trace.image_positions()
+    else:
+        positions = [p for c in trace.meta.audio or [] if c.get("span") for p in range(*c["span"])]
+    rows = [t["index"] for t in stage.top_tokens] + ([stage.token_index] if stage.token_index is not None else [])
+    if not rows or max(rows) >= len(positions):  # rows that fill no placeholder: leave them unnamed rather than guess
+        stage.token_index, stage.token_kind, stage.top_tokens = None, None, []
+        return stage
+    stage.top_tokens = [{**t, "index": positions[t["index"]], "kind": kinds[positions[t["index"]]]} for t in stage.top_tokens]
+    if stage.token_index is not None:
+        stage.token_index = positions[stage.token_index]
+        stage.token_kind = kinds[stage.token_index]
+    return stage
+
+
 def _token_kinds(trace) -> list[str]:
     image = set(trace.image_positions())
     audio = {p for c in trace.meta.audio or [] if c.get("span") for p in range(*c["span"])}
@@ -189,7 +210,7 @@ def diff_traces(a, b, *, atol: float | None = None, rtol: float | None = None, a
     if not a.images and a.meta.audio:  # audio families: one encode tensor per clip
         enc_a, enc_b = ([t.tensor_or_none(T.ENCODE, image=c["index"]) for c in a.meta.audio] for t in (a, b))
     if (a.images or a.meta.audio) and all(t is not None for t in enc_a + enc_b):
-        stages.append(_compare(torch.cat(enc_a), torch.cat(enc_b), tol, "encode"))
+        stages.append(_encoder_rows_at_positions(_compare(torch.cat(enc_a), torch.cat(enc_b), tol, "encode"), a, kinds))
     else:
         stages.append(StageDiff("encode", 0.0, 0.0, 1.0, StageVerdict.OK, detail="no images"))
 
@@ -243,7 +264,7 @@ def diff_traces(a, b, *, atol: float | None = None, rtol: float | None = None, a
                                 message=f"not captured in both runs, so not compared: {', '.join(missing)}"))
     first = next((s for s in stages if s.verdict == StageVerdict.DIVERGED), None)
     if first is not None:
-        where = f" at token {first.token_index} ({first.token_kind})" if first.token_index is not None else ""
+        where = f" at token {first.token_index}" + (f" ({first.token_kind})" if first.token_kind else "") if first.token_index is not None else ""
         where += f", channel {first.channel}" if first.channel is not None else ""
         findings.insert(0, Finding(kind=FindingKind.FIRST_DIVERGENCE, severity=Severity.WARNING, stage=first.name,
                                    message=f"runs part at {first.name}{where}: max |diff| {first.max_abs:.3g}, cosine {first.cosine:.6f} (tolerance atol {tol.atol:g}, rtol {tol.rtol:g})"))

@@ -24,6 +24,7 @@ from .verdicts import settle_by_text
 
 CLOSE = 0.75  # word-level similarity at which an answer reads as another request's
 MARGIN = 0.25  # ... when it is at least this much closer to that request's answer than to its own
+SEVERAL = "several"  # what the finding and the table say when the contaminated bursts name no single donor
 
 
 def similarity(a: str, b: str) -> float:
@@ -101,13 +102,10 @@ def report_from_endpoint(batch: Batch, run: EndpointRun, local: dict | None = No
         verdicts, donors, errors = [], [], []
         others = {k: v for k, v in refs.items() if k != rid}
         for a in answers:
-            if a is None:
+            if a is None or a.error is not None:  # one entry per burst, so burst_donors[i] is burst i's
                 verdicts.append(Verdict.ERROR)
-                errors.append("interrupted before it answered")
-                continue
-            if a.error is not None:
-                verdicts.append(Verdict.ERROR)
-                errors.append(a.error)
+                errors.append("interrupted before it answered" if a is None else a.error)
+                out.burst_donors.append([])
                 continue
             verdict, candidates = judge(a.text, ref.text, others)
             verdicts.append(verdict)
@@ -126,14 +124,12 @@ def report_from_endpoint(batch: Batch, run: EndpointRun, local: dict | None = No
         error_runs += verdicts.count(Verdict.ERROR)
         if donors:
             out.verdict = Verdict.CONTAMINATED
-            ranked = Counter(donors).most_common()
-            if len(ranked) == 1 or ranked[0][1] > ranked[1][1]:
-                out.donor = ranked[0][0]
-            named = out.donor or " or ".join(sorted(d for d, n in ranked if n == ranked[0][1]))
+            out.donor = agreed_donor(out.burst_donors)
             hits = verdicts.count(Verdict.CONTAMINATED)
             findings.append(Finding(FindingKind.CONTAMINATION, Severity.ERROR,
-                f"request {rid} answered {hits}/{len(verdicts)} burst(s) with another request's isolated answer ({named}: "
-                f"{refs[ranked[0][0]]!r}); its own is {ref.text!r}", request_id=rid, donor=out.donor,
+                f"request {rid} answered {hits}/{len(verdicts)} burst(s) with another request's isolated answer "
+                f"({burst_donor_text(out.burst_donors, out.burst_answers)}; donor: {out.donor or SEVERAL}); its own is {ref.text!r}",
+                request_id=rid, donor=out.donor,
             ))
         elif Verdict.DIVERGED in verdicts:
             out.verdict = Verdict.DIVERGED
@@ -150,8 +146,8 @@ def report_from_endpoint(batch: Batch, run: EndpointRun, local: dict | None = No
                 findings.append(Finding(FindingKind.REQUEST_ERROR, Severity.ERROR, f"request {rid}: {errors.count(cause)} burst request(s) failed: {cause}", request_id=rid))
         if local is not None and rid in local:
             _against_local(out, local, rid, findings)
-        # What production returned is reported, but the verdict here is about this server's own answers.
-        _, _, said = observed_evidence(out, refs)
+        # What production returned is reported beside the verdict, which is about this server's own answers.
+        out.observed_verdict, out.observed_donor, said = observed_evidence(out, refs)
         findings += said
     matrix = [[(matches[r][d] / len(run.bursts)) if run.bursts else None for d in ids] for r in ids]
     extra = {
@@ -170,6 +166,32 @@ def report_from_endpoint(batch: Batch, run: EndpointRun, local: dict | None = No
         contamination_ids=ids, contamination=matrix, events=[], findings=findings, interrupted=run.interrupted,
         endpoint=run.endpoint, repeats=len(run.bursts), extra=extra,
     )
+
+
+def agreed_donor(burst_donors: list[list[str]]) -> str | None:
+    """The one donor every contaminated burst names (None when bursts name different requests or one burst several)."""
+    named = {tuple(c) for c in burst_donors if c}
+    return named.pop()[0] if len(named) == 1 and len(next(iter(named))) == 1 else None
+
+
+def burst_donor_text(burst_donors: list[list[str]], burst_answers: list[str | None]) -> str:
+    """Each contaminated burst's donor and answer, bursts that agree grouped: "burst 1: req-01 ('…'), bursts 2-3: req-02 ('…')"."""
+    groups: dict[tuple[str, str | None], list[int]] = {}
+    for i, (candidates, answer) in enumerate(zip(burst_donors, burst_answers), start=1):
+        if candidates:
+            groups.setdefault((" or ".join(candidates), answer), []).append(i)
+    return ", ".join(f"{'bursts' if len(n) > 1 else 'burst'} {_numbers(n)}: {who} ({answer!r})" for (who, answer), n in groups.items())
+
+
+def _numbers(ns: list[int]) -> str:
+    """Ascending burst numbers as runs: [1, 2, 3, 5] → "1-3, 5"."""
+    runs: list[list[int]] = []
+    for n in ns:
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
 
 
 def whitespace_finding(served: str, local: str, rid: str | None = None) -> Finding:

@@ -13,9 +13,9 @@ from qdebug.trace.tensor_names import TensorKind as T
 from qdebug.vocab import FindingKind, Severity, Verdict
 
 from .offsets import candidates_from_references, measure_stream, media_spans
-from .detectors.contamination import contamination_from_donors, contamination_matrix, donor_of, is_mixed, row_shares
+from .detectors.contamination import OWN, UNMATCHED, contamination_from_donors, contamination_matrix, donor_of, is_mixed, row_owners
 from .detectors.divergence import first_token_divergence, kl, observed_source, topk_overlap
-from .detectors.log_findings import contamination_from_events, findings_from_events, offsets_from_events, request_verdicts_from_events
+from .detectors.log_findings import _contaminating, contamination_from_events, findings_from_events, offsets_from_events, request_verdicts_from_events
 from .verdicts import RequestEvidence, judge_request
 
 
@@ -85,14 +85,32 @@ def report_from_replay(batch: Batch, run: ReplayRun) -> ReplayReport:
     return report
 
 
+def _is_fault_label(event) -> bool:
+    """Whether an event is what an injected fault said about itself (a label, never evidence)."""
+    return event.message.startswith("injected")
+
+
+def contaminating_overwrites(report: ReplayReport) -> set[int]:
+    """The `seq` of each overwrite the report's findings call contaminating (another request's, before the victim synced).
+
+    The same events and rule as the findings (`_event_findings` for a replay, `findings_from_events` for a parsed log,
+    the index's `contam` for an indexed one), so a picture that marks overwrites says what the findings say.
+    """
+    index = getattr(report, "log_index", None)
+    if index is not None:  # a log's findings come from its index, which decided over the whole log, not this page
+        return {e.seq for e, contaminating in index.findings(report.event_filter) if contaminating}
+    events = [e for e in report.events if not _is_fault_label(e)] if report.kind == "capture" else list(report.events)
+    return {e.seq for e in _contaminating(events)}
+
+
 def _event_findings(events) -> list[Finding]:
     """Findings from a replay's events: desyncs and errors as they are, overwrites as `overwrite`, fault labels as `injected`.
 
     An event-level "contamination" is an overwrite before the sync step; the matrix decides contamination here.
     Events a fault emitted about itself are labels: they become "injected" notes, never desync findings.
     """
-    labels = [e for e in events if e.message.startswith("injected")]
-    from_events = findings_from_events([e for e in events if not e.message.startswith("injected")])
+    labels = [e for e in events if _is_fault_label(e)]
+    from_events = findings_from_events([e for e in events if not _is_fault_label(e)])
     seen = set()
     for e in labels:
         if (e.request_id, e.message) not in seen:
@@ -122,8 +140,9 @@ def _judge_replayed(out: RequestOutcome, trace, rows: _Rows, references: dict[st
     failed = [c for c in (trace.stages["sync"].checks if trace else []) if not c.ok]
     moved = [im for im in out.images if im["visual_offset"] != im["text_offset"]]
     diverged = out.replayed is not None and out.replayed != out.reference
-    observed, source, said = observed_evidence(out, references)
-    out.verdict = judge_request(RequestEvidence(donor=donor, damaged=bool(mixed or failed or moved), diverged=diverged, observed=observed))
+    # What production answered is judged beside the verdict, never into it: the verdict is this replay's own evidence.
+    out.observed_verdict, out.observed_donor, said = observed_evidence(out, references)
+    out.verdict = judge_request(RequestEvidence(donor=donor, damaged=bool(mixed or failed or moved), diverged=diverged))
     findings = []
     if donor is not None:
         out.donor = donor
@@ -139,8 +158,6 @@ def _judge_replayed(out: RequestOutcome, trace, rows: _Rows, references: dict[st
         findings.append(Finding(FindingKind.DIVERGED, Severity.WARNING,
                                 f"request {rid}: replayed {out.replayed!r} but its isolated reference says {out.reference!r} (first-token KL {out.first_token_kl})",
                                 request_id=rid))
-    if out.verdict == Verdict.CONTAMINATED and donor is None:
-        out.donor = source  # only production's answer says so: it is that request's answer
     return findings + said
 
 
@@ -148,13 +165,16 @@ def _desync_findings(out: RequestOutcome, mixed_rows: _Rows | None, failed: list
     """Why a stream is out of step: whose rows it mixes in (`mixed_rows`), its failed sync checks, or where its rows landed."""
     rid, findings = out.id, []
     if mixed_rows is not None:
-        shares = row_shares(rid, mixed_rows.ran, mixed_rows.landed, mixed_rows.encoded)
-        parts = ", ".join(f"{d} ({share:.0%} of its rows)" for d, share in shares.items())
+        owners = row_owners(rid, mixed_rows.ran, mixed_rows.landed, mixed_rows.encoded)
+        total = sum(owners.values())
+        donors = [d for d in owners if d not in (OWN, UNMATCHED)]
+        whose = {OWN: "are its own", UNMATCHED: "match no request's"}
+        parts = ", ".join(f"{n} ({n / total:.0%}) " + whose.get(d, "are " + d + "'s") for d, n in owners.items())
         findings.append(Finding(FindingKind.MIXED_ROWS, Severity.ERROR,
-            f"request {rid}'s stream holds a mix of visual rows: partly overwritten by {parts or 'an unknown request'}",
-            stage="sync", request_id=rid, donor=next(iter(shares), None),
+            f"request {rid}'s stream holds a mix of visual rows: of its {total} rows, {parts}",
+            stage="sync", request_id=rid, donor=next(iter(donors), None),
         ))
-        out.donor = next(iter(shares), None)
+        out.donor = next(iter(donors), None)
     for check in failed:
         findings.append(Finding(FindingKind.DESYNC if check.kind == FindingKind.DESYNC else FindingKind.SHAPE_MISMATCH, Severity.ERROR,
                                 f"request {rid}: {check.name} failed ({check.detail})", stage="sync", request_id=rid))
@@ -189,9 +209,11 @@ def _fill_replayed(out: RequestOutcome, trace, batched: BatchedRow | None, refer
             out.first_token_topk_overlap = topk_overlap(ref_logits.topk(k).indices.tolist(), logits.topk(k).indices.tolist())
 
 
-def observed_evidence(out: RequestOutcome, references: dict[str, str]) -> tuple[Verdict, str | None, list[Finding]]:
-    """What production's answer says against the isolated references: (verdict by text, whose answer it is, findings)."""
-    if out.observed is None or out.reference is None or out.observed.strip() == out.reference.strip():
+def observed_evidence(out: RequestOutcome, references: dict[str, str]) -> tuple[Verdict | None, str | None, list[Finding]]:
+    """What production's answer says against the isolated references: (its own verdict, whose answer it is, findings); never the request's verdict."""
+    if out.observed is None or out.reference is None:
+        return None, None, []
+    if out.observed.strip() == out.reference.strip():
         return Verdict.OK, None, []
     source = observed_source(out.observed, {k: v for k, v in references.items() if k != out.id})
     if source is not None:

@@ -1,4 +1,8 @@
-"""How evidence becomes a request's verdict: one ranking (`vocab.VERDICT_RANK`) for replays, logs and endpoints."""
+"""How evidence becomes a request's verdict: one ranking (`vocab.VERDICT_RANK`) for replays, logs and endpoints.
+
+One rule in every mode: a verdict judges what this replay observed (its own rows and answers). What production
+answered (a capture's `observed`) is judged on its own (`analysis.replay.observed_evidence`) and never moves the verdict.
+"""
 
 from __future__ import annotations
 
@@ -27,10 +31,10 @@ class RequestEvidence:
     donor: str | None = None  # the other request whose isolated rows fill its stream
     damaged: bool = False  # a mix of rows, a failed sync check, or visual rows away from their placeholders
     diverged: bool = False  # its replayed answer differs from its isolated reference
-    observed: Verdict = Verdict.OK  # what production's answer says on its own: ok, diverged or contaminated
 
 
 def judge_request(evidence: RequestEvidence) -> Verdict:
-    """One replayed request's verdict: its stream decides first (contaminated, desync), then its answers."""
+    """One replayed request's verdict from this replay's evidence alone: its stream first (contaminated, desync), then its answer."""
     stream = worst(Verdict.OK, *([Verdict.CONTAMINATED] if evidence.donor is not None else []), *([Verdict.DESYNC] if evidence.damaged else []))
-    return settle_by_text(stream, worst(Verdict.DIVERGED if evidence.diverged else Verdict.OK, evidence.observed))
+    return settle_by_text(stream, Verdict.DIVERGED if evidence.diverged else Verdict.OK)
+

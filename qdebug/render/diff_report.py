@@ -18,6 +18,26 @@ def _num(x: float | None) -> str:
     return "0" if x == 0 else f"{x:.3g}"
 
 
+def _cell(x) -> str:
+    """A value for a table cell: "–" where it is unknown (never Python's None)."""
+    return "–" if x is None else str(x)
+
+
+def _token(x: str | None) -> str:
+    """A generated token as the report quotes it, "–" where a run generated none."""
+    return "–" if x is None else repr(x)
+
+
+def where(stage) -> str:
+    """The row a stage parts at (or moved most, when within tolerance): "token N (kind)", "" when it has none.
+
+    The header, the stages table and the first-divergence finding all name this one row.
+    """
+    if stage.token_index is None:
+        return ""
+    return f"token {stage.token_index}" + (f" ({stage.token_kind})" if stage.token_kind else "")
+
+
 def stages_table(result) -> Table:
     """One row per stage in canonical order; the first divergent stage highlighted."""
     first = result.first_divergence.name if result.first_divergence else None
@@ -26,11 +46,11 @@ def stages_table(result) -> Table:
         table.add_column(col, justify=justify)
     for s in result.stages:
         style = "bold red" if s.name == first else ("red" if s.verdict == StageVerdict.DIVERGED else ("dim" if s.verdict == StageVerdict.MISSING else ""))
-        where = f"token {s.token_index} ({s.token_kind})" if s.token_index is not None else ""
+        at = where(s)
         if s.detail and s.verdict != StageVerdict.OK:
-            where = f"{where} {s.detail}".strip()
+            at = f"{at} {s.detail}".strip()
         verdict = ("◀ first divergence" if s.name == first else s.verdict)
-        table.add_row(s.name, _num(s.max_abs), _num(s.rel), "–" if s.cosine != s.cosine else f"{s.cosine:.6f}", verdict, where, style=style)
+        table.add_row(s.name, _num(s.max_abs), _num(s.rel), "–" if s.cosine != s.cosine else f"{s.cosine:.6f}", verdict, at, style=style)
     return table
 
 
@@ -41,7 +61,7 @@ def steps_table(result, limit: int = 12) -> Table:
         table.add_column(col)
     for s in result.steps[:limit]:
         fmt = lambda rows: "  ".join(f"{r['token']!r} {r['prob']:.2f}" for r in rows[:3])
-        table.add_row(str(s.index), repr(s.a_token), repr(s.b_token), _num(s.kl), _num(s.topk_overlap), fmt(s.a_topk), fmt(s.b_topk),
+        table.add_row(str(s.index), _token(s.a_token), _token(s.b_token), _num(s.kl), _num(s.topk_overlap), fmt(s.a_topk), fmt(s.b_topk),
                       style="" if s.agree else "bold red")
     return table
 
@@ -53,9 +73,10 @@ def images_table(result) -> Table:
         table.add_column(col)
     cell = lambda p: f"row {p['row']}, col {p['col']} of {p['rows']}×{p['cols']}" if p else "–"
     for img in result.images:
-        ok = img["a_visual_offset"] == img["text_offset"] == img["b_visual_offset"]
-        table.add_row(str(img["index"]), f"{img['span'][0]}..{img['span'][1]}" if img["span"] else "–", str(img["a_visual_offset"]),
-                      str(img["b_visual_offset"]), cell(img["a_attention_peak"]), cell(img["b_attention_peak"]), style="" if ok else "red")
+        # An offset a run did not record (an ONNX run keeps no sync summary) is unknown, not a misplaced image.
+        ok = all(img[k] is None or img[k] == img["text_offset"] for k in ("a_visual_offset", "b_visual_offset"))
+        table.add_row(str(img["index"]), f"{img['span'][0]}..{img['span'][1]}" if img["span"] else "–", _cell(img["a_visual_offset"]),
+                      _cell(img["b_visual_offset"]), cell(img["a_attention_peak"]), cell(img["b_attention_peak"]), style="" if ok else "red")
     return table
 
 
@@ -83,8 +104,8 @@ def diff_renderables(order: str, result) -> list:
     texts.append(f"{result.b_text!r}", style="" if result.a_text == result.b_text else "red")
     fd = result.first_divergence
     head = Text(f"first divergence: {fd.name}" if fd else "no stage beyond tolerance", style="bold red" if fd else "bold green")
-    if fd is not None and fd.top_tokens:
-        head.append("   most-moved tokens: " + ", ".join(f"{t['index']} ({t['kind']}) {t['max_abs']:.3g}" for t in fd.top_tokens), style="")
+    if fd is not None and where(fd):  # the row the table and the finding name: the first that parts, not the most moved
+        head.append(f" at {where(fd)}" + (f", channel {fd.channel}" if fd.channel is not None else ""), style="")
     title = f"diff ({order})" if order not in ("traces",) else "diff of two traces"
     out = [Panel(Group(head, texts), title=title, expand=False), stages_table(result)]
     if result.images:

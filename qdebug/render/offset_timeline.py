@@ -7,11 +7,12 @@ events carry no time), y the visual-buffer offset. A large log is drawn binned b
 from __future__ import annotations
 
 import datetime as dt
+import json
 from pathlib import Path
 
 from qdebug.vocab import EVENT_KINDS, EventKind, Verdict
 
-from .files import pyplot, save_png
+from .files import pyplot, write_atomically
 from .palette import EVENT_LOOK, kind_look
 
 _WRITES = f"({EVENT_KINDS.index(EventKind.BUFFER_WRITE)}, {EVENT_KINDS.index(EventKind.BUFFER_OVERWRITE)})"  # kind codes in the index
@@ -23,6 +24,8 @@ MAX_LANES = 40
 _LANE_KINDS = (EventKind.ENCODE_START, EventKind.SYNC, EventKind.FIRST_TOKEN, EventKind.BUFFER_OVERWRITE, EventKind.DESYNC,
                EventKind.SHAPE_MISMATCH, EventKind.INDEX_OUT_OF_BOUNDS)
 _SYMBOL = {"D": "◆", "X": "✕", "^": "▲", "s": "■"}
+# The PNG text chunk that carries every label the picture shows, so a test (or a user) can check them against the report.
+LABELS_KEY = "qdebug-labels"
 _TAB = ("tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan", "tab:gray")
 
 
@@ -30,7 +33,7 @@ class _Labels:
     """Places text labels without overlaps: each tries a few staggered positions, else it is dropped."""
 
     def __init__(self, ax, fontsize: float = 6.5):
-        self.ax, self.fontsize, self.boxes, self.dropped = ax, fontsize, [], 0
+        self.ax, self.fontsize, self.boxes, self.dropped, self.placed = ax, fontsize, [], 0, []
 
     def add(self, x: float, y: float, text: str, colour: str = "black") -> bool:
         fig = self.ax.figure
@@ -42,6 +45,7 @@ class _Labels:
                 self.boxes.append(box)
                 self.ax.annotate(text, (x, y), xytext=(3, dy), textcoords="offset pixels", fontsize=self.fontsize, color=colour,
                                  va="bottom", ha="left", annotation_clip=False)
+                self.placed.append(text)
                 return True
         self.dropped += 1
         return False
@@ -68,9 +72,30 @@ def _text_offsets(report) -> dict[str, int]:
     return out
 
 
-def _detailed(report, fig, top, lanes) -> None:
-    """Every write as a bar over [offset, offset + tokens) from when it landed until its request synced."""
+def _overwrite_note(e, before_sync: set[int]) -> str:
+    """What an overwrite's label adds, by the findings' rule: nothing when it contaminated, else why it did not."""
+    if e.seq in before_sync:
+        return ""
+    return " (its own rows)" if e.donor == e.request_id else " (after sync)"
+
+
+def _visual_offset(report, sync) -> int | None:
+    """Where a sync label says the request's rows are: the report's measured offset (None: nowhere), else the event's.
+
+    A replay measures where each request's own rows landed; the sync event only says where it put the buffer, which
+    may hold another request's rows. The label says what the JSON and the findings say.
+    """
+    out = report.outcome(sync.request_id) if sync.request_id is not None else None
+    if out is not None and out.images:
+        return out.visual_offset
+    return sync.offset
+
+
+def _detailed(report, fig, top, lanes) -> list[str]:
+    """Every write as a bar over [offset, offset + tokens) from when it landed until its request synced; returns the labels placed."""
     import matplotlib.patches as mpatches
+
+    from qdebug.analysis.replay import contaminating_overwrites
 
     events = sorted(report.events, key=lambda e: e.seq)
     x_of, xlabel = _clock(events)
@@ -88,6 +113,9 @@ def _detailed(report, fig, top, lanes) -> None:
     top.set_ylim(0, top_y * 1.15)
     top.set_xlim(min(xs) - span * 0.03, max(xs) + span * 0.15)
     labels = _Labels(top)
+    # The findings' rule, not the matrix: an overwrite is drawn and labelled as contaminating exactly when a finding says
+    # it came before the victim's sync (the matrix names who the stream finally holds, which may be another donor).
+    before_sync = contaminating_overwrites(report)
     last_write: dict[str, tuple[float, float]] = {}
     for e in events:
         if e.kind not in (EventKind.BUFFER_WRITE, EventKind.BUFFER_OVERWRITE) or e.offset is None:
@@ -101,13 +129,13 @@ def _detailed(report, fig, top, lanes) -> None:
             labels.add(x, e.offset + height, f"{EVENT_LOOK[EventKind.BUFFER_WRITE].glyph} {e.request_id}@{e.offset}", colour[e.request_id])
             continue
         # An overwrite: the donor's rows land in the victim's slot (red), arrow from the donor's own write.
-        contaminating = any(c.get("request_id") == e.request_id and c.get("donor") == e.donor for c in report.contamination_cells())
+        contaminating = e.seq in before_sync
         top.add_patch(mpatches.Rectangle((x, e.offset), width, height, facecolor=EVENT_LOOK[EventKind.BUFFER_OVERWRITE].colour, alpha=0.8 if contaminating else 0.35,
                                          hatch=None if contaminating else "//", lw=0.8, edgecolor="darkred"))
         src = last_write.get(e.donor, (x - min_w * 2, e.offset + height * 1.5))
         top.annotate("", (x, e.offset + height / 2), xytext=src, arrowprops={"arrowstyle": "->", "color": "darkred", "lw": 1.3})
         last_write[e.donor] = (x, e.offset + height / 2)
-        labels.add(x, e.offset + height / 2, f"{e.donor}→{e.request_id}@{e.offset}" + ("" if contaminating else " (after sync)"), "darkred")
+        labels.add(x, e.offset + height / 2, f"{e.donor}→{e.request_id}@{e.offset}" + _overwrite_note(e, before_sync), "darkred")
     text_at = _text_offsets(report)
     sync = EVENT_LOOK[EventKind.SYNC]
     for e in events:
@@ -115,7 +143,8 @@ def _detailed(report, fig, top, lanes) -> None:
             x = x_of(e)
             top.plot([x], [e.offset], marker=sync.marker, color=sync.colour, ms=5, zorder=4)
             t = text_at.get(e.request_id)
-            labels.add(x, e.offset, f"{sync.glyph} {e.request_id}: visual@{e.offset}" + (f" text@{t}" if t is not None else ""), "darkgreen")
+            v = _visual_offset(report, e)
+            labels.add(x, e.offset, f"{sync.glyph} {e.request_id}: visual@{'none' if v is None else v}" + (f" text@{t}" if t is not None else ""), "darkgreen")
     top.set_ylabel("visual buffer offset (tokens)")
     # Lanes: encode → sync → first token, one thin line per request (the worst first when there are many).
     order = sorted(ids, key=lambda r: {Verdict.CONTAMINATED: 0, Verdict.DESYNC: 1, Verdict.ERROR: 2}.get(getattr(report.outcome(r), "verdict", Verdict.OK), 3))
@@ -138,6 +167,7 @@ def _detailed(report, fig, top, lanes) -> None:
         note += f"; {labels.dropped} overlapping labels left out"
     legend = " · ".join(f"{_SYMBOL.get(EVENT_LOOK[k].marker, EVENT_LOOK[k].marker)} {EVENT_LOOK[k].label}" for k in _LANE_KINDS)
     lanes.set_title(f"requests: {legend}" + note, fontsize=7, loc="left")
+    return labels.placed
 
 
 def _binned(report, fig, top, lanes) -> None:
@@ -176,8 +206,16 @@ def _binned(report, fig, top, lanes) -> None:
     lanes.set_xlabel(f"ms since the first event ({start} UTC); writes binned by time and offset (grey, log scale)")
 
 
+def drawn_labels(png: str | Path) -> list[str]:
+    """The text labels a timeline PNG shows (overwrites, writes, syncs), read back from the file itself."""
+    from PIL import Image
+
+    with Image.open(png) as im:
+        return json.loads(im.info.get(LABELS_KEY, "[]"))
+
+
 def draw_timeline(report, path: str | Path) -> Path:
-    """Write the offset timeline of a replay or a runtime log as a PNG (atomically)."""
+    """Write the offset timeline of a replay or a runtime log as a PNG (atomically), its labels in the PNG's text chunk."""
     plt = pyplot()
 
     index = getattr(report, "log_index", None)
@@ -191,11 +229,15 @@ def draw_timeline(report, path: str | Path) -> Path:
     top.set_title(f"offset timeline: {Path(str(report.source)).name}", fontsize=9)
     top.grid(alpha=0.25)
     lanes.grid(axis="x", alpha=0.25)
+    placed: list[str] = []
     if not report.events and not binned:
         top.text(0.5, 0.5, "no events", ha="center", transform=top.transAxes)
     elif binned:
         _binned(report, fig, top, lanes)
     else:
-        _detailed(report, fig, top, lanes)
+        placed = _detailed(report, fig, top, lanes)
     fig.subplots_adjust(left=0.1, right=0.98, top=0.95, bottom=0.08)
-    return save_png(fig, path)
+    try:  # save_png's write, plus the labels: the picture carries what it says, for checks against the JSON
+        return write_atomically(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png", metadata={LABELS_KEY: json.dumps(placed)}))
+    finally:
+        plt.close(fig)

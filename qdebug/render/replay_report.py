@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
-from qdebug.vocab import EventKind
+from qdebug.vocab import EventKind, Verdict
 
 from .colors import scale_color
 from .palette import EVENT_LOOK, kind_look, verdict_style
@@ -18,7 +18,7 @@ def _short(text: str | None, width: int = 36) -> str:
 
 
 def requests_table(report) -> Table:
-    """One row per request: id, image, reference, replayed, observed, verdict, donor, offsets."""
+    """One row per request: id, image, reference, replayed, observed and what it says, verdict (this replay's), donor, offsets."""
     if getattr(report, "endpoint", None):
         title = f"{report.kind}: {report.source} · endpoint {report.endpoint} · {report.repeats} burst(s) (replayed = first burst)"
     else:
@@ -28,6 +28,8 @@ def requests_table(report) -> Table:
     columns = ["id", "image", "reference", "replayed", "observed"] if replayed else ["id"]
     for col in columns:
         table.add_column(col, overflow="fold")
+    if replayed:  # what production's answer says on its own: never the verdict, which is this replay's
+        table.add_column("observed verdict", no_wrap=True)
     table.add_column("verdict", no_wrap=True)
     for col in ("donor", "text@", "visual@"):
         table.add_column(col, no_wrap=True)
@@ -39,12 +41,27 @@ def requests_table(report) -> Table:
             verdict.append(f" ({_short(r.error, 48)})", style="dim")
         for label in getattr(r, "injected", None) or []:
             verdict.append(f" [{_short(label, 40)}]", style="dim italic")
-        cells = [r.id, _short(r.image, 18), _short(r.reference), _short(r.replayed), _short(r.observed)] if replayed else [r.id]
-        row = [*cells, verdict, r.donor or "", *_offsets(r)]
+        cells = [r.id, _short(r.image, 18), _short(r.reference), _short(r.replayed), _short(r.observed), _observed_says(r)] if replayed else [r.id]
+        row = [*cells, verdict, _donor(r), *_offsets(r)]
         if replayed:
             row.append("–" if r.first_token_kl is None else f"{r.first_token_kl:.2g}")
         table.add_row(*row)
     return table
+
+
+def _observed_says(r) -> Text:
+    """The verdict of production's answer (`observed`) with the request it belongs to, or "–" without one."""
+    says = getattr(r, "observed_verdict", None)
+    if says is None:
+        return Text("–", style="dim")
+    return Text(says + (f" {r.observed_donor}" if getattr(r, "observed_donor", None) else ""), style=verdict_style(says))
+
+
+def _donor(r) -> str:
+    """The donor, or "several" when an endpoint's contaminated bursts name different requests (as its finding says)."""
+    if r.donor:
+        return r.donor
+    return "several" if r.verdict == Verdict.CONTAMINATED and any(getattr(r, "burst_donors", None) or []) else ""
 
 
 def _offsets(r) -> tuple[str, str]:

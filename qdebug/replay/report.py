@@ -42,8 +42,11 @@ class RequestOutcome:
     injected: list = field(default_factory=list)  # what an injected fault said about itself (labels, not evidence)
     burst_answers: list | None = None  # endpoint replays: the server's answer in each burst run
     burst_verdicts: list | None = None  # endpoint replays: the verdict of each burst run
-    burst_donors: list | None = None  # endpoint replays: per burst, whose isolated answer it equalled (several: ambiguous)
+    burst_donors: list | None = None  # endpoint replays: one list per burst, whose isolated answer it equalled ([]: none; several: ambiguous)
     local_reference: str | None = None  # endpoint replays with --model: the local model's isolated answer
+    # What production's answer (`observed`) says on its own, never the verdict: ok | contaminated | diverged, None without one.
+    observed_verdict: str | None = None
+    observed_donor: str | None = None  # whose isolated answer production returned, when observed_verdict is contaminated
 
     def to_json(self) -> dict:
         """As the `requests` entries of the replay JSON."""

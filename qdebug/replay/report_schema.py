@@ -20,7 +20,8 @@ REPORT_SCHEMA = _obj(
             {"id": {"type": "string"}},
             {"image": _OPT_STR, "reference": _OPT_STR, "replayed": _OPT_STR, "observed": _OPT_STR,
              "verdict": {"enum": list(VERDICTS)}, "donor": _OPT_STR, "text_offset": _OPT_INT, "visual_offset": _OPT_INT,
-             "error": _OPT_STR, "line": _OPT_INT, "first_token_kl": _OPT_NUM, "first_token_topk_overlap": _OPT_NUM},
+             "error": _OPT_STR, "line": _OPT_INT, "first_token_kl": _OPT_NUM, "first_token_topk_overlap": _OPT_NUM,
+             "observed_verdict": {"enum": [*map(str, VERDICTS), None]}, "observed_donor": _OPT_STR},
         )),
         "contamination": _obj({"ids": _list({"type": "string"}), "matrix": {"type": ["array", "null"], "items": _list({"type": "number"})}}),
         "events": _list(_obj(

@@ -45,28 +45,39 @@ def donor_of(ids: list[str], matrix: list[list[float | None]], request_id: str) 
     return None
 
 
-def row_shares(request_id: str, ids: list[str], landed: dict, encoded: dict) -> dict[str, float]:
-    """For each other request d: the fraction of `request_id`'s landed rows that are exactly d's rows (same index).
+OWN, UNMATCHED = "own", "unmatched"  # row_owners' keys for rows of the request itself and rows of no one
 
-    Cosine alone cannot say who contributed to a mix (two scenes' background rows are alike); an exact row
-    match can.
+
+def row_owners(request_id: str, ids: list[str], landed: dict, encoded: dict) -> dict[str, int]:
+    """Whose each landed row of `request_id`'s stream is (exact match at the same index): counts that add up to its rows.
+
+    A row belongs to one owner only, so the shares sum to 100%: of the requests whose row it equals (the request itself
+    included), the one that matches the most rows overall; a row equal to no one's is `UNMATCHED`.
+    Largest first; keys are other requests' ids, `OWN` and `UNMATCHED`.
     """
     import torch
 
     mine = landed.get(request_id)
     if mine is None or mine.shape[0] == 0:
         return {}
-    shares = {}
+    matches = {}
     for d in ids:
         theirs = encoded.get(d)
-        if d == request_id or theirs is None:
+        if theirs is None:
             continue
         n = min(mine.shape[0], theirs.shape[0])
-        cos = torch.nn.functional.cosine_similarity(mine[:n].float(), theirs[:n].float(), dim=-1)
-        same = int((cos >= EXACT).sum())
-        if same:
-            shares[d] = same / mine.shape[0]
-    return dict(sorted(shares.items(), key=lambda x: -x[1]))
+        hit = torch.zeros(mine.shape[0], dtype=torch.bool)
+        hit[:n] = torch.nn.functional.cosine_similarity(mine[:n].float(), theirs[:n].float(), dim=-1) >= EXACT
+        matches[d] = hit
+    # Rows alike in several requests (plain background) go to whoever matches the most rows overall: that one wrote the
+    # block they sit in. Ties: the request itself first, then id order.
+    order = sorted(matches, key=lambda d: (-int(matches[d].sum()), d != request_id))
+    counts: dict[str, int] = {}
+    for row in range(mine.shape[0]):
+        owner = next((d for d in order if matches[d][row]), None)
+        key = OWN if owner == request_id else UNMATCHED if owner is None else owner
+        counts[key] = counts.get(key, 0) + 1
+    return dict(sorted(counts.items(), key=lambda x: -x[1]))
 
 
 def is_mixed(ids: list[str], matrix: list[list[float | None]], request_id: str) -> bool:

@@ -15,11 +15,12 @@ def first_token_divergence(reference, replayed) -> tuple[float | None, float | N
 
 
 def kl(logits_a, logits_b) -> float:
-    """KL(softmax(a) ‖ softmax(b)) over the last dimension (summed over any leading ones), from raw logits."""
+    """KL(softmax(a) ‖ softmax(b)) over the last dimension (summed over any leading ones), from raw logits; never below 0."""
     import torch
 
     la, lb = torch.log_softmax(logits_a.float(), -1), torch.log_softmax(logits_b.float(), -1)
-    return float((la.exp() * (la - lb)).sum())
+    # KL is never negative; float rounding of two nearly equal distributions can make the sum a hair below 0.
+    return max(0.0, float((la.exp() * (la - lb)).sum()))
 
 
 def topk_overlap(ids_a, ids_b) -> float:
