@@ -15,7 +15,7 @@ from qdebug.vocab import FindingKind, Severity, Verdict
 from .offsets import candidates_from_references, measure_stream, media_spans
 from .detectors.contamination import OWN, UNMATCHED, contamination_from_donors, contamination_matrix, donor_of, is_mixed, row_owners
 from .detectors.divergence import first_token_divergence, kl, observed_source, topk_overlap
-from .detectors.log_findings import _contaminating, contamination_from_events, findings_from_events, offsets_from_events, request_verdicts_from_events
+from .detectors.log_findings import contaminating_events, contamination_from_events, findings_from_events, offsets_from_events, request_verdicts_from_events
 from .verdicts import RequestEvidence, judge_request
 
 
@@ -100,7 +100,7 @@ def contaminating_overwrites(report: ReplayReport) -> set[int]:
     if index is not None:  # a log's findings come from its index, which decided over the whole log, not this page
         return {e.seq for e, contaminating in index.findings(report.event_filter) if contaminating}
     events = [e for e in report.events if not _is_fault_label(e)] if report.kind == "capture" else list(report.events)
-    return {e.seq for e in _contaminating(events)}
+    return {e.seq for e in contaminating_events(events)}
 
 
 def _event_findings(events) -> list[Finding]:

@@ -21,7 +21,7 @@ def _num(value: int | None) -> str:
     return "?" if value is None else str(value)
 
 
-def _contaminating(events: list[Event]) -> list[Event]:
+def contaminating_events(events: list[Event]) -> list[Event]:
     """Overwrites by another request that happened before the victim's last sync (any, if it never synced).
 
     Events are taken in the order given: a Batch's events are in source order (`seq`).
@@ -45,7 +45,7 @@ def _contaminating(events: list[Event]) -> list[Event]:
 def contamination_from_events(events: Iterable[Event]) -> dict[str, str]:
     """Victim id -> donor id for buffers overwritten by another request before the victim synced."""
     result: dict[str, str] = {}
-    for e in _contaminating(list(events)):
+    for e in contaminating_events(list(events)):
         result[e.request_id] = e.donor  # in event order, so the last donor before the sync wins
     return result
 
@@ -53,7 +53,7 @@ def contamination_from_events(events: Iterable[Event]) -> dict[str, str]:
 def findings_from_events(events: Iterable[Event]) -> list[Finding]:
     """One Finding per contaminating overwrite, desync, shape mismatch and index-out-of-bounds, in event order."""
     events = list(events)
-    contaminating = {id(e) for e in _contaminating(events)}
+    contaminating = {id(e) for e in contaminating_events(events)}
     found = (finding_for_event(e, id(e) in contaminating) for e in events)
     return [f for f in found if f is not None]
 
