@@ -27,6 +27,16 @@ def one_line_error(proc: subprocess.CompletedProcess, *words: str) -> str:
     return errors[0]
 
 
+@pytest.fixture(autouse=True)
+def _this_tree(monkeypatch, tmp_path):
+    """The `qdebug` subprocess runs this checkout's code (its editable install may point at another copy), with a
+    log-index cache of its own."""
+    from pathlib import Path
+
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[2]))
+    monkeypatch.setenv("QDEBUG_CACHE_DIR", str(tmp_path / "cache"))
+
+
 @pytest.fixture
 def red_png():
     """A shipped sample image (a red circle, top left)."""

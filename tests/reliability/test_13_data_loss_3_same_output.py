@@ -16,11 +16,6 @@ REPO = Path(__file__).resolve().parents[2]
 BURST = REPO / "sample_data" / "burst.log"
 
 
-@pytest.fixture(autouse=True)
-def _this_tree(monkeypatch, tmp_path):
-    """The `qdebug` subprocess runs this checkout's code (its editable install may point at another copy)."""
-    monkeypatch.setenv("PYTHONPATH", str(REPO))
-    monkeypatch.setenv("QDEBUG_CACHE_DIR", str(tmp_path / "cache"))
 
 
 @pytest.mark.parametrize("make_sub", [False, True], ids=["no-sub", "sub-exists"])

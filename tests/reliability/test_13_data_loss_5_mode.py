@@ -6,8 +6,6 @@ import os
 import stat
 from pathlib import Path
 
-import pytest
-
 from qdebug.atomic import atomic_path
 
 from .conftest import qdebug
@@ -16,11 +14,6 @@ REPO = Path(__file__).resolve().parents[2]
 BURST = REPO / "sample_data" / "burst.log"
 
 
-@pytest.fixture(autouse=True)
-def _this_tree(monkeypatch, tmp_path):
-    """The `qdebug` subprocess runs this checkout's code (its editable install may point at another copy)."""
-    monkeypatch.setenv("PYTHONPATH", str(REPO))
-    monkeypatch.setenv("QDEBUG_CACHE_DIR", str(tmp_path / "cache"))
 
 
 def _mode(path: Path) -> int:
