@@ -40,10 +40,12 @@ def test_shared_buffer_contamination_is_found_with_the_right_donor(buggy, tmp_pa
         served = index[f"{r['id']}/burst-1"]
         # No false alarm: the server's own record says this request read someone else's rows.
         assert served["donors"], (r, served)
-        if r["burst_donors"][0] != [r["donor"]] or r["burst_answers"][0] != references[r["donor"]]:
+        named = r["burst_donors"][0]
+        if not named or any(r["burst_answers"][0] != references[d] for d in named):
             continue  # a donor named by a near answer: rows mixed from several requests can read like a third's
-        donor_served = index[f"{r['donor']}/burst-1"]
-        assert donor_served["id"] in served["donors"], (r, served)  # an exact answer names a true donor
+        # An exact answer names a true donor: when several requests answer alike alone (which ones do depends on the
+        # waves, hence on timing), the server's record of whose rows it read is one of them.
+        assert {index[f"{d}/burst-1"]["id"] for d in named} & set(served["donors"]), (r, served)
         checked += 1
     assert checked >= 1, [(r["id"], r["verdict"], r["burst_donors"]) for r in doc["requests"]]
     assert doc["counts"]["requests_contaminated"] >= checked
