@@ -75,3 +75,15 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def link_new(tmp: str | os.PathLike, target: str | os.PathLike) -> None:
+    """Put the finished file `tmp` at `target` unless `target` exists (FileExistsError): a hard link, which never
+    replaces a file, or a claimed name on a file system without hard links. `tmp` is left for the caller to remove."""
+    try:
+        os.link(tmp, target)
+    except FileExistsError:
+        raise
+    except OSError:
+        os.close(os.open(target, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))  # FileExistsError when taken
+        os.replace(tmp, target)

@@ -9,6 +9,8 @@ import re
 import threading
 from pathlib import Path
 
+from qdebug.atomic import link_new
+
 INDEX = "index.jsonl"
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -51,7 +53,7 @@ class TraceDir:
         for n in range(1, 100_000):
             path = self.root / (f"{stem}.qdt" if n == 1 else f"{stem}-{n}.qdt")
             try:
-                os.link(tmp, path)
+                link_new(tmp, path)
                 return path
             except FileExistsError:
                 continue

@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import os
 import re
 import secrets
 import tempfile
@@ -17,6 +16,7 @@ from pathlib import Path
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from qdebug.atomic import link_new
 from qdebug.errors import first_line
 from qdebug.replay.engine import parse_inject
 from qdebug.replay.events import EventLog
@@ -121,7 +121,7 @@ class Tracer:
         while True:
             name = f"{number:06d}.qdt"
             try:
-                _link_new(tmp, self.settings.traces / name)
+                link_new(tmp, self.settings.traces / name)
                 return number, name
             except FileExistsError:
                 number = next(self._numbers)
@@ -144,18 +144,6 @@ class Tracer:
             "id": rid, "object": "chat.completion", "created": int(time.time()), "model": self.settings.model_name,
             "choices": [choice], "usage": {"prompt_tokens": prompt, "completion_tokens": len(ids), "total_tokens": prompt + len(ids)},
         }
-
-
-def _link_new(tmp: Path, target: Path) -> None:
-    """Put `tmp` at `target` unless `target` exists (FileExistsError): a hard link, or a claimed name on a
-    file system without hard links."""
-    try:
-        os.link(tmp, target)
-    except FileExistsError:
-        raise
-    except OSError:
-        os.close(os.open(target, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))  # FileExistsError when taken
-        os.replace(tmp, target)
 
 
 _TRACE_NAME = re.compile(r"(\d+)\.qdt")
