@@ -23,6 +23,7 @@ POLL_S = 0.1
 
 def run_engine_diff(args, models: dict | None = None) -> DiffRun:
     """Send each order's request to the engine, read its trace, trace it locally, and compare (A local, B engine)."""
+    from qdebug.analysis.detectors.deepstack import deepstack_findings
     from qdebug.analysis.diff import diff_traces
     from qdebug.commands.common import loading, quiet_transformers
     from qdebug.model.load import load_model
@@ -57,7 +58,7 @@ def run_engine_diff(args, models: dict | None = None) -> DiffRun:
             info = engine.meta.engine or {}
             label = f"B {info.get('name', 'engine')} {info.get('version', '')} {engine.meta.model.get('dtype', '')} ({args.engine})"
             result = diff_traces(local, engine, atol=args.atol, rtol=args.rtol, a_label=side.label, b_label=label,
-                                 extra_findings=[*found, *_answer_findings(answer, engine)])
+                                 extra_findings=[*found, *deepstack_findings(engine), *_answer_findings(answer, engine)])
             results.append(Comparison(order, result, local, engine))
     return DiffRun(results)
 

@@ -10,7 +10,7 @@ invented: the image files (their paths read `vllm:<hash>`), prompt-wide logits, 
 from __future__ import annotations
 
 import datetime as _dt
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from qdebug import __version__
 from qdebug.findings import Finding
@@ -49,6 +49,7 @@ class EngineModel:
     merge_size: int
     patch_size: int
     engine: dict  # name, version, attention backend, tensor-parallel size and rank
+    deepstack_levels: list[int] = field(default_factory=list)  # Qwen3-VL: the vision blocks deepstack features come from
 
     def describe(self) -> dict:
         """As the trace meta's `model` block."""
@@ -63,10 +64,12 @@ def assemble_engine_trace(req: EngineRequest, generated: list[int], model: Engin
     images, checks = _images(req, model)
     tensors: dict = {}
     rows = [req.encode[i] for i, f in enumerate(req.features) if f.modality == "image" and i in req.encode]
+    levels: list = []
     if rows:  # one image's rows missing makes encode_stage's split-per-image check fail, as it should
         import torch
 
-        rec.vision_rows = torch.cat(rows)
+        rows, levels = _split_levels(torch.cat(rows), model)
+        rec.vision_rows = rows
     prompt_text = tok.decode(ids, skip_special_tokens=False)
     preprocess = Stage("preprocess", PreprocessSummary(
         text=prompt_text, num_tokens=len(ids),
@@ -84,10 +87,11 @@ def assemble_engine_trace(req: EngineRequest, generated: list[int], model: Engin
     steps, step_map = step_stages(rec, generated, tok, topk, tensors)
     stages.update(step_map)
     findings = check_findings(stages)
+    trace_deepstack = (lambda trace: _attach_deepstack(trace, req, model, levels)) if model.deepstack_levels else None
     if len(rec.step_logits) < len(generated):
         findings.append(Finding(kind=FindingKind.PARTIAL_COMPARISON, severity=Severity.INFO, stage=f"step.{len(rec.step_logits)}",
                                 message=f"the engine sampled {len(generated)} tokens; logits of {len(rec.step_logits)} were recorded"))
-    return Trace(
+    trace = Trace(
         meta=_meta(model, req),
         request=TraceRequest(prompt=prompt_text, id=req.name, images=[i.path for i in images], max_new_tokens=req.max_tokens),
         prompt_text=prompt_text,
@@ -102,6 +106,34 @@ def assemble_engine_trace(req: EngineRequest, generated: list[int], model: Engin
         findings=findings,
         tensors=tensors,
     )
+    if trace_deepstack is not None:
+        trace_deepstack(trace)
+    return trace
+
+
+def _split_levels(rows, model: EngineModel):
+    """vLLM's Qwen3-VL encoder hands the decoder [main | level 0 | level 1 ...] side by side in one row: the
+    main rows (the encode stage) and each deepstack level's rows, split by the decoder's width."""
+    width, levels = model.hidden_size, len(model.deepstack_levels)
+    if not levels or rows.shape[-1] != width * (1 + levels):
+        return rows, []
+    return rows[:, :width], [rows[:, width * (i + 1):width * (i + 2)] for i in range(levels)]
+
+
+def _attach_deepstack(trace: Trace, req: EngineRequest, model: EngineModel, encoded: list) -> None:
+    """Deepstack evidence as the local trace keeps it: per layer, the rows the engine added and their vision level."""
+    import math
+
+    import torch
+
+    from qdebug.trace.deepstack_record import addition_record, attach_deepstack
+
+    layers = {}
+    for layer in range(model.num_layers):
+        entry = req.deepstack.get(layer, {"rows": [], "added": [], "before_sq": 0.0})
+        added = torch.cat(entry["added"]) if entry["added"] else None
+        layers[layer] = addition_record(entry["rows"], added, math.sqrt(entry["before_sq"]), encoded, model.deepstack_levels)
+    attach_deepstack(trace, model.deepstack_levels, len(encoded), layers)
 
 
 def _images(req: EngineRequest, model: EngineModel) -> tuple[list[ImageInfo], list[Check]]:

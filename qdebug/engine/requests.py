@@ -55,7 +55,23 @@ class EngineRequest:
     batches: list[dict] = field(default_factory=list)  # per forward: requests and tokens in that step
     co_scheduled: set[str] = field(default_factory=set)  # other requests that shared a step with this one
     mrope_delta: int | None = None
+    deepstack: dict[int, dict] = field(default_factory=dict)  # layer → rows added after it (Qwen3-VL), see record_addition
     keep_hidden: bool = True  # every prompt row of every layer (else statistics over every row plus the last row)
+
+    def record_addition(self, layer: int, offset: int, delta, before) -> None:
+        """What the engine added to this request's prompt rows between `layer` and the next (`delta`, this chunk's
+        rows from prompt position `offset`; `before`: the stream there before the addition): nonzero rows only."""
+        import torch
+
+        from qdebug.trace.hooks import to_cpu
+
+        delta, before = to_cpu(delta, torch.float32), to_cpu(before, torch.float32)
+        entry = self.deepstack.setdefault(layer, {"rows": [], "added": [], "before_sq": 0.0})
+        rows = (delta.abs().amax(-1) > 0).nonzero().flatten()
+        if rows.numel():
+            entry["rows"] += [offset + int(r) for r in rows.tolist()]
+            entry["added"].append(delta[rows])
+            entry["before_sq"] += float(before[rows].pow(2).sum())
 
     @property
     def prefill_done(self) -> bool:
@@ -92,6 +108,7 @@ class RowSlice:
     end: int
     prefill: bool
     logits_row: int | None
+    offset: int = 0  # the prompt position of the first row (prefill)
 
 
 def rows_of_step(req_ids: list[str], query_start_loc, traced: dict[str, EngineRequest], computed: dict[str, int]) -> list[RowSlice]:
@@ -113,7 +130,7 @@ def rows_of_step(req_ids: list[str], query_start_loc, traced: dict[str, EngineRe
             if done != req.prompt_rows:
                 raise RowGap(rid, f"prefill resumes at {done} but {req.prompt_rows} prompt rows were recorded")
             samples = done + (end - start) >= prompt
-            slices.append(RowSlice(req, start, end, True, i if samples else None))
+            slices.append(RowSlice(req, start, end, True, i if samples else None, done))
         else:
             if end - start != 1:
                 raise RowGap(rid, f"{end - start} rows in a decode step (speculative decoding is not traced)")

@@ -139,7 +139,7 @@ def _attach(runner) -> None:
     model = _engine_model(runner, engine)
     tokenizer = _Lazy(lambda: _tokenizer(runner))
     writer = TraceWriter(partial(_assemble, assemble_engine_trace, runner, model, tokenizer), TraceDir(os.environ[ENV_DIR]))
-    tracer = EngineTracer(runner, writer, trace_all=trace_all(), keep_hidden=keep_hidden())
+    tracer = EngineTracer(runner, writer, trace_all=trace_all(), keep_hidden=keep_hidden(), deepstack=bool(model.deepstack_levels))
     tracer.install()
     runner._qdebug_tracer = tracer
     atexit.register(writer.drain)
@@ -222,5 +222,5 @@ def _engine_model(runner, engine: dict):
         num_kv_heads=int(getattr(text, "num_key_value_heads", heads)), hidden_size=int(text.hidden_size),
         vocab_size=int(text.vocab_size), image_token_id=int(image_token) if image_token is not None else None,
         merge_size=int(getattr(vision, "spatial_merge_size", 2) or 2), patch_size=int(getattr(vision, "patch_size", 14) or 14),
-        engine=engine,
+        engine=engine, deepstack_levels=[int(i) for i in getattr(vision, "deepstack_visual_indexes", None) or []],
     )

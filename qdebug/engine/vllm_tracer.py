@@ -40,11 +40,26 @@ def decoder_layers(model) -> list:
     raise AttributeError(f"{type(model).__name__} has no decoder layers where qdebug looks (language_model.model.layers)")
 
 
+def decoder_norm(model):
+    """The decoder's final norm (what follows the last layer), or None."""
+    for path in ("language_model.model.norm", "model.norm", "language_model.norm"):
+        node = model
+        for part in path.split("."):
+            node = getattr(node, part, None)
+            if node is None:
+                break
+        if node is not None:
+            return node
+    return None
+
+
 class EngineTracer:
     """Records tagged requests on one model runner and hands finished ones to `writer` (a background thread)."""
 
-    def __init__(self, runner, writer, *, trace_all: bool, keep_hidden: bool = True) -> None:
+    def __init__(self, runner, writer, *, trace_all: bool, keep_hidden: bool = True, deepstack: bool = False) -> None:
         self.runner = runner
+        self.deepstack = deepstack  # Qwen3-VL: also measure what the engine adds between layers
+        self.before: dict[int, object] = {}  # slice index → the stream leaving the last layer (deepstack only)
         self.writer = writer
         self.trace_all = trace_all
         self.keep_hidden = keep_hidden
@@ -69,6 +84,10 @@ class EngineTracer:
         if wanted and not self.handles:
             self.handles.append(self.layers[0].register_forward_pre_hook(self._decoder_input, with_kwargs=True))
             self.handles += [layer.register_forward_hook(self._layer_output(i)) for i, layer in enumerate(self.layers)]
+            if self.deepstack:  # what enters layer i+1 (the final norm after the last) minus what left layer i
+                nexts = [*self.layers[1:], decoder_norm(self.runner.model)]
+                self.handles += [module.register_forward_pre_hook(self._next_input(i), with_kwargs=True)
+                                 for i, module in enumerate(nexts) if module is not None]
         elif not wanted and self.handles:
             for handle in self.handles:
                 handle.remove()
@@ -79,11 +98,11 @@ class EngineTracer:
         self._guard(self._finish, getattr(scheduler_output, "finished_req_ids", ()) or ())
         self._guard(self._note_new, getattr(scheduler_output, "scheduled_new_reqs", ()) or ())
         self._hooks(bool(self.traced or self.pending))
-        self.slices = []
+        self.slices, self.before = [], {}
         try:
             return execute(scheduler_output, *args, **kwargs)
         finally:
-            self.slices = []
+            self.slices, self.before = [], {}
 
     def _guard(self, fn, *args):
         """Run a recording step; an error is logged, drops the traces involved, and never reaches vLLM."""
@@ -95,7 +114,7 @@ class EngineTracer:
                         type(exc).__name__, exc, ", ".join(dropped) or "none")
             for rid in dropped:
                 self._drop(rid)
-            self.slices = []
+            self.slices, self.before = [], {}
             return None
 
     def _drop(self, rid: str) -> None:
@@ -175,10 +194,12 @@ class EngineTracer:
 
     def _record_layer(self, layer: int, output) -> None:
         hidden, residual = output if isinstance(output, tuple) else (output, None)
-        for s in self.slices:
+        for i, s in enumerate(self.slices):
             rows = hidden[s.start:s.end]
             if residual is not None:  # vLLM defers the residual add to the next norm: the stream is their sum
                 rows = rows + residual[s.start:s.end]
+            if s.prefill and self.deepstack:
+                self.before[i] = rows
             if s.prefill:
                 s.request.hidden.setdefault(layer, []).append(to_cpu(rows))
             else:
@@ -187,6 +208,28 @@ class EngineTracer:
             for s in self.slices:
                 if s.prefill:
                     s.request.prompt_rows += s.end - s.start
+
+    def _next_input(self, layer: int):
+        def hook(module, args, kwargs):
+            if self.slices and self.before:
+                self._guard(self._record_addition, layer, args, kwargs)
+            return None
+
+        return hook
+
+    def _record_addition(self, layer: int, args, kwargs) -> None:
+        """Deepstack evidence: the stream entering the next module minus the stream that left `layer`."""
+        if len(args) >= 3 or "residual" in kwargs:  # a decoder layer: (positions, hidden_states, residual)
+            hidden = kwargs.get("hidden_states", args[1] if len(args) > 1 else None)
+            residual = kwargs.get("residual", args[2] if len(args) > 2 else None)
+        else:  # the final norm: (hidden_states, residual)
+            hidden, residual = args[0], (args[1] if len(args) > 1 else kwargs.get("residual"))
+        for i, s in enumerate(self.slices):
+            before = self.before.pop(i, None)
+            if before is None:
+                continue
+            after = hidden[s.start:s.end] + (residual[s.start:s.end] if residual is not None else 0)
+            s.request.record_addition(layer, s.offset, after - before, before)
 
     def _logits(self, logits):
         if self.slices:

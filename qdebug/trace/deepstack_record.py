@@ -51,35 +51,46 @@ class DeepstackRecorder:
         after = hidden[0].detach().float().cpu()
         delta = after - before
         rows = (delta.abs().amax(-1) > 0).nonzero().flatten().tolist()
-        rec = {"added": bool(rows), "rows": rows, "relative_norm": 0.0, "level": None, "match": None}
-        if rows:
-            rec["relative_norm"] = float(delta[rows].norm() / (before[rows].norm() + 1e-12))
-            rec["level"], rec["match"] = self._level_of(delta[rows])
-        self.layers[layer] = rec
-
-    def _level_of(self, added) -> tuple[int | None, float | None]:
-        """The vision level whose encoder features equal what was added (best cosine), as the tower produced them."""
-        import torch
-
-        best, score = None, -2.0
-        for i, feat in enumerate(self.encoded or []):
-            if feat.shape == added.shape:
-                cos = float(torch.nn.functional.cosine_similarity(feat.flatten(), added.flatten(), dim=0))
-                if cos > score:
-                    best, score = i, cos
-        return (self.levels[best] if best is not None and best < len(self.levels) else None), (score if best is not None else None)
+        self.layers[layer] = addition_record(rows, delta[rows], before[rows].norm() if rows else 0.0, self.encoded, self.levels)
 
     def attach(self, trace, loaded, prepared) -> None:
         """Per-layer deepstack evidence on each layer stage and in `meta.deepstack` (judged by analysis.detectors.deepstack)."""
-        per_layer = []
-        for layer in sorted(self.layers):
-            rec = self.layers[layer]
-            stage = trace.stages.get(f"layer.{layer}")
-            if stage is not None:
-                stage.summary.deepstack = {k: v for k, v in rec.items() if k != "rows"} | {"rows": len(rec["rows"])}
-            per_layer.append({"layer": layer, **rec})
-        trace.meta.deepstack = {"levels": self.levels, "features_handed": len(self.features) if self.features is not None else 0,
-                                "layers": per_layer}
+        attach_deepstack(trace, self.levels, len(self.features) if self.features is not None else 0, self.layers)
+
+
+def addition_record(rows: list[int], added, before_norm, encoded, levels: list[int]) -> dict:
+    """What was added after one layer: its rows (prompt positions), its norm relative to the hidden state there
+    (`before_norm`: the norm of those rows before the addition), and the vision level it matches best."""
+    rec = {"added": bool(rows), "rows": list(rows), "relative_norm": 0.0, "level": None, "match": None}
+    if rows:
+        rec["relative_norm"] = float(added.norm() / (before_norm + 1e-12))
+        rec["level"], rec["match"] = level_of(added, encoded, levels)
+    return rec
+
+
+def level_of(added, encoded, levels: list[int]) -> tuple[int | None, float | None]:
+    """The vision level whose encoder features equal what was added (best cosine), as the tower produced them."""
+    import torch
+
+    best, score = None, -2.0
+    for i, feat in enumerate(encoded or []):
+        if feat.shape == added.shape:
+            cos = float(torch.nn.functional.cosine_similarity(feat.flatten().float(), added.flatten().float(), dim=0))
+            if cos > score:
+                best, score = i, cos
+    return (levels[best] if best is not None and best < len(levels) else None), (score if best is not None else None)
+
+
+def attach_deepstack(trace, levels: list[int], features_handed: int, layers: dict[int, dict]) -> None:
+    """Put per-layer deepstack evidence on each layer stage and in `meta.deepstack` (local and engine traces alike)."""
+    per_layer = []
+    for layer in sorted(layers):
+        rec = layers[layer]
+        stage = trace.stages.get(f"layer.{layer}")
+        if stage is not None:
+            stage.summary.deepstack = {k: v for k, v in rec.items() if k != "rows"} | {"rows": len(rec["rows"])}
+        per_layer.append({"layer": layer, **rec})
+    trace.meta.deepstack = {"levels": levels, "features_handed": features_handed, "layers": per_layer}
 
 
 @contextmanager
