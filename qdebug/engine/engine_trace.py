@@ -50,6 +50,7 @@ class EngineModel:
     patch_size: int
     engine: dict  # name, version, attention backend, tensor-parallel size and rank
     deepstack_levels: list[int] = field(default_factory=list)  # Qwen3-VL: the vision blocks deepstack features come from
+    audio_token_id: int | None = None  # Qwen2-Audio's placeholder
 
     def describe(self) -> dict:
         """As the trace meta's `model` block."""
@@ -57,12 +58,14 @@ class EngineModel:
                 "dtype": self.dtype, "attn_kernel": self.attn_kernel}
 
 
-def assemble_engine_trace(req: EngineRequest, generated: list[int], model: EngineModel, tok, topk: int = 5) -> Trace:
-    """The Trace of one request as the engine ran it (`generated`: the token ids the engine sampled)."""
+def assemble_engine_trace(req: EngineRequest, generated: list[int], model: EngineModel, tok, topk: int = 5, extractor=None) -> Trace:
+    """The Trace of one request as the engine ran it (`generated`: the token ids the engine sampled; `extractor`:
+    a callable giving the checkpoint's feature extractor, needed for audio requests only)."""
     rec = req.rec
     ids = req.prompt_ids
     images, checks = _images(req, model)
     tensors: dict = {}
+    clips = None
     rows = [req.encode[i] for i, f in enumerate(req.features) if f.modality == "image" and i in req.encode]
     levels: list = []
     if rows:  # one image's rows missing makes encode_stage's split-per-image check fail, as it should
@@ -80,6 +83,11 @@ def assemble_engine_trace(req: EngineRequest, generated: list[int], model: Engin
     if req.mrope_delta is not None:
         sync.summary.rope_deltas = [int(req.mrope_delta)]
     stages = {"preprocess": preprocess, "encode": encode, "sync": sync}
+    if any(f.modality == "audio" for f in req.features):  # an audio family's input stages are clip-shaped
+        from .engine_audio import audio_stages
+
+        audio, clips = audio_stages(req, model, prompt_text, extractor(), tensors)
+        stages.update(audio)
     stages.update(layer_stages(rec, model.num_layers, tensors))
     last = topk_of(rec.step_logits[0], topk)[0] if rec.step_logits else []
     stages["logits"] = Stage("logits", LogitsSummary(positions=len(ids), k=topk, last_topk=[token_text(tok, i) for i in last],
@@ -92,8 +100,9 @@ def assemble_engine_trace(req: EngineRequest, generated: list[int], model: Engin
         findings.append(Finding(kind=FindingKind.PARTIAL_COMPARISON, severity=Severity.INFO, stage=f"step.{len(rec.step_logits)}",
                                 message=f"the engine sampled {len(generated)} tokens; logits of {len(rec.step_logits)} were recorded"))
     trace = Trace(
-        meta=_meta(model, req),
-        request=TraceRequest(prompt=prompt_text, id=req.name, images=[i.path for i in images], max_new_tokens=req.max_tokens),
+        meta=_meta(model, req, clips),
+        request=TraceRequest(prompt=prompt_text, id=req.name, images=[i.path for i in images], max_new_tokens=req.max_tokens,
+                             audio=[c["path"] for c in clips] if clips is not None else None),
         prompt_text=prompt_text,
         input_ids=list(ids),
         tokens=tok.convert_ids_to_tokens(list(ids)),
@@ -160,7 +169,7 @@ def _pixel_shape(req: EngineRequest) -> list[int] | None:
     return [sum(s[0] for s in shapes), *shapes[0][1:]] if shapes else None
 
 
-def _meta(model: EngineModel, req: EngineRequest) -> TraceMeta:
+def _meta(model: EngineModel, req: EngineRequest, clips: list[dict] | None) -> TraceMeta:
     import torch
     import transformers
 
@@ -182,4 +191,5 @@ def _meta(model: EngineModel, req: EngineRequest) -> TraceMeta:
         hidden_size=model.hidden_size,
         vocab_size=model.vocab_size,
         engine=engine,
+        audio=clips,
     )

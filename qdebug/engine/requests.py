@@ -26,7 +26,7 @@ def wants_trace(extra_args: dict | None, trace_all: bool) -> bool:
 @dataclass
 class Feature:
     """One multimodal item of the request as the worker holds it: modality, encoder-cache key, vLLM's
-    placeholder range (offset, length) and the processor's grid and pixel-values shape."""
+    placeholder range (offset, length) and the processor's grid and pixel-values (audio: input-features) shape."""
 
     modality: str
     identifier: str
@@ -34,6 +34,7 @@ class Feature:
     length: int
     grid_thw: tuple[int, int, int] | None
     pixel_shape: list[int] | None
+    frames: int | None = None  # audio: the feature frames the clip's mask keeps
 
 
 @dataclass

@@ -138,7 +138,8 @@ def _attach(runner) -> None:
 
     model = _engine_model(runner, engine)
     tokenizer = _Lazy(lambda: _tokenizer(runner))
-    writer = TraceWriter(partial(_assemble, assemble_engine_trace, runner, model, tokenizer), TraceDir(os.environ[ENV_DIR]))
+    extractor = _Lazy(lambda: _feature_extractor(runner))
+    writer = TraceWriter(partial(_assemble, assemble_engine_trace, runner, model, tokenizer, extractor), TraceDir(os.environ[ENV_DIR]))
     tracer = EngineTracer(runner, writer, trace_all=trace_all(), keep_hidden=keep_hidden(), deepstack=bool(model.deepstack_levels))
     tracer.install()
     runner._qdebug_tracer = tracer
@@ -147,11 +148,11 @@ def _attach(runner) -> None:
              ", ".join(f"{k} {v}" for k, v in engine.items()))
 
 
-def _assemble(assemble, runner, model, tokenizer, req, generated):
+def _assemble(assemble, runner, model, tokenizer, extractor, req, generated):
     if model.engine["attention_backend"] == "unknown":  # vLLM picks its backends after load_model, with the KV cache
         model.engine["attention_backend"] = _attention_backend(runner)
         model.attn_kernel = f"vllm:{model.engine['attention_backend']}"
-    trace = assemble(req, generated, model, tokenizer.get(), TOPK)
+    trace = assemble(req, generated, model, tokenizer.get(), TOPK, extractor.get)
     line = {"id": req.req_id, "qdebug_id": req.name, "client_request": req.name, "answer": trace.generated_text,
             "prompt_tokens": len(req.prompt_ids), "generated_tokens": len(generated),
             "engine": f"{model.engine['name']} {model.engine['version']}"}
@@ -176,6 +177,15 @@ def _tokenizer(runner):
     mc = runner.model_config
     return AutoTokenizer.from_pretrained(mc.tokenizer, revision=getattr(mc, "tokenizer_revision", None),
                                          trust_remote_code=bool(getattr(mc, "trust_remote_code", False)))
+
+
+def _feature_extractor(runner):
+    """The checkpoint's audio feature extractor (its rate and hop): only an audio request asks for it."""
+    from transformers import AutoFeatureExtractor
+
+    mc = runner.model_config
+    return AutoFeatureExtractor.from_pretrained(mc.model, revision=getattr(mc, "revision", None),
+                                                trust_remote_code=bool(getattr(mc, "trust_remote_code", False)))
 
 
 def _engine_info(runner) -> dict:
@@ -214,6 +224,7 @@ def _engine_model(runner, engine: dict):
     vision = getattr(cfg, "vision_config", None)
     heads = int(text.num_attention_heads)
     image_token = getattr(cfg, "image_token_id", None)
+    audio_token = getattr(cfg, "audio_token_id", getattr(cfg, "audio_token_index", None))
     return EngineModel(
         spec=str(getattr(mc, "served_model_name", None) or mc.model), path=str(mc.model),
         architecture=str((getattr(cfg, "architectures", None) or [type(runner.model).__name__])[0]),
@@ -222,5 +233,5 @@ def _engine_model(runner, engine: dict):
         num_kv_heads=int(getattr(text, "num_key_value_heads", heads)), hidden_size=int(text.hidden_size),
         vocab_size=int(text.vocab_size), image_token_id=int(image_token) if image_token is not None else None,
         merge_size=int(getattr(vision, "spatial_merge_size", 2) or 2), patch_size=int(getattr(vision, "patch_size", 14) or 14),
-        engine=engine, deepstack_levels=[int(i) for i in getattr(vision, "deepstack_visual_indexes", None) or []],
+        engine=engine, audio_token_id=int(audio_token) if audio_token is not None else None, deepstack_levels=[int(i) for i in getattr(vision, "deepstack_visual_indexes", None) or []],
     )

@@ -172,7 +172,7 @@ class EngineTracer:
             if not s.prefill:
                 continue
             req.embeds.append(to_cpu(hidden[s.start:s.end]))
-            pos = positions[..., s.start:s.end] if positions.ndim == 2 else positions[s.start:s.end][None].expand(3, -1)
+            pos = positions[..., s.start:s.end] if positions.ndim == 2 else positions[s.start:s.end][None].expand(3, -1)  # 1-D: as transformers hands its decoder (3 equal rows)
             req.positions.append(to_cpu(pos, dtype=_int64()))
             self._record_encoder_rows(req)
             req.mrope_delta = getattr(runner.requests[req.req_id], "mrope_position_delta", None)
@@ -261,16 +261,20 @@ class EngineTracer:
 def _feature(spec) -> Feature:
     """A multimodal feature spec of vLLM's, reduced to what a trace needs."""
     data = getattr(spec, "data", None)
-    grid = pixels = None
+    grid = pixels = frames = None
     try:
         if data is not None and "image_grid_thw" in data:
             grid = tuple(int(x) for x in data["image_grid_thw"].data.reshape(-1)[:3].tolist())
         if data is not None and "pixel_values" in data:
             pixels = list(data["pixel_values"].data.shape)
+        if data is not None and "input_features" in data:  # audio: the feature extractor's frames, and those its mask keeps
+            pixels = list(data["input_features"].data.shape)
+            if "feature_attention_mask" in data:
+                frames = int(data["feature_attention_mask"].data.sum())
     except (AttributeError, TypeError, KeyError):
         pass
     pos = spec.mm_position
-    return Feature(str(spec.modality), str(spec.identifier), int(pos.offset), int(pos.length), grid, pixels)
+    return Feature(str(spec.modality), str(spec.identifier), int(pos.offset), int(pos.length), grid, pixels, frames)
 
 
 def _int64():

@@ -100,11 +100,13 @@ def _data_url(image) -> str:
 
 
 def chat_body(request, model: str, top_logprobs: int) -> dict:
-    """The chat-completions body for one captured Request: images inline as PNG data URLs, greedy decoding."""
+    """The chat-completions body for one captured Request: images inline as PNG data URLs, clips as WAV, greedy decoding."""
     content = []
     for kind, value in request.parts:
         if kind == "image":
             content.append({"type": "image_url", "image_url": {"url": _data_url(request.images[value])}})
+        elif kind == "audio":
+            content.append({"type": "input_audio", "input_audio": {"data": _wav_base64(request.audios[value]), "format": "wav"}})
         else:
             content.append({"type": "text", "text": value})
     body = {"model": model, "messages": [{"role": "user", "content": content}], "max_tokens": request.max_new_tokens,
@@ -112,6 +114,18 @@ def chat_body(request, model: str, top_logprobs: int) -> dict:
     if top_logprobs:
         body.update(logprobs=True, top_logprobs=top_logprobs)
     return body
+
+
+def _wav_base64(clip) -> str:
+    """A clip as base64 WAV at its own rate, float samples (the server resamples as its processor does)."""
+    import base64
+    import io
+
+    import soundfile as sf
+
+    buf = io.BytesIO()
+    sf.write(buf, clip.samples, int(clip.rate), format="WAV", subtype="FLOAT")
+    return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
 def _redact(text: str, key: str | None) -> str:

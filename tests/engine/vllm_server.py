@@ -25,7 +25,7 @@ def vllm_python() -> Path | None:
 
 
 class VllmServer(Server):
-    """`python -m vllm.entrypoints.openai.api_server` serving `model` (float32, eager) in its own process group.
+    """`python -m vllm.entrypoints.openai.api_server` serving `model` (eager; float32 unless `dtype` says) in its own process group.
 
     `trace_dir` turns qdebug's plugin on (QDEBUG_VLLM_TRACE_DIR); `trace_all` traces every request. The server
     runs in `workdir` (never the repo: a `qdebug.egg-info` there would shadow the installed plugin's metadata).
@@ -34,7 +34,7 @@ class VllmServer(Server):
     start_limit = START_LIMIT
 
     def __init__(self, python: Path, workdir: Path, *, model: Path = DEMO, trace_dir: Path | None = None, trace_all: bool = False,
-                 served_name: str = "demo", extra_env: dict | None = None, extra_args: tuple[str, ...] = ()) -> None:
+                 served_name: str = "demo", dtype: str = "float32", extra_env: dict | None = None, extra_args: tuple[str, ...] = ()) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("QDEBUG_VLLM_TRACE")}
         env.update(ENGINE_ENV)
         if trace_dir is not None:
@@ -44,7 +44,7 @@ class VllmServer(Server):
         env.update(extra_env or {})
         port = free_port()
         cmd = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--served-model-name", served_name,
-               "--host", "127.0.0.1", "--port", str(port), "--enforce-eager", "--max-model-len", "1024", "--dtype", "float32",
+               "--host", "127.0.0.1", "--port", str(port), "--enforce-eager", "--max-model-len", "1024", "--dtype", dtype,
                *extra_args]
         super().__init__(cmd, port, workdir / f"vllm-{port}.log", env, cwd=workdir, group=True, replace_env=True)
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 AUDIO_RATE = 16000
 AUDIO_CHUNK_S = 2  # the feature extractor pads every clip to this many seconds
+ENGINE_AUDIO_CHUNK_S = 30  # vLLM's Qwen2-Audio takes Whisper's own 30 s window (3000 feature frames) only
 
 
 def _tokenizer(extra: tuple[str, ...] = ()):
@@ -18,31 +19,52 @@ def _tokenizer(extra: tuple[str, ...] = ()):
     return tok
 
 
-def _text(tok, **kw) -> dict:
+# vLLM's CPU attention takes head sizes 32, 64, 80, ... only (checked at the first request), and its gated-delta-rule
+# kernel linear head dims 64 or 128: `engine=True` builds each family at those sizes (hidden 128, head 32), otherwise
+# at the cheapest sizes transformers runs (hidden 64, head 16).
+ENGINE_WIDTH = 128
+
+
+def _width(engine: bool) -> int:
+    return ENGINE_WIDTH if engine else 64
+
+
+def _mrope(rope: dict, engine: bool) -> dict:
+    """MRoPE sections for the head size (they sum to half of it)."""
+    return dict(rope, mrope_section=[4, 6, 6]) if engine else rope
+
+
+def _text(tok, engine: bool = False, **kw) -> dict:
     ids = tok.convert_tokens_to_ids
-    base = dict(vocab_size=len(tok) + 4, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+    width = _width(engine)
+    base = dict(vocab_size=len(tok) + 4, hidden_size=width, intermediate_size=2 * width, num_hidden_layers=2, num_attention_heads=4,
                 num_key_value_heads=2, bos_token_id=ids("<|endoftext|>"), eos_token_id=ids("<|im_end|>"),
                 pad_token_id=ids("<|endoftext|>"))
     base.update(kw)
+    if engine and "head_dim" in base:
+        base["head_dim"] = width // base["num_attention_heads"]
+    if "rope_parameters" in base:
+        base["rope_parameters"] = _mrope(base["rope_parameters"], engine)
     return base
 
 
-def build_qwen2_audio(path: Path) -> Path:
+def build_qwen2_audio(path: Path, engine: bool = False) -> Path:
     """A tiny random Qwen2-Audio checkpoint (Whisper-style tower of 2 layers, 2 s feature window)."""
     import torch
     from transformers import Qwen2AudioConfig, Qwen2AudioForConditionalGeneration, Qwen2AudioProcessor, WhisperFeatureExtractor
 
     tok = _tokenizer(("<|AUDIO|>", "<|audio_bos|>", "<|audio_eos|>"))
-    frames = AUDIO_CHUNK_S * AUDIO_RATE // 160
+    chunk = ENGINE_AUDIO_CHUNK_S if engine else AUDIO_CHUNK_S
+    frames = chunk * AUDIO_RATE // 160
     config = Qwen2AudioConfig(
         audio_config=dict(num_mel_bins=80, encoder_layers=2, encoder_attention_heads=2, encoder_ffn_dim=64, d_model=32,
                           max_source_positions=frames // 2),
-        text_config=dict(model_type="qwen2", **_text(tok)),
+        text_config=dict(model_type="qwen2", **_text(tok, engine)),
         audio_token_id=tok.convert_tokens_to_ids("<|AUDIO|>"),
     )
     torch.manual_seed(0)
     Qwen2AudioForConditionalGeneration(config).save_pretrained(path)
-    fe = WhisperFeatureExtractor(feature_size=80, sampling_rate=AUDIO_RATE, chunk_length=AUDIO_CHUNK_S)
+    fe = WhisperFeatureExtractor(feature_size=80, sampling_rate=AUDIO_RATE, chunk_length=chunk)
     Qwen2AudioProcessor(feature_extractor=fe, tokenizer=tok).save_pretrained(path)
     return path
 
@@ -65,7 +87,7 @@ def _vision_ids(tok) -> dict:
                 vision_start_token_id=ids("<|vision_start|>"), vision_end_token_id=ids("<|vision_end|>"))
 
 
-def build_qwen2_vl(path: Path) -> Path:
+def build_qwen2_vl(path: Path, engine: bool = False) -> Path:
     """A tiny random Qwen2-VL checkpoint (2 decoder layers)."""
     import torch
     from transformers import Qwen2VLConfig, Qwen2VLForConditionalGeneration, Qwen2VLImageProcessor, Qwen2VLProcessor, Qwen2VLVideoProcessor
@@ -74,8 +96,8 @@ def build_qwen2_vl(path: Path) -> Path:
 
     tok = _tokenizer()
     config = Qwen2VLConfig(
-        text_config=_text(tok, rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]}),
-        vision_config=dict(depth=2, embed_dim=32, hidden_size=64, num_heads=2, mlp_ratio=2, patch_size=14, spatial_merge_size=2,
+        text_config=_text(tok, engine, rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]}),
+        vision_config=dict(depth=2, embed_dim=32, hidden_size=_width(engine), num_heads=2, mlp_ratio=2, patch_size=14, spatial_merge_size=2,
                            temporal_patch_size=2),
         **_vision_ids(tok),
     )
@@ -86,7 +108,7 @@ def build_qwen2_vl(path: Path) -> Path:
     return path
 
 
-def build_qwen2_5_vl(path: Path) -> Path:
+def build_qwen2_5_vl(path: Path, engine: bool = False) -> Path:
     """A tiny random Qwen2.5-VL checkpoint (windowed vision attention, 2 decoder layers)."""
     import torch
     from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration, Qwen2_5_VLProcessor, Qwen2VLImageProcessor, Qwen2VLVideoProcessor
@@ -95,8 +117,8 @@ def build_qwen2_5_vl(path: Path) -> Path:
 
     tok = _tokenizer()
     config = Qwen2_5_VLConfig(
-        text_config=_text(tok, rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]}),
-        vision_config=dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64, patch_size=14,
+        text_config=_text(tok, engine, rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]}),
+        vision_config=dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=_width(engine), patch_size=14,
                            spatial_merge_size=2, temporal_patch_size=2, window_size=56, fullatt_block_indexes=[1]),
         **_vision_ids(tok),
     )
@@ -121,15 +143,15 @@ QWEN3_VISION = dict(depth=3, hidden_size=32, intermediate_size=64, num_heads=2, 
                     spatial_merge_size=2, temporal_patch_size=2, num_position_embeddings=64)
 
 
-def build_qwen3_vl(path: Path) -> Path:
+def build_qwen3_vl(path: Path, engine: bool = False) -> Path:
     """A tiny random Qwen3-VL checkpoint: 3 decoder layers, deepstack features from vision blocks 0 and 1."""
     import torch
     from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
 
     tok = _tokenizer()
     config = Qwen3VLConfig(
-        text_config=_text(tok, num_hidden_layers=3, head_dim=16, rope_parameters=QWEN3_ROPE),
-        vision_config=dict(QWEN3_VISION, deepstack_visual_indexes=[0, 1]),
+        text_config=_text(tok, engine, num_hidden_layers=3, head_dim=16, rope_parameters=QWEN3_ROPE),
+        vision_config=dict(QWEN3_VISION, out_hidden_size=_width(engine), deepstack_visual_indexes=[0, 1]),
         **_vision_ids(tok),
     )
     torch.manual_seed(0)
@@ -138,18 +160,20 @@ def build_qwen3_vl(path: Path) -> Path:
     return path
 
 
-def build_qwen3_5(path: Path) -> Path:
-    """A tiny random Qwen3.5 checkpoint: layers [linear, full, linear, full] (gated delta rule + softmax attention)."""
+def build_qwen3_5(path: Path, engine: bool = False) -> Path:
+    """A tiny random Qwen3.5 checkpoint: layers [linear, full, linear, full] (gated delta rule + softmax attention).
+    `engine=True`: linear head dims 64 (vLLM's CPU kernel) and the published geometry, fewer key than value heads."""
     import torch
     from transformers import Qwen3_5Config, Qwen3_5ForConditionalGeneration
 
     tok = _tokenizer()
     # Equal key/value head counts for the linear layers: the PyTorch fallback kernel can then run a head-first call.
-    text = _text(tok, num_hidden_layers=4, head_dim=16, rope_parameters=dict(QWEN3_ROPE, partial_rotary_factor=1.0),
+    linear = (dict(linear_key_head_dim=64, linear_value_head_dim=64, linear_num_key_heads=2, linear_num_value_heads=4) if engine else
+              dict(linear_key_head_dim=16, linear_value_head_dim=16, linear_num_key_heads=4, linear_num_value_heads=4))
+    text = _text(tok, engine, num_hidden_layers=4, head_dim=16, rope_parameters=dict(QWEN3_ROPE, partial_rotary_factor=1.0),
                  layer_types=["linear_attention", "full_attention", "linear_attention", "full_attention"],
-                 linear_key_head_dim=16, linear_value_head_dim=16, linear_num_key_heads=4, linear_num_value_heads=4,
-                 linear_conv_kernel_dim=4)
-    config = Qwen3_5Config(text_config=text, vision_config=dict(QWEN3_VISION), **_vision_ids(tok))
+                 linear_conv_kernel_dim=4, **linear)
+    config = Qwen3_5Config(text_config=text, vision_config=dict(QWEN3_VISION, out_hidden_size=_width(engine)), **_vision_ids(tok))
     torch.manual_seed(0)
     Qwen3_5ForConditionalGeneration(config).save_pretrained(path)
     _qwen3_processor(tok, path)

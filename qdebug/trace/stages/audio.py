@@ -17,8 +17,6 @@ from ..tensor_names import TensorKind as T, tensor_name
 
 def audio_stages(loaded, request, prepared, rec, tensors: dict) -> tuple[dict[str, Stage], list[dict]]:
     """The three stages, and one `meta.audio` entry per clip (source, rate, frames, span, seconds per row)."""
-    import torch
-
     inputs = prepared.inputs
     fe = loaded.processor.feature_extractor
     rate, hop = int(fe.sampling_rate), int(fe.hop_length)
@@ -44,49 +42,61 @@ def audio_stages(loaded, request, prepared, rec, tensors: dict) -> tuple[dict[st
     )}
 
     # encode: the projector's rows (audios × max rows × dim); the model merges only the rows the mask allows.
-    encode_rows, enc_summary, enc_checks = [], [], []
     out = rec.vision_rows
     if out is not None and out.ndim == 2:
         out = out[None]
+    rows = {c["index"]: out[c["index"], : c["rows"]] for c in clips if out is not None and c["index"] < out.shape[0]}
+    padded = int(out.shape[1]) if out is not None else 0
+    expected = None
+    if rec.position_ids is not None:  # the model's own 1-D positions: what generate derives from the attention mask
+        expected = (inputs["attention_mask"][0].long().cumsum(-1) - 1).clamp(min=0)
+    stages.update(clip_stages(clips, rows, padded, rec.embeds, rec.position_ids, expected, tensors))
+    return stages, clips
+
+
+def clip_stages(clips: list[dict], rows: dict, padded: int, embeds, position_ids, expected_positions, tensors: dict) -> dict[str, Stage]:
+    """`encode` and `sync` of audio clips: each clip's encoder rows (`rows`: clip index → rows the mask allows;
+    `padded`: rows per clip the encoder produced), where they landed in the decoder's input, and the positions."""
+    import torch
+
+    encode_rows, enc_summary, enc_checks = [], [], []
     for c in clips:
-        if out is None or c["index"] >= out.shape[0]:
+        if c["index"] not in rows:
             enc_checks.append(Check(f"clip {c['index']}: encoder ran", False, "no encoder rows recorded", FindingKind.SHAPE_MISMATCH))
             continue
-        rows = out[c["index"], : c["rows"]]
-        encode_rows.append(rows)
-        st = tensor_stats(rows)
-        tensors[tensor_name(T.ENCODE, image=c["index"])] = rows
-        enc_summary.append(EncodeClip(audio=c["index"], rows=rows.shape[0], rows_out=int(out.shape[1]), dim=rows.shape[1],
-                                      stats=TensorStats(**st), fingerprint=fingerprint(rows)))
+        clip_rows = rows[c["index"]]
+        encode_rows.append(clip_rows)
+        st = tensor_stats(clip_rows)
+        tensors[tensor_name(T.ENCODE, image=c["index"])] = clip_rows
+        enc_summary.append(EncodeClip(audio=c["index"], rows=clip_rows.shape[0], rows_out=padded or clip_rows.shape[0], dim=clip_rows.shape[1],
+                                      stats=TensorStats(**st), fingerprint=fingerprint(clip_rows)))
         enc_checks.append(Check(f"clip {c['index']}: no NaN/Inf", st["nan"] == 0 and st["inf"] == 0, f"{st['nan']} NaN, {st['inf']} Inf", FindingKind.NAN_INF))
-    stages["encode"] = Stage("encode", EncodeSummary(audio=enc_summary), enc_checks)
+    stages = {"encode": Stage("encode", EncodeSummary(audio=enc_summary), enc_checks)}
 
     checks, per_clip = [], []
-    embeds = rec.embeds
     if embeds is not None:
         tensors[tensor_name(T.SYNC_EMBEDS)] = embeds
-    for c, rows in zip(clips, encode_rows):
+    for c, clip_rows in zip([c for c in clips if c["index"] in rows], encode_rows):
         start, end = c["span"] or (0, 0)
-        landed, score = best_block_match(rows, embeds) if embeds is not None and len(rows) else (None, 0.0)
+        landed, score = best_block_match(clip_rows, embeds) if embeds is not None and len(clip_rows) else (None, 0.0)
         landed = landed if score >= SAME_ROWS else None
-        same_len = embeds is not None and end - start == rows.shape[0]
-        exact = same_len and bool(torch.equal(embeds[start:end], rows.to(embeds.dtype)))
-        diff = float((embeds[start:end].float() - rows.float()).abs().max()) if same_len and len(rows) else None
-        per_clip.append(SyncClip(audio=c["index"], text_offset=start, audio_offset=landed, match=score, rows=rows.shape[0],
+        same_len = embeds is not None and end - start == clip_rows.shape[0]
+        exact = same_len and bool(torch.equal(embeds[start:end], clip_rows.to(embeds.dtype)))
+        diff = float((embeds[start:end].float() - clip_rows.float()).abs().max()) if same_len and len(clip_rows) else None
+        per_clip.append(SyncClip(audio=c["index"], text_offset=start, audio_offset=landed, match=score, rows=clip_rows.shape[0],
                                  placeholders=end - start, frames=c["frames"], max_abs_diff=diff))
-        checks.append(Check(f"clip {c['index']}: placeholders == rows the mask allows", end - start == rows.shape[0] == c["rows"],
-                            f"{end - start} placeholders, {rows.shape[0]} rows for {c['frames']} frames", FindingKind.SHAPE_MISMATCH))
+        checks.append(Check(f"clip {c['index']}: placeholders == rows the mask allows", end - start == clip_rows.shape[0] == c["rows"],
+                            f"{end - start} placeholders, {clip_rows.shape[0]} rows for {c['frames']} frames", FindingKind.SHAPE_MISMATCH))
         checks.append(Check(f"clip {c['index']}: audio offset == text offset", landed == start,
                             f"audio {landed}, text {start}" if landed is not None else f"its rows are not in the stream (text {start})", FindingKind.DESYNC))
         checks.append(Check(f"clip {c['index']}: merged rows equal encode rows", exact, f"max |diff| {diff}", FindingKind.FINGERPRINT))
     summary = SyncSummary(audio=per_clip)
-    if rec.position_ids is not None:
-        received = rec.position_ids.cpu()
+    if position_ids is not None:
+        received = position_ids.cpu()
         tensors[tensor_name(T.SYNC_POSITION_IDS)] = received
         summary.position_ids_shape = list(received.shape)
-        # The model's own 1-D positions: what generate derives from the attention mask.
-        expected = (inputs["attention_mask"][0].long().cumsum(-1) - 1).clamp(min=0)
-        same = bool(torch.equal(received[0].long(), expected))
-        checks.append(Check("position ids == 1-D text positions", same, "identical" if same else "positions differ", FindingKind.POSITION_IDS))
+        if expected_positions is not None:
+            same = bool(torch.equal(received[0].long(), expected_positions))
+            checks.append(Check("position ids == 1-D text positions", same, "identical" if same else "positions differ", FindingKind.POSITION_IDS))
     stages["sync"] = Stage("sync", summary, checks)
-    return stages, clips
+    return stages
