@@ -23,7 +23,6 @@ POLL_S = 0.1
 
 def run_engine_diff(args, models: dict | None = None) -> DiffRun:
     """Send each order's request to the engine, read its trace, trace it locally, and compare (A local, B engine)."""
-    from qdebug.analysis.detectors.deepstack import deepstack_findings
     from qdebug.analysis.diff import diff_traces
     from qdebug.commands.common import loading, quiet_transformers
     from qdebug.model.load import load_model
@@ -58,7 +57,7 @@ def run_engine_diff(args, models: dict | None = None) -> DiffRun:
             info = engine.meta.engine or {}
             label = f"B {info.get('name', 'engine')} {info.get('version', '')} {engine.meta.model.get('dtype', '')} ({args.engine})"
             result = diff_traces(local, engine, atol=args.atol, rtol=args.rtol, a_label=side.label, b_label=label,
-                                 extra_findings=[*found, *deepstack_findings(engine), *_answer_findings(answer, engine)])
+                                 extra_findings=[*found, *_engine_side(engine), *_answer_findings(answer, engine)])
             results.append(Comparison(order, result, local, engine))
     return DiffRun(results)
 
@@ -191,6 +190,15 @@ def _same_prompt(local, engine) -> None:
         f"the engine ran other prompt tokens than the local processor ({len(b)} vs {len(a)} tokens; first difference at "
         f"position {at}: engine {tok(engine, at)}, local {tok(local, at)}): expected the server to serve the same checkpoint "
         "with its own chat template (--model names it here)")
+
+
+def _engine_side(engine) -> list:
+    """What the engine's own trace observed that a stage diff cannot say: the layout its kernels received
+    (seed 001), and deepstack rows added where Qwen3-VL adds none."""
+    from qdebug.analysis.detectors.deepstack import deepstack_findings
+    from qdebug.vocab import FindingKind
+
+    return [f for f in engine.findings if f.kind == FindingKind.LAYOUT] + deepstack_findings(engine)
 
 
 def _answer_findings(answer: str, engine) -> list:

@@ -94,7 +94,7 @@ def assemble_engine_trace(req: EngineRequest, generated: list[int], model: Engin
                                                      prompt_topk="last position only"))
     steps, step_map = step_stages(rec, generated, tok, topk, tensors)
     stages.update(step_map)
-    findings = check_findings(stages)
+    findings = check_findings(stages) + _layout_findings(req)
     trace_deepstack = (lambda trace: _attach_deepstack(trace, req, model, levels)) if model.deepstack_levels else None
     if len(rec.step_logits) < len(generated):
         findings.append(Finding(kind=FindingKind.PARTIAL_COMPARISON, severity=Severity.INFO, stage=f"step.{len(rec.step_logits)}",
@@ -118,6 +118,22 @@ def assemble_engine_trace(req: EngineRequest, generated: list[int], model: Engin
     if trace_deepstack is not None:
         trace_deepstack(trace)
     return trace
+
+
+def _layout_findings(req: EngineRequest) -> list[Finding]:
+    """A kernel that received its rows in another layout than the projection made them (seed 001), per layer."""
+    from .layouts import HEAD_FIRST, TOKEN_MAJOR
+
+    out = []
+    for layer, seen in sorted(req.layouts.items()):
+        if seen["layout"] == TOKEN_MAJOR:
+            continue
+        what = (f"head and token axes swapped: its {seen['rows']} rows are the projection's rows laid out [H, T, D] "
+                f"({seen['heads']} heads) and read as [T, H, D]" if seen["layout"] == HEAD_FIRST
+                else "neither the projection's rows nor their head-first reading")
+        out.append(Finding(kind=FindingKind.LAYOUT, severity=Severity.ERROR, stage=f"layer.{layer}", layer=layer,
+                           message=f"layer {layer} {seen['tensor']} entering vLLM's kernel (prefill): {what}"))
+    return out
 
 
 def _split_levels(rows, model: EngineModel):
@@ -173,7 +189,8 @@ def _meta(model: EngineModel, req: EngineRequest, clips: list[dict] | None) -> T
     import torch
     import transformers
 
-    engine = {**model.engine, "request_id": req.req_id, "batches": req.batches, "co_scheduled": sorted(req.co_scheduled)}
+    engine = {**model.engine, "request_id": req.req_id, "batches": req.batches, "co_scheduled": sorted(req.co_scheduled),
+              "kernel_inputs": {str(layer): seen["layout"] for layer, seen in sorted(req.layouts.items())}}
     return TraceMeta(
         qdebug=__version__,
         created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),

@@ -30,11 +30,15 @@ log = logging.getLogger("vllm.qdebug")
 
 
 def register() -> None:
-    """Called once in each vLLM process; with tracing on, arrange for the model runner to be traced."""
-    if not os.environ.get(ENV_DIR):
+    """Called once in each vLLM process; with tracing on (or a fault asked for), arrange for the model runner to be
+    traced (or faulted) once it has loaded its model."""
+    from .vllm_faults import requested
+
+    if not os.environ.get(ENV_DIR) and not requested():
         return
     try:
-        _skip_prefix_cache_when_traced()
+        if os.environ.get(ENV_DIR):
+            _skip_prefix_cache_when_traced()
         for name in _RUNNER_MODULES:
             if name in sys.modules:
                 _patch_runner_class(sys.modules[name])
@@ -110,10 +114,20 @@ def _patch_runner_class(module) -> None:
 
     def load_model(self, *args, **kwargs):
         result = original(self, *args, **kwargs)
-        try:
-            _attach(self)
-        except Exception as exc:
-            log.warning("qdebug: not tracing this worker (%s: %s)", type(exc).__name__, exc)
+        from .vllm_faults import install, requested
+
+        fault = requested()
+        if fault and not getattr(self, "_qdebug_fault", None):  # planted first: the tracer's hooks then see what it did
+            try:
+                install(self, fault)
+                self._qdebug_fault = fault
+            except Exception as exc:
+                log.error("qdebug: fault %s not injected (%s: %s)", fault, type(exc).__name__, exc)
+        if os.environ.get(ENV_DIR):
+            try:
+                _attach(self)
+            except Exception as exc:
+                log.warning("qdebug: not tracing this worker (%s: %s)", type(exc).__name__, exc)
         return result
 
     load_model._qdebug = True

@@ -60,6 +60,7 @@ class EngineTracer:
         self.runner = runner
         self.deepstack = deepstack  # Qwen3-VL: also measure what the engine adds between layers
         self.before: dict[int, object] = {}  # slice index → the stream leaving the last layer (deepstack only)
+        self.projected: dict[int, object] = {}  # layer → its q/k/v projection's output in this step (layout check)
         self.writer = writer
         self.trace_all = trace_all
         self.keep_hidden = keep_hidden
@@ -84,6 +85,7 @@ class EngineTracer:
         if wanted and not self.handles:
             self.handles.append(self.layers[0].register_forward_pre_hook(self._decoder_input, with_kwargs=True))
             self.handles += [layer.register_forward_hook(self._layer_output(i)) for i, layer in enumerate(self.layers)]
+            self.handles += self._layout_hooks()
             if self.deepstack:  # what enters layer i+1 (the final norm after the last) minus what left layer i
                 nexts = [*self.layers[1:], decoder_norm(self.runner.model)]
                 self.handles += [module.register_forward_pre_hook(self._next_input(i), with_kwargs=True)
@@ -93,16 +95,80 @@ class EngineTracer:
                 handle.remove()
             self.handles = []
 
+    def _layout_hooks(self) -> list:
+        """Hooks that read the layout of the rows each layer's kernel receives (seed 001), against the projection's own."""
+        handles = []
+        for i, layer in enumerate(self.layers):
+            attn = getattr(layer, "self_attn", None)
+            if attn is not None and getattr(attn, "attn", None) is not None and getattr(attn, "qkv_proj", None) is not None:
+                handles.append(attn.qkv_proj.register_forward_hook(self._projected(i)))
+                handles.append(attn.attn.register_forward_pre_hook(self._kernel_input(i, int(attn.attn.num_kv_heads)), with_kwargs=True))
+            gdn = getattr(layer, "linear_attn", None)
+            if gdn is not None and getattr(gdn, "in_proj_qkvz", None) is not None and not getattr(gdn, "gqa_interleaved_layout", False):
+                handles.append(gdn.in_proj_qkvz.register_forward_hook(self._linear_input(i, gdn)))
+        return handles
+
+    def _prefilling(self) -> list:
+        return [s for s in self.slices if s.prefill]
+
+    def _projected(self, layer: int):
+        def hook(module, args, output):
+            if self._prefilling():
+                rows = output[0] if isinstance(output, tuple) else output
+                self.projected[layer] = rows
+            return None
+
+        return hook
+
+    def _kernel_input(self, layer: int, kv_heads: int):
+        def hook(module, args, kwargs):
+            projected = self.projected.pop(layer, None)
+            if projected is not None and self._prefilling():
+                value = kwargs.get("value", args[2] if len(args) > 2 else None)
+                self._guard(self._record_layout, layer, "value", value, projected[:, -value.shape[-1]:], kv_heads)
+            return None
+
+        return hook
+
+    def _linear_input(self, layer: int, gdn):
+        def hook(module, args, output):
+            if self._prefilling():
+                self._guard(self._record_linear_layout, layer, gdn, module, args[0], output[0] if isinstance(output, tuple) else output)
+            return None
+
+        return hook
+
+    def _record_linear_layout(self, layer: int, gdn, proj, hidden, given) -> None:
+        """The value rows the gated-delta-rule core receives against the input projection recomputed from its input."""
+        from .vllm_faults import linear_parts
+
+        parts = linear_parts(gdn)
+        start = parts[0][0] + parts[1][0]
+        width, heads = parts[2]
+        clean = proj.forward(hidden)  # `forward`, not the call: the projection again without any hook (a fault's included)
+        reference = (clean[0] if isinstance(clean, tuple) else clean)[:, start:start + width]
+        self._record_layout(layer, "value", given[:, start:start + width], reference, heads)
+
+    def _record_layout(self, layer: int, name: str, given, reference, heads: int) -> None:
+        """Which layout the kernel's `name` rows are in for this step (CPU copies; the traced prefill requests keep it)."""
+        from .layouts import read_layout
+
+        layout = read_layout(to_cpu(given), to_cpu(reference), heads)
+        for s in self._prefilling():
+            kept = s.request.layouts.get(layer)
+            if kept is None or kept["layout"] == "token-major":  # any chunk read otherwise is what the request keeps
+                s.request.layouts[layer] = {"tensor": name, "layout": layout, "heads": heads, "rows": int(given.shape[0])}
+
     # the step ------------------------------------------------------------------------------------------
     def _execute(self, execute, scheduler_output, *args, **kwargs):
         self._guard(self._finish, getattr(scheduler_output, "finished_req_ids", ()) or ())
         self._guard(self._note_new, getattr(scheduler_output, "scheduled_new_reqs", ()) or ())
         self._hooks(bool(self.traced or self.pending))
-        self.slices, self.before = [], {}
+        self.slices, self.before, self.projected = [], {}, {}
         try:
             return execute(scheduler_output, *args, **kwargs)
         finally:
-            self.slices, self.before = [], {}
+            self.slices, self.before, self.projected = [], {}, {}
 
     def _guard(self, fn, *args):
         """Run a recording step; an error is logged, drops the traces involved, and never reaches vLLM."""
@@ -114,7 +180,7 @@ class EngineTracer:
                         type(exc).__name__, exc, ", ".join(dropped) or "none")
             for rid in dropped:
                 self._drop(rid)
-            self.slices, self.before = [], {}
+            self.slices, self.before, self.projected = [], {}, {}
             return None
 
     def _drop(self, rid: str) -> None:

@@ -8,29 +8,16 @@ reproduced exactly on every run instead of depending on thread timing.
 
 from __future__ import annotations
 
-import random
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from qdebug.schedule import draw_schedule  # noqa: F401  (the replay's callers import it from here)
 from qdebug.vocab import EventKind
 
 
 class ScheduleCancelled(Exception):
     """Raised in a waiting worker when the replay is interrupted."""
-
-
-def draw_schedule(request_ids: list[str], seed: int) -> list[tuple[str, str]]:
-    """A random interleaving of ("write", id) and ("read", id) with each write before its own read."""
-    rng = random.Random(seed)
-    pending = {rid: ["write", "read"] for rid in request_ids}
-    order: list[tuple[str, str]] = []
-    while pending:
-        rid = rng.choice(sorted(pending))
-        order.append((pending[rid].pop(0), rid))
-        if not pending[rid]:
-            del pending[rid]
-    return order
 
 
 @dataclass

@@ -1,0 +1,94 @@
+"""Faults the plugin can plant inside vLLM (`QDEBUG_VLLM_INJECT`), for reproducing the seeds' bugs in the engine.
+
+- `head-first:L`: decoder layer L's kernel receives its q/k/v rows laid out head-first ([H, T, D]) where it reads
+  token-major ([T, H, D]), as seed 001's kernel did: the softmax attention kernel's inputs, or, on a linear-attention
+  layer (Qwen3.5), the gated-delta-rule core's q/k/v rows as the input projection hands them over.
+- `shared-visual-buffer` (seeded by `QDEBUG_VLLM_SEED`): the images of one scheduler step pass through one unlocked
+  buffer between the encoder and the merge, in an order drawn from the seed (seed 000's service).
+
+A fault only changes tensors; what it says about itself (one log line) is a label. qdebug's findings come from
+what its tracer observes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from .layouts import head_first
+
+ENV_INJECT = "QDEBUG_VLLM_INJECT"
+ENV_SEED = "QDEBUG_VLLM_SEED"
+PRESETS = ("head-first:LAYER", "shared-visual-buffer")
+
+log = logging.getLogger("vllm.qdebug")
+
+
+def requested() -> str | None:
+    """The fault the server's environment asks for, if any."""
+    return os.environ.get(ENV_INJECT, "").strip() or None
+
+
+def install(runner, name: str) -> None:
+    """Plant fault `name` in a loaded runner's model; an unknown name or layer is logged and nothing is planted."""
+    from .vllm_tracer import decoder_layers
+
+    model = runner.model
+    if name.startswith("head-first:"):
+        layer = name.split(":", 1)[1]
+        layers = decoder_layers(model)
+        if not layer.isdigit() or int(layer) >= len(layers):
+            log.error("qdebug: %s=%s: expected head-first:LAYER with LAYER in 0..%d; nothing injected", ENV_INJECT, name, len(layers) - 1)
+            return
+        kind = _head_first(layers[int(layer)])
+        log.warning("qdebug: injected fault head-first at layer %s (%s)", layer, kind)
+    elif name == "shared-visual-buffer":
+        from .shared_buffer import SharedStepBuffer
+
+        seed = int(os.environ.get(ENV_SEED, "0") or 0)
+        SharedStepBuffer(seed).install(model)
+        log.warning("qdebug: injected fault shared-visual-buffer (seed %d)", seed)
+    else:
+        log.error("qdebug: %s=%s: expected one of %s; nothing injected", ENV_INJECT, name, ", ".join(PRESETS))
+
+
+def _head_first(layer) -> str:
+    """Plant the head-first layout in one decoder layer; which kernel it reached."""
+    attn = getattr(getattr(layer, "self_attn", None), "attn", None)
+    if attn is not None:  # softmax attention: (query, key, value) enter vLLM's Attention as [tokens, heads × dim]
+        heads = (int(attn.num_heads), int(attn.num_kv_heads), int(attn.num_kv_heads))
+
+        def scramble(module, args, kwargs):
+            qkv = [kwargs.pop(n) if n in kwargs else None for n in ("query", "key", "value")]
+            qkv = [q if q is not None else args[i] for i, q in enumerate(qkv)]
+            return (*[head_first(t, h) for t, h in zip(qkv, heads)], *args[3:]), kwargs
+
+        attn.register_forward_pre_hook(scramble, with_kwargs=True)
+        return "softmax attention kernel"
+    gdn = getattr(layer, "linear_attn", None)
+    if gdn is not None and getattr(gdn, "gqa_interleaved_layout", False):
+        raise AttributeError("Qwen3-Next's interleaved q/k/v/z projection is not handled (Qwen3.5's is)")
+    if gdn is not None:  # gated delta rule: [q | k | v | z] rows leave the input projection for the core
+        parts = linear_parts(gdn)
+
+        def scramble_linear(module, args, output):
+            rows, bias = output if isinstance(output, tuple) else (output, None)
+            pieces = list(rows.split([n for n, _ in parts], dim=-1))
+            pieces = [head_first(p, h) if h else p for p, (_, h) in zip(pieces, parts)]
+            import torch
+
+            rows = torch.cat(pieces, dim=-1)
+            return (rows, bias) if isinstance(output, tuple) else rows
+
+        gdn.in_proj_qkvz.register_forward_hook(scramble_linear)
+        return "gated-delta-rule core"
+    raise AttributeError(f"{type(layer).__name__} has neither self_attn.attn nor linear_attn")
+
+
+def linear_parts(gdn) -> list[tuple[int, int]]:
+    """The column blocks of a linear-attention layer's input projection, [q, k, v, z], as (width, heads); z has no
+    heads to scramble (0). Qwen3.5's order; Qwen3-Next interleaves its heads and is not handled."""
+    tp = int(getattr(gdn, "tp_size", 1) or 1)
+    hk, hv = int(gdn.num_k_heads) // tp, int(gdn.num_v_heads) // tp
+    dk, dv = int(gdn.head_k_dim), int(gdn.head_v_dim)
+    return [(hk * dk, hk), (hk * dk, hk), (hv * dv, hv), (hv * dv, 0)]
