@@ -7,6 +7,8 @@ from pathlib import Path
 from qdebug.trace.tensor_names import TensorKind as T
 
 from .files import pyplot, save_png
+from .plots import steps_phrase
+from .png_text import wrap_to_fit
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
 RAMP = "inferno"
@@ -59,10 +61,10 @@ def audio_png(trace, path: str | Path, *, steps: list[int], layer: int | None = 
     info = clips(trace)
     steps = steps or [0]
     n = max(1, len(info)) * len(steps)
-    fig, axes = plt.subplots(n, 1, figsize=(8, 1.9 * n + 0.6), squeeze=False)
+    fig, axes = plt.subplots(n, 1, figsize=(8, 1.9 * n + 0.8), squeeze=False, layout="constrained")  # room for the title
     which = f"layer {layer}" if layer is not None else "mean of layers"
     which += f", head {head}" if head is not None else ", mean of heads"
-    fig.suptitle(f"attention of each generated token over the clip ({which})\n\"{trace.generated_text}\"", fontsize=10)
+    fig.suptitle(f"attention of {steps_phrase(trace, steps)} over the clip ({which})\n\"{trace.generated_text}\"", fontsize=10)
     for i, clip in enumerate(info):
         env = trace.tensor_or_none(T.AUDIO_ENVELOPE, image=clip["index"])
         for j, k in enumerate(steps):
@@ -85,7 +87,7 @@ def audio_png(trace, path: str | Path, *, steps: list[int], layer: int | None = 
             ax.set_xlabel("seconds", fontsize=8)
             token = trace.steps[k].token if k < len(trace.steps) else "?"
             ax.set_title(f"step {k}: {token!r} · clip {clip['index']}", fontsize=9)
-    fig.tight_layout()
+    wrap_to_fit(fig)
     return save_png(fig, path)
 
 

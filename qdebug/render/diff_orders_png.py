@@ -8,6 +8,7 @@ from qdebug.vocab import StageVerdict
 
 from .files import pyplot, save_png
 from .palette import STAGE_VERDICT_COLOUR
+from .png_text import wrap_to_fit
 
 _FLOOR = 1e-12  # a stage that agrees exactly is drawn here on the log scale
 
@@ -31,5 +32,6 @@ def diff_orders_png(results: list[tuple[str, object]], path: str | Path) -> Path
         ax.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=8)
         ax.set_ylabel("max |a−b| / max |a|", fontsize=8)
         ax.legend(fontsize=8)
+    wrap_to_fit(fig)
     fig.tight_layout()
     return save_png(fig, path)

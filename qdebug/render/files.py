@@ -31,10 +31,7 @@ def pyplot():
 
 
 def save_png(fig, path: str | Path) -> Path:
-    """Write `fig` to `path` as a PNG (atomically), then close it, written or not."""
-    import matplotlib.pyplot as plt
+    """Write `fig` to `path` as a PNG (atomically, its texts' boxes inside: `png_text`), then close it, written or not."""
+    from .png_text import save
 
-    try:
-        return write_atomically(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
-    finally:
-        plt.close(fig)
+    return save(fig, path)

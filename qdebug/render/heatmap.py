@@ -84,9 +84,14 @@ def legend_text(lo: float, hi: float, width: int = 24) -> Text:
 RAMP = " .:-=+*#%@"
 
 
-def _ramp_char(x: float) -> str:
+# The image beside it uses shade blocks, none of the heatmap's symbols: a light background must never read as the
+# heatmap's hottest cell (`@`).
+IMAGE_RAMP = " ░▒▓█"
+
+
+def _ramp_char(x: float, ramp: str = RAMP) -> str:
     x = 0.0 if x != x else min(1.0, max(0.0, x))  # NaN → the blank end
-    return RAMP[min(len(RAMP) - 1, int(x * len(RAMP)))]
+    return ramp[min(len(ramp) - 1, int(x * len(ramp)))]
 
 
 def _ramp_lines(values: list[list[float]], s: int, marker: tuple[int, int] | None = None) -> Text:
@@ -121,14 +126,14 @@ def heatmap_ramp(grid, *, width: int = 32, marker: tuple[int, int] | None = None
 
 
 def image_ramp(image, rows: int, cols: int, *, width: int = 32) -> Text:
-    """A PIL image's luminance as a character ramp at the heatmap's size."""
+    """A PIL image's luminance as shade blocks (`IMAGE_RAMP`) at the heatmap's size."""
     s = cell_scale(rows, cols, width)
     small = image.convert("L").resize((max(1, cols * s), max(1, rows * ((s + 1) // 2))))
     w = small.width
     data = list(small.getdata())
     text = Text()
     for y in range(small.height):
-        text.append("".join(_ramp_char(v / 255) for v in data[y * w : (y + 1) * w]) + "\n")
+        text.append("".join(_ramp_char(v / 255, IMAGE_RAMP) for v in data[y * w : (y + 1) * w]) + "\n")
     text.rstrip()
     return text
 

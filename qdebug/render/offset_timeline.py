@@ -12,53 +12,30 @@ from pathlib import Path
 
 from qdebug.vocab import EVENT_KINDS, EventKind, Verdict
 
-from .files import pyplot, write_atomically
+from .event_clock import since_first
+from .files import pyplot
+from .label_place import LabelPlacer
 from .palette import EVENT_LOOK, kind_look
+from .png_text import DPI, save
 
 _WRITES = f"({EVENT_KINDS.index(EventKind.BUFFER_WRITE)}, {EVENT_KINDS.index(EventKind.BUFFER_OVERWRITE)})"  # kind codes in the index
 
 # Up to this many events the picture shows every write; beyond it, writes are binned by time and offset.
 DETAILED_EVENTS = 3_000
 MAX_LANES = 40
-# Events drawn on a request's lane (writes are drawn above, in the offset panel), and the marker symbols in text.
+# Events drawn on a request's lane (writes are drawn above, in the offset panel).
 _LANE_KINDS = (EventKind.ENCODE_START, EventKind.SYNC, EventKind.FIRST_TOKEN, EventKind.BUFFER_OVERWRITE, EventKind.DESYNC,
                EventKind.SHAPE_MISMATCH, EventKind.INDEX_OUT_OF_BOUNDS)
-_SYMBOL = {"D": "◆", "X": "✕", "^": "▲", "s": "■"}
 # The PNG text chunk that carries every label the picture shows, so a test (or a user) can check them against the report.
 LABELS_KEY = "qdebug-labels"
 _TAB = ("tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan", "tab:gray")
 
 
-class _Labels:
-    """Places text labels without overlaps: each tries a few staggered positions, else it is dropped."""
-
-    def __init__(self, ax, fontsize: float = 6.5):
-        self.ax, self.fontsize, self.boxes, self.dropped, self.placed = ax, fontsize, [], 0, []
-
-    def add(self, x: float, y: float, text: str, colour: str = "black") -> bool:
-        fig = self.ax.figure
-        px, py = self.ax.transData.transform((x, y))
-        w, h = 0.62 * self.fontsize * len(text) * fig.dpi / 72, 1.3 * self.fontsize * fig.dpi / 72
-        for dy in (4, 4 + h, 4 - 2 * h, 4 + 2 * h, 4 - 3 * h):
-            box = (px + 3, py + dy, px + 3 + w, py + dy + h)
-            if all(box[2] <= b[0] or box[0] >= b[2] or box[3] <= b[1] or box[1] >= b[3] for b in self.boxes):
-                self.boxes.append(box)
-                self.ax.annotate(text, (x, y), xytext=(3, dy), textcoords="offset pixels", fontsize=self.fontsize, color=colour,
-                                 va="bottom", ha="left", annotation_clip=False)
-                self.placed.append(text)
-                return True
-        self.dropped += 1
-        return False
-
-
 def _clock(events):
     """(x of an event, x-axis label): ms from the first timestamp, or event order without timestamps."""
-    times = [e.t for e in events if e.t is not None]
-    if events and len(times) == len(events):
-        t0 = min(times)
-        label = "ms since the first event"
-        if t0 > 1e8:  # an absolute clock (a log): say when that was
-            label += f" ({dt.datetime.fromtimestamp(t0, dt.timezone.utc).isoformat(timespec='milliseconds')[:-6]} UTC)"
+    clock = since_first(events)
+    if clock is not None:
+        t0, label = clock
         return (lambda e: (e.t - t0) * 1000.0), label
     return (lambda e: float(e.seq)), "event order (the events carry no time)"
 
@@ -91,6 +68,16 @@ def _visual_offset(report, sync) -> int | None:
     return sync.offset
 
 
+def _lane_legend(lanes) -> None:
+    """One handle per lane kind, each with the marker the lanes draw (no two kinds share one)."""
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], ls="", marker=EVENT_LOOK[k].marker, color=EVENT_LOOK[k].colour, ms=5, label=EVENT_LOOK[k].label)
+               for k in _LANE_KINDS]
+    lanes.legend(handles=handles, ncol=len(handles), fontsize=7, loc="lower left", bbox_to_anchor=(0, 1.0), frameon=False,
+                 borderaxespad=0.2, handletextpad=0.3, columnspacing=1.2)
+
+
 def _detailed(report, fig, top, lanes) -> list[str]:
     """Every write as a bar over [offset, offset + tokens) from when it landed until its request synced; returns the labels placed."""
     import matplotlib.patches as mpatches
@@ -108,43 +95,55 @@ def _detailed(report, fig, top, lanes) -> list[str]:
     for e in events:
         if e.kind == EventKind.SYNC and e.request_id is not None:
             sync_x[e.request_id] = x_of(e)
-    # Limits first: labels are placed (and kept apart) in pixels, which depend on them.
+    # Limits first: labels are placed (and kept off the bars and each other) in pixels, which depend on them.
     top_y = max([e.offset + float(e.tokens or 1) for e in events if e.offset is not None and e.kind in (EventKind.BUFFER_WRITE, EventKind.BUFFER_OVERWRITE, EventKind.SYNC)] or [1.0])
     top.set_ylim(0, top_y * 1.15)
     top.set_xlim(min(xs) - span * 0.03, max(xs) + span * 0.15)
-    labels = _Labels(top)
+    labels = LabelPlacer(top)
     # The findings' rule, not the matrix: an overwrite is drawn and labelled as contaminating exactly when a finding says
     # it came before the victim's sync (the matrix names who the stream finally holds, which may be another donor).
     before_sync = contaminating_overwrites(report)
-    last_write: dict[str, tuple[float, float]] = {}
+    holds: dict[str, tuple[float, float, float, float]] = {}  # request → the bar (x0, y0, x1, y1) holding its rows now
+    to_label: list[tuple[float, float, str, str]] = []
     for e in events:
         if e.kind not in (EventKind.BUFFER_WRITE, EventKind.BUFFER_OVERWRITE) or e.offset is None:
             continue
         x, height = x_of(e), float(e.tokens or 1)
         end = sync_x.get(e.request_id, x + min_w)
         width = max(min_w, end - x)
+        bar = (x, e.offset, x + width, e.offset + height)
+        labels.block(*bar)
         if e.kind == EventKind.BUFFER_WRITE:
             top.add_patch(mpatches.Rectangle((x, e.offset), width, height, color=colour[e.request_id], alpha=0.55, lw=0))
-            last_write[e.request_id] = (x, e.offset + height / 2)
-            labels.add(x, e.offset + height, f"{EVENT_LOOK[EventKind.BUFFER_WRITE].glyph} {e.request_id}@{e.offset}", colour[e.request_id])
+            holds[e.request_id] = bar
+            to_label.append((x, e.offset + height, f"{EVENT_LOOK[EventKind.BUFFER_WRITE].glyph} {e.request_id}@{e.offset}", colour[e.request_id]))
             continue
-        # An overwrite: the donor's rows land in the victim's slot (red), arrow from the donor's own write.
+        # An overwrite: the donor's rows land in the victim's slot (red), the arrow from the bar that held the donor's rows.
         contaminating = e.seq in before_sync
         top.add_patch(mpatches.Rectangle((x, e.offset), width, height, facecolor=EVENT_LOOK[EventKind.BUFFER_OVERWRITE].colour, alpha=0.8 if contaminating else 0.35,
                                          hatch=None if contaminating else "//", lw=0.8, edgecolor="darkred"))
-        src = last_write.get(e.donor, (x - min_w * 2, e.offset + height * 1.5))
-        top.annotate("", (x, e.offset + height / 2), xytext=src, arrowprops={"arrowstyle": "->", "color": "darkred", "lw": 1.3})
-        last_write[e.donor] = (x, e.offset + height / 2)
-        labels.add(x, e.offset + height / 2, f"{e.donor}→{e.request_id}@{e.offset}" + _overwrite_note(e, before_sync), "darkred")
+        target = (x, e.offset + height / 2)
+        source = holds.get(e.donor) if e.donor != e.request_id else None
+        if source is not None:  # from the point of the donor's bar nearest the slot; none when the donor has no bar of its own
+            start = (min(max(target[0], source[0]), source[2]), min(max(target[1], source[1]), source[3]))
+            if start != target:
+                top.annotate("", target, xytext=start, arrowprops={"arrowstyle": "->", "color": "darkred", "lw": 1.3, "shrinkA": 0, "shrinkB": 0})
+        if e.donor:
+            holds[e.donor] = bar
+        to_label.append((x, e.offset + height / 2, f"{e.donor}→{e.request_id}@{e.offset}" + _overwrite_note(e, before_sync), "darkred"))
     text_at = _text_offsets(report)
     sync = EVENT_LOOK[EventKind.SYNC]
     for e in events:
         if e.kind == EventKind.SYNC and e.offset is not None:
             x = x_of(e)
             top.plot([x], [e.offset], marker=sync.marker, color=sync.colour, ms=5, zorder=4)
+            labels.block_point(x, e.offset)
             t = text_at.get(e.request_id)
             v = _visual_offset(report, e)
-            labels.add(x, e.offset, f"{sync.glyph} {e.request_id}: visual@{'none' if v is None else v}" + (f" text@{t}" if t is not None else ""), "darkgreen")
+            to_label.append((x, e.offset, f"{sync.glyph} {e.request_id}: visual@{'none' if v is None else v}" + (f" text@{t}" if t is not None else ""), "darkgreen"))
+    # Overwrites first: when space runs out, the labels that carry the finding are the ones kept.
+    for x, y, text, ink in sorted(to_label, key=lambda item: item[3] != "darkred"):
+        labels.add(x, y, text, ink)
     top.set_ylabel("visual buffer offset (tokens)")
     # Lanes: encode → sync → first token, one thin line per request (the worst first when there are many).
     order = sorted(ids, key=lambda r: {Verdict.CONTAMINATED: 0, Verdict.DESYNC: 1, Verdict.ERROR: 2}.get(getattr(report.outcome(r), "verdict", Verdict.OK), 3))
@@ -161,12 +160,11 @@ def _detailed(report, fig, top, lanes) -> list[str]:
     verdicts = {r.id: r.verdict for r in report.requests}
     lanes.set_yticks(range(len(shown)), [f"{rid} {verdicts.get(rid, '')}" for rid in shown], fontsize=6)
     lanes.set_ylim(len(shown) - 0.5, -0.5)
-    lanes.set_xlabel(xlabel)
-    note = "" if len(order) <= MAX_LANES else f"; lanes: the {MAX_LANES} worst of {len(order)} requests"
+    notes = [] if len(order) <= MAX_LANES else [f"lanes: the {MAX_LANES} worst of {len(order)} requests"]
     if labels.dropped:
-        note += f"; {labels.dropped} overlapping labels left out"
-    legend = " · ".join(f"{_SYMBOL.get(EVENT_LOOK[k].marker, EVENT_LOOK[k].marker)} {EVENT_LOOK[k].label}" for k in _LANE_KINDS)
-    lanes.set_title(f"requests: {legend}" + note, fontsize=7, loc="left")
+        notes.append(f"{labels.dropped} labels left out (no free place)")
+    lanes.set_xlabel(xlabel + ("; " + "; ".join(notes) if notes else ""))
+    _lane_legend(lanes)
     return labels.placed
 
 
@@ -221,8 +219,9 @@ def draw_timeline(report, path: str | Path) -> Path:
     index = getattr(report, "log_index", None)
     binned = index is not None and index.count_events(report.event_filter) > min(DETAILED_EVENTS, len(report.events))
     n_lanes = 6 if binned else min(MAX_LANES, len({r.id for r in report.requests} | {e.request_id for e in report.events if e.request_id}))
-    fig = plt.figure(figsize=(12, 5.5 + 0.16 * n_lanes))
-    grid = fig.add_gridspec(2, 1, height_ratios=(5, max(1.2, 0.16 * n_lanes)), hspace=0.12)
+    # size, dpi and margins first: labels are placed in pixels
+    fig = plt.figure(figsize=(12, 5.5 + 0.16 * n_lanes), dpi=DPI)
+    grid = fig.add_gridspec(2, 1, height_ratios=(5, max(1.2, 0.16 * n_lanes)), hspace=0.16, left=0.1, right=0.98, top=0.95, bottom=0.1)
     top = fig.add_subplot(grid[0])
     lanes = fig.add_subplot(grid[1], sharex=top)
     top.tick_params(labelbottom=False)
@@ -236,8 +235,5 @@ def draw_timeline(report, path: str | Path) -> Path:
         _binned(report, fig, top, lanes)
     else:
         placed = _detailed(report, fig, top, lanes)
-    fig.subplots_adjust(left=0.1, right=0.98, top=0.95, bottom=0.08)
-    try:  # save_png's write, plus the labels: the picture carries what it says, for checks against the JSON
-        return write_atomically(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png", metadata={LABELS_KEY: json.dumps(placed)}))
-    finally:
-        plt.close(fig)
+    # save_png's write, plus the labels: the picture carries what it says, for checks against the JSON
+    return save(fig, path, metadata={LABELS_KEY: json.dumps(placed)})

@@ -33,7 +33,7 @@ EVENT_LOOK: dict[EventKind, KindLook] = {
     EventKind.BUFFER_OVERWRITE: KindLook("O", "bold white on red", "X", "tab:red", "overwritten by a donor", 5),
     EventKind.DESYNC: KindLook("D", "bold yellow", "^", "gold", EventKind.DESYNC, 4),  # the legend word is the kind itself
     EventKind.SHAPE_MISMATCH: KindLook("#", "bold red", "*", "darkred", "shape", 4),
-    EventKind.INDEX_OUT_OF_BOUNDS: KindLook("!", "bold red", "*", "darkred", "index", 4),
+    EventKind.INDEX_OUT_OF_BOUNDS: KindLook("!", "bold red", "P", "darkred", "index", 4),  # its own marker: one per kind
 }
 
 UNKNOWN_KIND = KindLook("?", "", ".", "gray", "unknown", 0)

@@ -8,6 +8,16 @@ from qdebug.vocab import StageVerdict
 
 from .files import pyplot, save_png
 from .palette import STAGE_VERDICT_COLOUR
+from .png_text import wrap_to_fit
+
+
+def steps_phrase(trace, steps: list[int]) -> str:
+    """What a picture's panels show: "generated token 2 ('circle')" for one step, never "each generated token"."""
+    if len(steps) == 1:
+        k = steps[0]
+        return f"generated token {k} ({trace.steps[k].token if k < len(trace.steps) else '?'!r})"
+    shown = f"{steps[0]}–{steps[-1]}" if steps == list(range(steps[0], steps[-1] + 1)) else ", ".join(map(str, steps))
+    return f"generated tokens {shown} (a panel each)"
 
 
 def attention_png(trace, pil_images, path: str | Path, *, steps: list[int], layer: int | None = None, head: int | None = None) -> Path:
@@ -24,10 +34,12 @@ def attention_png(trace, pil_images, path: str | Path, *, steps: list[int], laye
     per_row = min(4, len(steps))
     rows_per_image = math.ceil(len(steps) / per_row)
     n_rows = max(1, len(trace.images)) * rows_per_image
-    fig, axes = plt.subplots(n_rows, per_row, figsize=(3.0 * per_row, 3.1 * n_rows + 0.5), squeeze=False)
+    # constrained layout keeps the title and colour bars in the figure; a single panel is widened so the title has room
+    fig, axes = plt.subplots(n_rows, per_row, figsize=(max(4.5, 3.0 * per_row), 3.1 * n_rows + 0.8), squeeze=False, layout="constrained")
     which = f"layer {layer}" if layer is not None else "mean of layers"
     which += f", head {head}" if head is not None else ", mean of heads"
-    fig.suptitle(f"attention of each generated token to the image ({which})\n\"{trace.generated_text}\"", fontsize=10)
+    images = "the image" if len(trace.images) <= 1 else f"each of its {len(trace.images)} images"
+    fig.suptitle(f"attention of {steps_phrase(trace, steps)} to {images} ({which})\n\"{trace.generated_text}\"", fontsize=10)
     for ax in axes.flat:
         ax.axis("off")
     for i, img in enumerate(trace.images):
@@ -48,7 +60,7 @@ def attention_png(trace, pil_images, path: str | Path, *, steps: list[int], laye
                 fig.colorbar(shown, ax=ax, fraction=0.046, pad=0.02).ax.tick_params(labelsize=6)
             token = trace.steps[k].token if k < len(trace.steps) else "?"
             ax.set_title(f"step {k}: {token!r}" + (f" · image {img.index}" if len(trace.images) > 1 else ""), fontsize=9)
-    fig.tight_layout()
+    wrap_to_fit(fig)
     return save_png(fig, path)
 
 
@@ -65,14 +77,19 @@ def diff_png(result, path: str | Path) -> Path:
     ax.bar(range(len(names)), values, color=colours)
     ax.set_yscale("log")
     ax.axhline(result.tolerance.rtol, color="black", ls="--", lw=1, label=f"rtol {result.tolerance.rtol:g}")
-    if result.first_divergence is not None and result.first_divergence.name in names:
-        i = names.index(result.first_divergence.name)
-        ax.annotate("first divergence", (i, values[i]), xytext=(0, -28), textcoords="offset points", ha="center", color="white",
-                    fontsize=8, fontweight="bold", rotation=90, va="top")
     ax.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=8)
-    ax.set_ylabel("max |a−b| / max |a|  (0 drawn at 1e-12)")
-    ax.set_title(f"{result.a_label} vs {result.b_label}", fontsize=9)
+    first = result.first_divergence
+    verdict = "no divergence"
+    if first is not None and first.name in names:
+        # named in the title and on its own tick (text inside a short bar would spill over the tick labels)
+        i = names.index(first.name)
+        ax.plot([i], [values[i]], marker="v", ms=7, color="black", ls="", label="first divergence", zorder=3)
+        ax.get_xticklabels()[i].set(color=STAGE_VERDICT_COLOUR[StageVerdict.DIVERGED], fontweight="bold")
+        verdict = f"first divergence: {first.name}"
+    ax.set_ylabel("max |a−b| / max |a|\n(0 drawn at 1e-12)", fontsize=8)  # two lines: one is taller than the axes
+    ax.set_title(f"{result.a_label} vs {result.b_label} · {verdict}", fontsize=9)
     ax.legend(fontsize=8)
+    wrap_to_fit(fig)
     fig.tight_layout()
     return save_png(fig, path)
 

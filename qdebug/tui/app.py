@@ -45,10 +45,11 @@ class QDebugApp(App):
     BINDINGS = [Binding("ctrl+q", "quit", "quit", show=False, priority=True)]
 
     def __init__(self, *, trace=None, report=None, model_spec: ModelChoice | None = None, pending: PendingRequest | None = None,
-                 loaded=None, source: str = ""):
+                 loaded=None, source: str = "", before_load=None):
         super().__init__()
         self.trace, self.report, self.model_spec, self.pending, self.source = trace, report, model_spec, pending, source
         self.loaded = loaded
+        self.before_load = before_load  # a check that may refuse the model (too big for the device), run in the loader
         self.started_at = time.perf_counter()
         self.first_frame_at: float | None = None  # set when the first frame is on screen (benchmarks read it)
         self.main_screen: RequestScreen | BatchScreen | None = None
@@ -60,7 +61,8 @@ class QDebugApp(App):
 
         self.keymap_path = keymap_path()
         known = {b.id: b.description for b in RequestScreen.BINDINGS if b.id}
-        self.user_keymap, self.keymap_error = load_keymap(self.keymap_path, known)
+        defaults = {b.id: b.key for b in RequestScreen.BINDINGS if b.id}
+        self.user_keymap, self.keymap_error = load_keymap(self.keymap_path, known, defaults)
         if self.user_keymap:
             self.set_keymap(self.user_keymap)
 
@@ -104,6 +106,8 @@ class QDebugApp(App):
             from qdebug.commands.common import quiet_transformers
 
             quiet_transformers()
+            if self.before_load is not None:  # here, not before the app: it imports torch (seconds before a first frame)
+                self.before_load()
             loaded = choice.load()
         except Exception as exc:  # QDebugError carries a one-line message; anything else is named
             self.post_message(self.ModelLoadFailed(describe(exc)))
@@ -159,12 +163,14 @@ def build_app(
     max_new_tokens: int = 16,
     loaded=None,
     source: str = "",
+    before_load=None,
 ) -> QDebugApp:
-    """The app for a saved trace, a replay report, or live runs on `model_spec` (`loaded`: an already loaded model)."""
+    """The app for a saved trace, a replay report, or live runs on `model_spec` (`loaded`: an already loaded model;
+    `before_load`: called in the loader worker first, its QDebugError shown inline instead of loading)."""
     if trace is None and report is None and model_spec is None and loaded is None:
         model_spec = ModelChoice()
     if loaded is not None and model_spec is None:
         model_spec = ModelChoice(model=loaded.spec, device=loaded.device, dtype=loaded.dtype, attn_kernel=loaded.attn_kernel)
     pending = PendingRequest([Path(p) for p in image_paths or []], prompt, max_new_tokens)
     return QDebugApp(trace=trace, report=report, model_spec=model_spec if trace is None and report is None else None,
-                     pending=pending, loaded=loaded, source=source)
+                     pending=pending, loaded=loaded, source=source, before_load=before_load)

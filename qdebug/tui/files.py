@@ -15,6 +15,7 @@ from textual.message import Message
 
 from qdebug.errors import describe
 
+from .images import image_dirs_for
 from .screens.batch import BatchScreen
 from .screens.request import RequestScreen
 from .session import PendingRequest
@@ -63,7 +64,7 @@ class FileRouter:
         if report is not None:
             return BatchScreen(report, files=self, source=source)
         if trace is not None:
-            return RequestScreen(TraceDoc(trace, source=source or "saved trace"), files=self)
+            return RequestScreen(TraceDoc(trace, source=source or "saved trace", image_dirs=image_dirs_for(source)), files=self)
         return RequestScreen(files=self, live=True, pending=pending)
 
     def show_report(self, report, source: str) -> None:
@@ -80,7 +81,7 @@ class FileRouter:
         if isinstance(requester, RequestScreen):
             requester.show_opened(trace, source)
         else:
-            self.app.push_screen(RequestScreen(TraceDoc(trace, source=source), files=self))
+            self.app.push_screen(RequestScreen(TraceDoc(trace, source=source, image_dirs=image_dirs_for(source)), files=self))
 
     # work off the UI thread ---------------------------------------------------------------
     def open(self, requester, path: Path, source: str) -> None:

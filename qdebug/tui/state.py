@@ -21,8 +21,10 @@ def pipeline_stages(num_layers: int | None, steps: int = 0) -> list[str]:
 class TraceDoc:
     """A trace on screen: complete, or a snapshot of a run in progress. Compared by identity (never by tensors)."""
 
-    def __init__(self, trace, *, complete: bool = True, pil_images: list | None = None, source: str = "", role: str = "", tokenizer=None):
+    def __init__(self, trace, *, complete: bool = True, pil_images: list | None = None, source: str = "", role: str = "", tokenizer=None,
+                 image_dirs: tuple = ()):
         self.trace = trace
+        self.image_dirs = image_dirs  # folders where the trace's relative image paths may be (tui/images.py)
         self.complete = complete
         self.pil_images = pil_images  # PIL images when the request is in memory (a live run), else None
         self.source = source  # where it came from: a file path, "live run", "replayed c"…

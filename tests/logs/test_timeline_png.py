@@ -8,7 +8,8 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from qdebug.cli import app
-from qdebug.render.offset_timeline import _clock, _Labels
+from qdebug.render.label_place import LabelPlacer
+from qdebug.render.offset_timeline import _clock
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_data" / "burst.log"
 
@@ -45,7 +46,7 @@ def test_clock_is_milliseconds_from_the_first_event_or_order():
     assert x(untimed[1]) == 7.0 and "event order" in label
 
 
-def test_labels_stagger_then_drop_instead_of_overlapping():
+def test_labels_stagger_then_drop_instead_of_overlapping_or_crossing_a_bar():
     import matplotlib
 
     matplotlib.use("Agg")
@@ -54,11 +55,13 @@ def test_labels_stagger_then_drop_instead_of_overlapping():
     fig, ax = plt.subplots()
     ax.set_xlim(0, 10)
     ax.set_ylim(0, 10)
-    labels = _Labels(ax)
-    placed = [labels.add(5, 5, f"S {i}: visual@256 text@0") for i in range(12)]
+    labels = LabelPlacer(ax)
+    labels.block(4, 4, 6, 6)  # a bar around the point: no label may cross it
+    bar = labels.obstacles[0]
+    placed = [labels.add(5, 5, f"S {i}: visual@256 text@0") for i in range(80)]
     assert placed[:2] == [True, True] and not all(placed) and labels.dropped == placed.count(False)
     boxes = labels.boxes
     for i, a in enumerate(boxes):
-        for b in boxes[i + 1:]:
+        for b in boxes[i + 1:] + [bar]:
             assert a[2] <= b[0] or a[0] >= b[2] or a[3] <= b[1] or a[1] >= b[3]
     plt.close(fig)

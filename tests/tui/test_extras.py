@@ -128,7 +128,12 @@ async def test_keymap_remaps_keys_and_the_footer_shows_them(trace, tmp_path, mon
 
 
 @pytest.mark.parametrize("body,why", [("[keys]\nfly = \"f\"\n", "unknown action 'fly'"), ("[keys\n", "not a readable TOML"),
-                                      ("[keys]\nhead = 3\n", "expected a key name")])
+                                      ("[keys]\nhead = 3\n", "expected a key name"),
+                                      ("x = " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply"),
+                                      ("[keys]\nnext = \"j\"\nquit = \"j\"\n", "one key for two actions (j: next and quit)"),
+                                      ("[keys]\nnext = \"q\"\n", "one key for two actions (q: next and quit)"),
+                                      ("[keys]\nnext = \"[\"\n", "left_square_bracket: next and layer-prev"),
+                                      ("# " + "x" * 70_000 + "\n", "not a keymap")])
 async def test_a_bad_keymap_is_one_line_and_the_defaults_stay(trace, tmp_path, monkeypatch, body, why):
     _keys(tmp_path, monkeypatch, body)
     app = build_app(trace=trace)
@@ -138,6 +143,17 @@ async def test_a_bad_keymap_is_one_line_and_the_defaults_stay(trace, tmp_path, m
         assert error and why in text and "keys.toml" in text
         await pilot.press("h")
         assert app.screen.sel.head == 0
+        await pilot.press("q")  # quit is where it always was
+        await wait_for(pilot, lambda: app.return_code is not None or not app.is_running, what="q quits")
+
+
+async def test_swapping_two_keys_is_not_a_clash(trace, tmp_path, monkeypatch):
+    _keys(tmp_path, monkeypatch, '[keys]\nnext = "c"\ncontinue = "n"\n')
+    app = build_app(trace=trace)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        text, error = _message(app)
+        assert not error and "next = c" in text and "continue = n" in text
 
 
 def test_overlay_outlines_the_peak_over_the_image(trace):

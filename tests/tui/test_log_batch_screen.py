@@ -63,10 +63,11 @@ async def test_large_log_pages_events_from_the_index(tmp_path, monkeypatch):
         assert top[1] == "contaminated" and top[2] == truth.contaminated[top[0]]
 
 
-async def test_o_shows_the_offset_timeline_picture(tmp_path, monkeypatch):
+async def test_o_shows_the_offset_timeline_picture_where_the_terminal_shows_pixels(tmp_path, monkeypatch):
     from qdebug.tui.screens.timeline_picture import TimelinePictureScreen
 
     report = _log_report([SAMPLE], tmp_path, monkeypatch)
+    monkeypatch.setenv("QDEBUG_PIXELS", "sixel")  # as a Sixel terminal (headless, the picture is drawn in half cells)
     app = build_app(report=report)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("o")
@@ -85,3 +86,58 @@ async def test_o_shows_the_offset_timeline_picture(tmp_path, monkeypatch):
             assert ImageChops.difference(im.convert("RGB"), screen.picture).getbbox() is None
         await pilot.press("escape")
         await wait_for(pilot, lambda: isinstance(app.screen, BatchScreen))
+
+
+def _plain(renderable, width: int) -> str:
+    import io
+
+    from rich.console import Console
+
+    console = Console(file=io.StringIO(), width=width, color_system=None)
+    console.print(renderable)
+    return console.file.getvalue()
+
+
+async def test_o_without_pixels_draws_the_timeline_as_text(tmp_path, monkeypatch):
+    """Half blocks would smudge the picture's labels: lanes and glyphs instead, each overwrite with its donor."""
+    from qdebug.tui.screens.timeline_picture import TimelinePictureScreen
+    from qdebug.vocab import EventKind
+
+    report = _log_report([SAMPLE], tmp_path, monkeypatch)
+    monkeypatch.setenv("QDEBUG_PIXELS", "off")
+    app = build_app(report=report)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("o")
+        await wait_for(pilot, lambda: isinstance(app.screen, TimelinePictureScreen))
+        await pilot.pause()
+        screen = app.screen
+        assert not screen.query("#picture") and screen.picture is None
+        status = str(screen.query_one("#picture-status").content)
+        body = _plain(screen.query_one("#timeline-lanes").content, SIZE[0])
+    assert "as text" in status and "--timeline-png" in status
+    assert "▀" not in body and "▄" not in body
+    lanes = {line.split("│")[1].strip(): line for line in body.splitlines() if line.count("│") >= 3}
+    for e in report.events:
+        if e.kind == EventKind.BUFFER_OVERWRITE:
+            assert f"←{e.donor}@{e.offset}" in lanes[e.request_id], (e.request_id, lanes.get(e.request_id))
+    assert "ms since the first event" in body  # the lanes' time axis, as the picture's
+
+
+async def test_replayed_log_shows_times_as_ms_since_its_first_event(tmp_path, monkeypatch, trace):
+    """`:replay burst.log`: times read from the first event on, its wall-clock start as the log wrote it (as the PNG)."""
+    import re
+
+    from qdebug.tui.widgets.command_bar import CommandBar
+
+    monkeypatch.setenv("QDEBUG_CACHE_DIR", str(tmp_path / "cache"))
+    app = build_app(trace=trace)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("colon")
+        app.screen.query_one(CommandBar).value = f"replay {SAMPLE}"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, BatchScreen), timeout=120, what="the log's batch screen")
+        timeline = text_of(app.screen.query_one(EventTimeline), width=130)
+    listed = [float(m) for m in re.findall(r"^\s*(\d+(?:\.\d+)?)ms ", timeline, re.M)]
+    assert listed and listed[0] == 0.0 and max(listed) < 1000  # the burst lasts under a second, never epoch ms
+    assert "ms since the first event (2024-07-12T14:23:07.103 UTC)" in timeline  # 41's encode, the first event line
+    assert "1720794187" not in timeline

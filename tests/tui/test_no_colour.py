@@ -11,7 +11,7 @@ from rich.console import Console
 
 from qdebug.analysis.attention import attention_grid, peak_of
 from qdebug.render.attn_report import heatmap_panel
-from qdebug.render.heatmap import RAMP, heatmap, heatmap_ramp
+from qdebug.render.heatmap import IMAGE_RAMP, RAMP, heatmap, heatmap_ramp, image_ramp
 from qdebug.tui.app import build_app
 
 from .conftest import ROOT, SIZE
@@ -44,6 +44,18 @@ def test_a_colourless_console_gets_the_ramp_and_a_colour_one_half_blocks(trace):
     assert "▀" in coloured
     no_color = _print(heatmap(grid), color_system="truecolor", force_terminal=True, no_color=True)
     assert "▀" not in no_color and RAMP[-1] in no_color
+
+
+def test_the_thumbnail_ramp_shares_no_symbol_with_the_heatmap(trace):
+    """A light background drawn as `@` would read as the hottest attention cell: the image uses shade blocks."""
+    from PIL import Image
+
+    white = Image.new("RGB", (40, 40), "white")
+    drawn = set(image_ramp(white, 4, 6, width=24).plain) - {"\n"}
+    assert drawn == {IMAGE_RAMP[-1]}
+    assert not (set(IMAGE_RAMP) - {" "}) & set(RAMP)
+    grey = Image.linear_gradient("L").resize((60, 40))  # every shade
+    assert not (set(image_ramp(grey, 4, 6, width=24).plain) - {" ", "\n"}) & set(RAMP)
 
 
 def test_no_colour_heatmap_panel_snapshot(trace, snapshot):

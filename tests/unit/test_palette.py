@@ -9,6 +9,8 @@ def test_every_event_kind_has_a_look_with_its_own_glyph():
     glyphs = [look.glyph for look in EVENT_LOOK.values()]
     assert len(set(glyphs)) == len(glyphs) and UNKNOWN_KIND.glyph not in glyphs
     assert all(look.style and look.marker and look.colour and look.label for look in EVENT_LOOK.values())
+    markers = [look.marker for look in EVENT_LOOK.values()]
+    assert len(set(markers)) == len(markers)  # a PNG legend tells every kind apart by its marker
 
 
 def test_every_verdict_has_a_style_and_every_stage_verdict_a_colour():

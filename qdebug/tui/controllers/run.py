@@ -264,11 +264,13 @@ class RunController:
         doc = self.host.doc
         trace = doc.trace if doc is not None and doc.complete else None
         if trace is not None and len(trace.steps) < self.request.max_new_tokens:
-            self.host.say(f"generation ended at the end-of-sequence token after {len(trace.steps)} tokens; there is no next token")
+            # a rerun would end at the same token: g reruns only a run cut short by max_new_tokens (help says the same)
+            self.host.say(f"generation ended at the end-of-sequence token after {len(trace.steps)} tokens, before the limit of "
+                          f"{self.request.max_new_tokens}: there is no next token (g reruns with one more only at the limit)")
             return
-        from qdebug.trace.request import Request
+        from dataclasses import replace
 
-        more = Request(self.request.parts, self.request.images, self.request.image_paths, self.request.max_new_tokens + 1, self.request.request_id)
+        more = replace(self.request, max_new_tokens=self.request.max_new_tokens + 1)  # keeps audio clips too
         self._select_last_step = True
         self.start(more, breakpoints=set())
 

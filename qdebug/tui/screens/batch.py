@@ -16,6 +16,7 @@ from textual.widgets import DataTable, Footer, Static
 from qdebug.vocab import Verdict
 
 from ..commands import CommandError, parse
+from ..images import image_dirs_for
 from ..state import TraceDoc
 from ..widgets.command_bar import CommandBar
 from ..widgets.contamination_view import ContaminationView
@@ -128,8 +129,10 @@ class BatchScreen(Screen):
             self.say(f"request {event.request_id}: no trace in this report (runtime logs carry no tensors)", error=True)
             return
         ref = self.report.references.get(event.request_id)
-        doc = TraceDoc(trace, source=f"replay {self.source}", role="replayed")
-        reference = TraceDoc(ref, source=f"reference of {event.request_id}", role="reference") if ref is not None else None
+        # a capture names its images relative to its own folder; a .qdr may have moved with them beside it
+        dirs = image_dirs_for(self.source, self.report.source)
+        doc = TraceDoc(trace, source=f"replay {self.source}", role="replayed", image_dirs=dirs)
+        reference = TraceDoc(ref, source=f"reference of {event.request_id}", role="reference", image_dirs=dirs) if ref is not None else None
         self.files.show_request(doc, reference)
 
     @on(CommandBar.Entered)

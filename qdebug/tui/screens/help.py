@@ -17,7 +17,8 @@ KEYS = [
     ("n", "run to the next stage (the forward pass waits at every boundary)"),
     ("c", "continue to the next breakpoint or the end"),
     ("b", "toggle a breakpoint on the selected stage"),
-    ("g", "one more token (next step.K; after the end, rerun with max_new_tokens + 1)"),
+    ("g", "one more token: the next step.K; a run that stopped at its token limit reruns with max_new_tokens + 1; "
+          "after the end-of-sequence token there is no next token"),
     ("r", "rerun the request"),
     ("[ / ]", "heatmap layer (mean → 0 → … → N-1)"),
     ("h", "heatmap head (mean → 0 → 1 … → mean)"),

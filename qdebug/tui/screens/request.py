@@ -21,6 +21,7 @@ from ..controllers.command import CommandController
 from ..controllers.prefetch import Prefetcher
 from ..controllers.replay import ReplayController
 from ..controllers.run import RunController
+from ..images import image_dirs_for
 from ..info_line import info_text
 from ..replay_job import ReplayJob
 from ..session import PendingRequest, RunSession
@@ -345,7 +346,12 @@ class RequestScreen(Screen):
         """A trace opened with `open`: it replaces the run or document on screen."""
         self.runs.stop()
         self.docs = None
-        self.show_doc(TraceDoc(trace, source=source))
+        # a new trace starts a new view at its first generated token: the old cursor may sit on an image token or
+        # a layer this trace never captured; only the top-k depth is a preference that carries over
+        doc = TraceDoc(trace, source=source, image_dirs=image_dirs_for(source))
+        first = "step.0" if trace.steps else (trace.stage_names[0] if trace.stages else None)
+        self.sel = Selection(topk=self.sel.topk, **(stage_changes(first, doc) if first else {}))
+        self.show_doc(doc)
         self.say(f"opened {source}")
 
     def show_doc(self, doc: TraceDoc) -> None:

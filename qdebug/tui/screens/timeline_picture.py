@@ -1,4 +1,6 @@
-"""TimelinePictureScreen: the offset-timeline PNG (the same picture `--timeline-png` writes), shown in the terminal."""
+"""TimelinePictureScreen: the offset-timeline PNG (the same picture `--timeline-png` writes), shown in the terminal
+where it shows pixels (Sixel, Kitty); elsewhere the same timeline as text, lanes and glyphs as the Rich report draws
+it (a PNG in half blocks turns its labels into smudges)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from pathlib import Path
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
@@ -36,13 +39,35 @@ class TimelinePictureScreen(Screen):
         self.picture = None
 
     def compose(self) -> ComposeResult:
-        """A status line, then the picture once drawn."""
-        yield Static("drawing the offset timeline…", id="picture-status")
+        """A status line, then the picture once drawn (or, without pixels, the timeline as text)."""
+        if self.app.pixels is None:
+            yield Static(self._as_text_note(), id="picture-status")
+            with VerticalScroll(id="timeline-text"):
+                yield Static(self._as_text(), id="timeline-lanes")
+        else:
+            yield Static("drawing the offset timeline…", id="picture-status")
         yield Footer()
 
     def on_mount(self) -> None:
-        """Draw off the UI thread (matplotlib takes a moment)."""
-        self._draw()
+        """Draw off the UI thread (matplotlib takes a moment); text needs no drawing."""
+        if self.app.pixels is not None:
+            self._draw()
+
+    def _as_text_note(self) -> str:
+        return (f"offset timeline of {self.report.source}, as text: this terminal shows no pixels (Sixel or Kitty graphics); "
+                "`qdebug replay … --timeline-png FILE` writes the picture")
+
+    def _as_text(self):
+        """The lanes on one time axis (as the batch screen draws them), then each request's events with offsets and
+        donors (as `qdebug replay` prints them)."""
+        from rich.console import Group
+
+        from qdebug.render.replay_report import timeline_table
+
+        from ..widgets.event_timeline import timeline_text
+
+        lanes = timeline_text(self.report, max(60, self.app.size.width - 2), None, listed=False)
+        return Group(lanes, timeline_table(self.report))
 
     @work(thread=True, group="picture")
     def _draw(self) -> None:

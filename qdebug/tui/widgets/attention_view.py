@@ -7,7 +7,7 @@ from pathlib import Path
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
-from ..images import pil_image
+from ..images import missing_image_note, pil_image
 from ..state import View
 from .view_panel import ViewPanel
 
@@ -123,6 +123,8 @@ def attention_renderable(view: View, width: int, height: int, plain: bool = Fals
     bar.add_row(legend(float(grid.min()), float(grid.max()), width=min(24, max(8, size - 10)), plain=plain),
                 Text(f"peak row {peak.row}, col {peak.col}", style="bold"))
     parts = [head, pictures, bar]
+    if thumbnail and pil_image(doc, index) is None:  # say where it looked: the user can put the file there
+        parts.append(Text(missing_image_note(doc, index), style="yellow"))
     if trace.meta.attn_capture:
         parts.append(Text(trace.meta.attn_capture, style="dim"))
     return Group(*parts)

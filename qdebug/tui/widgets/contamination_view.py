@@ -9,12 +9,32 @@ from textual.widget import Widget
 from qdebug.render.colors import scale_color
 from qdebug.vocab import Verdict
 
-CELL = 4
+CELL = 4  # a cell: " .93": the space keeps neighbouring values apart without colour
+SHORT_ID = 4  # ids shortened to their last characters (the row number before them names the row too)
 
 
-def matrix_text(report) -> Text:
+def _layout(n: int, name_width: int, width: int | None) -> tuple[int, int]:
+    """(id width, columns per block) so that every column shows within `width`: ids shorten first, then the matrix
+    continues in another block of columns below (never a dropped column)."""
+    if width is None:
+        return name_width, n
+    for ids in (name_width, min(name_width, SHORT_ID)):
+        if ids + 4 + CELL * n <= width:
+            return ids, n
+    ids = min(name_width, SHORT_ID)
+    fit = max(1, (width - ids - 4) // CELL)
+    blocks = -(-n // fit)
+    return ids, -(-n // blocks)  # blocks of even size: 7 + 7 rather than 13 + 1
+
+
+def _short(rid: str, width: int) -> str:
+    """An id in `width` characters: its end, which is where ids of one burst differ (req-01, req-02)."""
+    return rid if len(rid) <= width else "…" + rid[-(width - 1):]
+
+
+def matrix_text(report, width: int | None = None) -> Text:
     """Cells coloured by cosine (scaled to the matrix's range), columns numbered like the rows; a row wholly
-    filled by another request's rows is flagged."""
+    filled by another request's rows is flagged. `width`: the panel's; every column is drawn within it."""
     ids, matrix = report.contamination_ids, report.contamination
     if not matrix and report.cells is not None:
         return cells_text(report)
@@ -23,33 +43,46 @@ def matrix_text(report) -> Text:
     values = [v for row in matrix for v in row if v is not None]
     lo, hi = min(values), max(values)
     span = (hi - lo) or 1.0
-    name_width = min(10, max(len(i) for i in ids))
-    out = Text(f"{'stream ╲ encode':>{name_width + 4}} ", style="dim")
-    for j, _ in enumerate(ids):
-        out.append(f"{j + 1:^{CELL}}", style="bold")
-    out.append("\n")
-    notes = []
-    for i, (rid, row) in enumerate(zip(ids, matrix)):
+    cell = CELL
+    name_width, per_block = _layout(len(ids), min(10, max(len(i) for i in ids)), width)
+    donors = {}
+    for rid in ids:
         outcome = report.outcome(rid)
-        donor = outcome.donor if outcome is not None and outcome.verdict in (Verdict.CONTAMINATED, Verdict.DESYNC) else None
-        out.append(f"{i + 1:>2} {rid[:name_width]:>{name_width}} ", style="bold")
-        for d, v in zip(ids, row):
-            if v is None:
-                out.append(f"{'–':^{CELL}}", style="dim")
-                continue
-            r, g, b = scale_color((v - lo) / span)
-            ink = "black" if (r * 299 + g * 587 + b * 114) / 1000 > 128 else "white"
-            text = "1.0" if v >= 0.9995 else f"{v:.2f}".lstrip("0")
-            style = "bold white on red" if d == donor else f"{ink} on rgb({r},{g},{b})"
-            out.append(f"{text:^{CELL}}", style=style)
+        if outcome is not None and outcome.verdict in (Verdict.CONTAMINATED, Verdict.DESYNC):
+            donors[rid] = outcome.donor
+    out = Text()
+    for first in range(0, len(ids), per_block):
+        cols = range(first, min(len(ids), first + per_block))
+        if first:
+            out.append("\n")
+        prefix = name_width + 4  # "NN id " before the first cell
+        label = "stream ╲ encode"
+        if first == 0 and len(label) > prefix:  # on its own line: squeezed into the prefix it would shift the numbers
+            out.append(label + "\n", style="dim")
+        out.append(f"{label if first == 0 and len(label) <= prefix else '':>{prefix}}", style="dim")
+        for j in cols:
+            out.append(f"{j + 1:^{cell}}", style="bold")
         out.append("\n")
-        if donor and outcome.verdict == Verdict.CONTAMINATED:
-            notes.append((f"{i + 1} {rid} ◀ {donor}'s rows", "bold red"))
-        elif donor:
-            notes.append((f"{i + 1} {rid} ◀ a mix, partly {donor}'s rows", "bold yellow"))
+        for i, (rid, row) in enumerate(zip(ids, matrix)):
+            out.append(f"{i + 1:>2} {_short(rid, name_width):>{name_width}} ", style="bold")
+            for j in cols:
+                v = row[j]
+                if v is None:
+                    out.append(f"{'–':^{cell}}", style="dim")
+                    continue
+                r, g, b = scale_color((v - lo) / span)
+                ink = "black" if (r * 299 + g * 587 + b * 114) / 1000 > 128 else "white"
+                text = "1.0" if v >= 0.9995 else f"{v:.2f}".lstrip("0")
+                style = "bold white on red" if ids[j] == donors.get(rid) else f"{ink} on rgb({r},{g},{b})"
+                out.append(f"{text:^{cell}}", style=style)
+            out.append("\n")
     out.append("cosine; column j = request j's isolated encoder rows; red cell = donor", style="dim")
-    for note, style in notes:
-        out.append("\n" + note, style=style)
+    for i, rid in enumerate(ids):
+        donor = donors.get(rid)
+        if donor and report.outcome(rid).verdict == Verdict.CONTAMINATED:
+            out.append(f"\n{i + 1} {rid} ◀ {donor}'s rows", style="bold red")
+        elif donor:
+            out.append(f"\n{i + 1} {rid} ◀ a mix, partly {donor}'s rows", style="bold yellow")
     out.no_wrap, out.overflow = True, "ellipsis"
     return out
 
@@ -79,4 +112,4 @@ class ContaminationView(Widget):
         """Draw the matrix."""
         if self.report is None:
             return Text("")
-        return matrix_text(self.report)
+        return matrix_text(self.report, self.size.width or None)

@@ -6,19 +6,23 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from qdebug.render.event_clock import since_first
 from qdebug.render.palette import EVENT_LOOK, kind_look
 
 
 def _clock(report):
-    """A log is read on its timestamps; a replay on its event order (its schedule), whose waves are ms apart."""
-    if report.kind == "runtime-log" and report.events and all(e.t is not None for e in report.events):
-        return (lambda e: e.t), "ms", 1000.0
-    return (lambda e: float(e.seq)), "#", 1.0
+    """(x of an event, unit, heading): a log is read on its timestamps, in ms since its first event as the PNG draws
+    them (never raw epoch ms); a replay on its event order (its schedule), whose waves are ms apart."""
+    clock = since_first(report.events) if report.kind == "runtime-log" else None
+    if clock is not None:
+        t0, label = clock
+        return (lambda e: (e.t - t0) * 1000.0), "ms", label
+    return (lambda e: float(e.seq)), "#", ""  # the # axis says it is the order
 
 
-def timeline_text(report, width: int, selected: str | None) -> Text:
-    """Lanes (one per request), an axis, a legend, then the events listed in time order."""
-    _when, unit, k = _clock(report)
+def timeline_text(report, width: int, selected: str | None, listed: bool = True) -> Text:
+    """Lanes (one per request), an axis, a legend, then (`listed`) the events in time order."""
+    _when, unit, heading = _clock(report)
     events = sorted(report.events, key=lambda e: (_when(e), e.seq))
     ids = [r.id for r in report.requests] + sorted({e.request_id for e in events if e.request_id} - {r.id for r in report.requests})
     if not events:
@@ -40,19 +44,21 @@ def timeline_text(report, width: int, selected: str | None) -> Text:
         for ch, style, _ in lane:
             out.append(ch, style=style)
         out.append("\n")
-    axis = f"{unit}{t0 * k:.0f}" if unit == "#" else f"{t0 * k:.0f}{unit}"
-    end = f"{unit}{t1 * k:.0f}" if unit == "#" else f"{t1 * k:.0f}{unit}"
+    axis = f"{unit}{t0:.0f}" if unit == "#" else f"{t0:.0f}{unit}"
+    end = f"{unit}{t1:.0f}" if unit == "#" else f"{t1:.0f}{unit}"
     out.append(" " * label_width + axis + " " * max(1, cells - len(axis) - len(end) + 1) + end + "\n", style="dim")
+    if heading:
+        out.append(" " * label_width + heading + "\n", style="dim")
     for i, look in enumerate(EVENT_LOOK.values()):
         if i == 5:
             out.append("\n")
         out.append(look.glyph, style=look.style)
         out.append(f" {look.label}  ", style="dim")
     out.append("\n")
-    for e in events:
+    for e in events if listed else ():
         bad = kind_look(e.kind).alarm
         style = "bold red" if bad else ("bold" if e.request_id == selected else "dim")
-        when = f"{_when(e) * k:7.1f}{unit}" if unit == "ms" else f"#{e.seq:<5}"
+        when = f"{_when(e):7.1f}{unit}" if unit == "ms" else f"#{e.seq:<5}"
         detail = ", ".join(p for p in (
             f"offset {e.offset}" if e.offset is not None else "",
             f"{e.tokens} tokens" if e.tokens is not None else "",

@@ -12,13 +12,29 @@ from textual.widgets import DataTable
 from qdebug.render.palette import verdict_style
 from qdebug.vocab import Verdict
 
+HEADERS = ("id", "verdict", "donor", "text@", "visual@", "image", "reference", "replayed")
+IMAGE, TEXTS = 5, (6, 7)  # the answers share the width the others leave first; the image's file name gets the rest
+FLOOR = 12  # the narrowest a cut text column gets (when the table is wider than the screen it scrolls)
 
-def _short(text: str | None, width: int = 31) -> str:
-    """Quoted text cut to `width` characters."""
-    if text is None:
-        return "–"
-    shown = repr(text)
-    return shown if len(shown) <= width else shown[: width - 1] + "…"
+
+def fit_widths(needs: list[int], available: int, floor: int = FLOOR) -> list[int]:
+    """Widths for columns that need `needs` within `available`: the short ones whole, the rest share what is left."""
+    widths = [0] * len(needs)
+    left, open_ = available, sorted(range(len(needs)), key=lambda i: needs[i])
+    while open_:
+        share = max(floor, left // len(open_))
+        i = open_.pop(0)
+        widths[i] = min(needs[i], share)
+        left -= widths[i]
+    return widths
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _quoted(text: str | None) -> str:
+    return "–" if text is None else repr(text)
 
 
 class RequestTable(DataTable):
@@ -32,24 +48,54 @@ class RequestTable(DataTable):
 
     def __init__(self, **kwargs):
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
+        self._report = None
+        self._widths: list[int] | None = None
+
+    def _cells(self, r) -> list[str]:
+        """A request's cells as plain text, before any cut."""
+        return [r.id, r.verdict, r.donor or "–", str(r.text_offset) if r.text_offset is not None else "–",
+                str(r.visual_offset) if r.visual_offset is not None else "–", (r.image or "–").rsplit("/", 1)[-1],
+                _quoted(r.reference), _quoted(r.replayed if r.replayed is not None else r.observed)]
+
+    def _fit(self, report) -> list[int]:
+        """Each column's width: whole where the screen allows; the answers share the room first, the image name gets the rest."""
+        rows = [self._cells(r) for r in report.requests]
+        needs = [max([len(h)] + [len(row[c]) for row in rows]) for c, h in enumerate(HEADERS)]
+        width = self.size.width or self.app.size.width
+        fixed = sum(n for c, n in enumerate(needs) if c != IMAGE and c not in TEXTS)
+        available = width - fixed - 2 * len(HEADERS) - 2  # cell padding, and the scrollbar's room
+        texts = fit_widths([needs[c] for c in TEXTS], available - min(needs[IMAGE], FLOOR))
+        image = min(needs[IMAGE], max(FLOOR, available - sum(texts)))
+        return [*needs[:IMAGE], image, *texts]
 
     def show(self, report) -> None:
-        """Fill from a ReplayReport."""
+        """Fill from a ReplayReport, each text as wide as it needs (cut only where the screen is too narrow)."""
+        current = self.current_id
+        self._report, self._widths = report, self._fit(report)
         self.clear(columns=True)
-        self.add_columns("id", "verdict", "donor", "text@", "visual@", "image", "reference", "replayed")
+        for header, width in zip(HEADERS, self._widths):
+            self.add_column(header, width=width)
         for r in report.requests:
+            cells = [_cut(c, w) for c, w in zip(self._cells(r), self._widths)]
             offsets_differ = r.text_offset is not None and r.visual_offset is not None and r.text_offset != r.visual_offset
             self.add_row(
-                Text(r.id, style="bold"),
-                Text(r.verdict, style=verdict_style(r.verdict)),
-                Text(r.donor or "–", style="bold red" if r.donor else "dim"),
-                str(r.text_offset) if r.text_offset is not None else "–",
-                Text(str(r.visual_offset) if r.visual_offset is not None else "–", style="bold red" if offsets_differ else ""),
-                (r.image or "–").rsplit("/", 1)[-1][:22],
-                Text(_short(r.reference), style="dim"),
-                Text(_short(r.replayed if r.replayed is not None else r.observed), style="bold red" if r.verdict != Verdict.OK else ""),
+                Text(cells[0], style="bold"),
+                Text(cells[1], style=verdict_style(r.verdict)),
+                Text(cells[2], style="bold red" if r.donor else "dim"),
+                cells[3],
+                Text(cells[4], style="bold red" if offsets_differ else ""),
+                cells[5],
+                Text(cells[6], style="dim"),
+                Text(cells[7], style="bold red" if r.verdict != Verdict.OK else ""),
                 key=r.id,
             )
+        if current is not None and current in self.rows:
+            self.move_cursor(row=self.get_row_index(current))
+
+    def on_resize(self, event) -> None:
+        """A new width: refit the columns (the cursor stays on its request)."""
+        if self._report is not None and self._fit(self._report) != self._widths:
+            self.show(self._report)
 
     @property
     def current_id(self) -> str | None:
