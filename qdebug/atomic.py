@@ -40,6 +40,17 @@ def write_failed(target: Path, exc: OSError) -> OutputError:
     return OutputError(f"cannot write {target}: {why} (expected a writable file path)")
 
 
+def temp_stem(target: Path, extra: int) -> str:
+    """`target`'s name, cut so that it plus `extra` bytes of temporary-name decoration fits the folder's name limit
+    (a 250-byte name is a legal output; its temporary sibling must be too)."""
+    try:
+        limit = os.pathconf(target.parent, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    raw = target.name.encode("utf-8", "surrogateescape")
+    return raw[: max(1, limit - extra)].decode("utf-8", "ignore") or "out"
+
+
 @contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path next to `path`; on success it replaces `path` (keeping its permission bits),
@@ -57,7 +68,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         return
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        fd, tmp = tempfile.mkstemp(prefix=f".{temp_stem(target, 14)}.", suffix=".tmp", dir=target.parent)
         os.close(fd)
     except OSError as exc:
         raise write_failed(target, exc) from None

@@ -141,8 +141,10 @@ def replay(
     api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="With --endpoint: environment variable holding the API key (sent only to the endpoint).")] = None,
     speed: Annotated[float, typer.Option("--speed", help="With --endpoint: compress the arrival_ts schedule by this factor.")] = 1.0,
     repeat: Annotated[int, typer.Option("--repeat", min=1, help="With --endpoint: run the burst this many times.")] = 1,
-    timeout: Annotated[float, typer.Option("--timeout", help="With --endpoint: seconds to wait for each answer.")] = 120.0,
+    timeout: Annotated[float, typer.Option("--timeout", help="With --endpoint: seconds for each whole answer to arrive.")] = 120.0,
+    max_answer_mb: Annotated[float, typer.Option("--max-answer-mb", help="With --endpoint: the largest answer accepted, in MiB once decompressed.")] = 64.0,
     retries: Annotated[int, typer.Option("--retries", min=0, help="With --endpoint: retries on connection resets and 5xx.")] = 2,
+    engine_traces_dir: Annotated[Optional[Path], typer.Option("--engine-traces", help="With --endpoint to a vLLM running qdebug's plugin: the folder it writes traces to (its QDEBUG_VLLM_TRACE_DIR); requests are tagged, and whose visual rows landed in each burst request inside the engine is checked against the answers.")] = None,
     since: Annotated[Optional[str], typer.Option("--since", help="Logs: only events at or after this ISO time.")] = None,
     until: Annotated[Optional[str], typer.Option("--until", help="Logs: only events at or before this ISO time.")] = None,
     request: Annotated[Optional[str], typer.Option("--request", help="Logs: one request's whole story (its events and those naming it as donor).")] = None,
@@ -169,21 +171,26 @@ def replay(
 
         check_local_only_options(mode, inject, seed)
         eargs = EndpointArgs(file=file, format=fmt, allow_paths=allow_paths, url=endpoint, served_model=served_model, api_key_env=api_key_env,
-                             concurrency=concurrency, speed=speed, repeat=repeat, timeout=timeout, retries=retries, model=model, device=device,
-                             dtype=dtype, attn_kernel=attn_kernel)
+                             concurrency=concurrency, speed=speed, repeat=repeat, timeout=timeout, retries=retries, max_answer_mb=max_answer_mb, model=model, device=device,
+                             dtype=dtype, attn_kernel=attn_kernel, engine_traces=engine_traces_dir)
         with terminate_as_interrupt() as terminated:
             report = run_endpoint_replay(eargs, status)
     else:
+        if engine_traces_dir is not None:
+            _fail("--engine-traces reads a vLLM server's traces of the requests --endpoint sends (expected --endpoint URL with it)", 2)
         args = ReplayArgs(file=file, format=fmt, mode=mode, concurrency=concurrency or 4, inject=inject, seed=seed, allow_paths=allow_paths,
                           model=model or "demo", device=device, dtype=dtype, attn_kernel=attn_kernel, more_files=tuple(more_files or ()),
                           log_filter=make_filter(since, until, request, kind))
         with terminate_as_interrupt() as terminated:
             report = run_replay(args, status)
+    from qdebug.commands.replay import prompt_after_sigterm
+
+    written = prompt_after_sigterm(report) if terminated.is_set() else report
     with plan:
-        write_replay_outputs(report, emit_log, timeline_png, save)
-        write_report_json(report, json_out)
+        write_replay_outputs(written, emit_log, timeline_png, save)
+        write_report_json(written, json_out)
         if jsonl is not None:
-            write_events_jsonl(report, jsonl)
+            write_events_jsonl(written, jsonl)
     if tui:
         from qdebug.tui.app import build_app
 
@@ -200,6 +207,9 @@ def replay(
         from qdebug.render.replay_report import interrupted_note
 
         status.print(interrupted_note(report, "terminated" if terminated.is_set() else "interrupted"))
+        if written is not report and (json_out or jsonl or emit_log):
+            status.print("SIGTERM asks for a prompt stop: the files hold the requests, events and findings kept in memory "
+                          f"(up to {len(report.events):,} events); Ctrl-C, or a run to the end, writes all that was read")
         raise typer.Exit(143 if terminated.is_set() else 130)
     if found_problems(report) and not exit_zero:
         raise typer.Exit(1)  # a gate for CI or a canary: this replay found a problem
@@ -295,12 +305,12 @@ def repl(
     from qdebug.trace.request import load_image
 
     opened = [load_image(path) for path in images or []]  # fail before the UI opens
-    if trace is None:
-        from qdebug.commands.common import quiet_transformers
+
+    def check_fits() -> None:  # in the app's model loader: it imports torch, seconds the first frame need not wait
         from qdebug.trace.estimate import refuse_if_too_big
 
-        quiet_transformers()
         refuse_if_too_big(model, device, dtype, images=opened, image_tokens=None if opened else 1024, max_new_tokens=max_new_tokens)
+
     from qdebug.model.choice import ModelChoice
     from qdebug.tui.app import build_app
 
@@ -309,7 +319,8 @@ def repl(
 
         tui = build_app(trace=load_trace(trace), source=str(trace))
     else:
-        tui = build_app(model_spec=ModelChoice(model=model, device=device, dtype=dtype, attn_kernel=attn_kernel), image_paths=list(images or []), prompt=prompt, max_new_tokens=max_new_tokens)
+        tui = build_app(model_spec=ModelChoice(model=model, device=device, dtype=dtype, attn_kernel=attn_kernel), image_paths=list(images or []),
+                        prompt=prompt, max_new_tokens=max_new_tokens, before_load=check_fits)
     tui.run()
 
 
@@ -353,12 +364,16 @@ def serve(
     seed: Annotated[int, typer.Option("--seed", help="Seed of the injected interleaving.")] = 0,
     served_model: Annotated[Optional[str], typer.Option("--served-model", help="Model name in /v1/models and answers (default qdebug-demo, or --model).")] = None,
     wave_window: Annotated[float, typer.Option("--wave-window", help="shared-visual-buffer: seconds within which requests share the buffer.")] = 0.5,
+    max_body_mb: Annotated[float, typer.Option("--max-body-mb", help="Largest request body accepted, in MiB (larger: HTTP 413).")] = 64.0,
+    max_connections: Annotated[int, typer.Option("--max-connections", help="Open connections served at once (more: HTTP 503).")] = 256,
+    request_timeout: Annotated[float, typer.Option("--request-timeout", help="Seconds for a request to arrive whole (slower: HTTP 408, closed).")] = 120.0,
 ) -> None:
     """Serve a model over HTTP (OpenAI chat completions), tracing every request; optionally with an injected fault."""
     from qdebug.commands.serve import ServeArgs, run_serve
 
     run_serve(ServeArgs(model=model, device=device, dtype=dtype, attn_kernel=attn_kernel, host=host, port=port, traces=traces, inject=inject, seed=seed,
-                        served_model=served_model, wave_window=wave_window))
+                        served_model=served_model, wave_window=wave_window, max_body_mb=max_body_mb, max_connections=max_connections,
+                        request_timeout=request_timeout))
 
 
 @demo_app.command("train")

@@ -33,6 +33,26 @@ def check_output_path(option: str, path: str | os.PathLike) -> Path:
     return p
 
 
+def check_new_folder(option: str, path: str | os.PathLike) -> Path:
+    """The folder `path` names (links followed) when it can become a new output folder: missing or empty, with a
+    writable folder above it; else OutputError naming the option, checked before any work."""
+    where = f"{option} {path}"
+    target = Path(os.path.realpath(path))  # a symlink to a folder: the folder it names (a rename over the link would fail)
+    try:
+        if target.exists() and (not target.is_dir() or any(target.iterdir())):
+            raise OutputError(f"{where}: exists and is not an empty directory; expected a new or empty directory")
+        parent = target.parent
+        while not parent.exists():
+            parent = parent.parent
+        if not parent.is_dir():
+            raise OutputError(f"{where}: {parent} is a file, not a folder (expected a path in an existing or creatable folder)")
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise OutputError(f"{where}: folder {parent} is not writable (expected a writable folder)")
+    except OSError as exc:  # a name too long, a loop of links, a folder that cannot be listed...
+        raise OutputError(f"{where}: unusable ({exc.strerror or type(exc).__name__}); expected a new or empty directory") from None
+    return target
+
+
 class OutputPlan:
     """The files one command run will write, by option name (`--json`, `--png`, ...).
 

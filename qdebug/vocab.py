@@ -94,6 +94,8 @@ class FindingKind(StrEnum):
     NONDETERMINISM = "nondeterminism"
     SERVER_MISMATCH = "server_mismatch"
     DETOKENIZATION = "detokenization"  # two answers with the same words that differ only in whitespace
+    LOG_GREW = "log_grew"  # a runtime log was appended to while read: read up to its size at the start
+    LOG_SHRANK = "log_shrank"  # a runtime log was truncated while read (copytruncate): the report is partial
     # diffs
     FIRST_DIVERGENCE = "first_divergence"
     GENERATION_DIVERGED = "generation_diverged"
@@ -109,6 +111,8 @@ class FindingKind(StrEnum):
     EXPORT_WEIGHT = "export_weight"
     # serving engines
     ENGINE_ANSWER = "engine_answer"  # the answer a client received is not the text of the tokens the engine traced
+    ENGINE_CONTAMINATION = "engine_contamination"  # inside the engine, a request's stream held another request's visual rows
+    ENGINE_DISAGREEMENT = "engine_disagreement"  # the donor the answers name is not the one the engine's rows show
 
 
 EVENT_KINDS: tuple[EventKind, ...] = tuple(EventKind)

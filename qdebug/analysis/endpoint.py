@@ -117,6 +117,7 @@ def report_from_endpoint(batch: Batch, run: EndpointRun, local: dict | None = No
                 matches[rid][rid] += 1
         out.burst_verdicts = verdicts
         out.replayed = out.burst_answers[0] if out.burst_answers else None
+        findings += bad_logprob_findings(rid, ref, answers)
         first = next((a for a in answers if a is not None and a.error is None), None)
         if first is not None:
             out.first_token_kl, out.first_token_topk_overlap = first_token_shift(ref.first_top, first.first_top)
@@ -166,6 +167,15 @@ def report_from_endpoint(batch: Batch, run: EndpointRun, local: dict | None = No
         contamination_ids=ids, contamination=matrix, events=[], findings=findings, interrupted=run.interrupted,
         endpoint=run.endpoint, repeats=len(run.bursts), extra=extra,
     )
+
+
+def bad_logprob_findings(rid: str, ref, answers: list) -> list[Finding]:
+    """One warning per answer whose top logprobs held a NaN or infinity (left out of the first-token comparison)."""
+    named = [("isolated answer", ref)] + [(f"burst {i} answer", a) for i, a in enumerate(answers, start=1)]
+    return [Finding(FindingKind.NAN_INF, Severity.WARNING,
+                    f"request {rid}: the server's {where} has non-finite top logprobs ({', '.join(a.bad_logprobs[:3])}); "
+                    "written as null and left out of the first-token comparison", request_id=rid)
+            for where, a in named if a is not None and a.bad_logprobs]
 
 
 def agreed_donor(burst_donors: list[list[str]]) -> str | None:

@@ -112,7 +112,7 @@ def build_index(paths: list[Path], target: Path, progress: Callable[[int, int, i
     index.finish({
         "complete": not interrupted, "sources": [str(p) for p in paths], "files": stats.files,
         "total_lines": stats.total_lines, "unknown_lines": stats.unknown_lines, "events": stats.events,
-        "bytes_read": stats.bytes_read, "bytes_total": sum(p.stat().st_size for p in paths),
+        "bytes_read": stats.bytes_read, "bytes_total": stats.bytes_total, "changes": stats.changes,
         "build_seconds": round(time.perf_counter() - t0, 3),
     })
     return index, interrupted
@@ -134,6 +134,8 @@ def open_log_index(
         found = LogIndex.open(cached)
         if found is not None:
             return found, True, False
+        if cached.is_symlink() or (cached.exists() and not cached.is_file()):
+            use_cache = False  # a folder or link there is not ours to replace: build for this run only
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{key}.", suffix=".building", dir=folder)
@@ -149,11 +151,15 @@ def open_log_index(
         raise
     if use_cache and not interrupted:
         index.close()
-        os.replace(tmp_path, cached)
-        reopened = LogIndex.open(cached)
-        if reopened is not None:
-            return reopened, False, False
-        tmp_path = cached
+        try:
+            os.replace(tmp_path, cached)
+        except OSError:  # the cache entry cannot be replaced (permissions, a race with another run): use this build
+            use_cache = False
+        else:
+            reopened = LogIndex.open(cached)
+            if reopened is not None:
+                return reopened, False, False
+            tmp_path = cached
     index.close()
     index = LogIndex.open(tmp_path) or _open_partial(tmp_path)
     if not use_cache or interrupted:

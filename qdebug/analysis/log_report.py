@@ -6,6 +6,7 @@ import itertools
 from collections.abc import Iterator
 
 from qdebug.findings import Finding
+from qdebug.vocab import FindingKind, Severity
 from qdebug.replay.log_index import EventFilter, LogIndex
 from qdebug.replay.report import ReplayReport, RequestOutcome
 
@@ -24,8 +25,24 @@ def outcome_from_row(row: tuple) -> RequestOutcome:
     return RequestOutcome(id=rid, verdict=verdict, donor=donor, text_offset=text_offset, visual_offset=visual_offset, line=line)
 
 
+def change_findings(meta: dict) -> list[Finding]:
+    """What happened to the files while they were read: appended to (read up to their size at the start) or truncated."""
+    out = []
+    for c in meta.get("changes", []):
+        if c["change"] == "grew":
+            out.append(Finding(FindingKind.LOG_GREW, Severity.WARNING,
+                               f"{c['path']} grew from {c['size_at_start']:,} to {c['size_at_end']:,} bytes while it was read; "
+                               f"read up to its size at the start ({c['size_at_start']:,} bytes): run again for the rest"))
+        else:
+            out.append(Finding(FindingKind.LOG_SHRANK, Severity.ERROR,
+                               f"{c['path']} shrank from {c['size_at_start']:,} to {c['size_at_end']:,} bytes while it was read "
+                               f"(truncated, as copytruncate rotation does); the report covers only the {c['bytes_read']:,} bytes read before"))
+    return out
+
+
 def iter_findings(index: LogIndex, flt: EventFilter | None = None, limit: int = -1) -> Iterator[Finding]:
-    """Every finding of the log (in source order), streamed from the index."""
+    """Every finding of the log: first what happened to the files while read, then the events' (in source order)."""
+    yield from change_findings(index.meta)
     for event, contaminating in index.findings(flt, limit):
         finding = finding_for_event(event, contaminating)
         if finding is not None:

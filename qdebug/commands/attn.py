@@ -148,6 +148,7 @@ def run_attn(args: AttnArgs) -> AttnResult:
     else:
         pil_images = [load_image(p) for p in images]  # fail fast on bad images, before loading a model
         request = build_request(args.prompt, images, images=pil_images, max_new_tokens=args.max_new_tokens)
+    check_modality(args.model, request)
     quiet_transformers()
     from qdebug.trace.estimate import refuse_if_too_big
 
@@ -155,7 +156,6 @@ def run_attn(args: AttnArgs) -> AttnResult:
                       layers=args.layers, device_map=args.device_map)
     with loading(args.model):
         loaded = args.load(device_map=args.device_map)
-    check_modality(loaded, request)
     attn_layers = resolve_layers(args.layers, layer_items, len(loaded.adapter.decoder_layers(loaded.model)))
     options = RecordPolicy(topk=args.topk, attn_layers=attn_layers, keep_hidden=args.keep_hidden, queries=queries,
                              prompt_logits=args.prompt_logits)

@@ -28,13 +28,17 @@ def audio_request(prompt: str, images: list[Path], clips: list[Path], max_new_to
     return build_audio_request(prompt, [load_audio(p) for p in clips], max_new_tokens=max_new_tokens)
 
 
-def check_modality(loaded, request) -> None:
-    """An audio request needs an audio model, an image request an image model: say which was given."""
-    takes = loaded.adapter.modality
+def check_modality(spec: str, request) -> None:
+    """An audio request needs an audio model, an image request an image model: say which was given (from config.json,
+    before any weights load)."""
+    from qdebug.model.adapters import adapter_for
+    from qdebug.model.load import read_config, resolve_model_dir
+
+    adapter = adapter_for(read_config(resolve_model_dir(spec)), where=f"--model {spec}")
     has = "audio" if request.audios else "image"
-    if takes != has:
+    if adapter.modality != has:
         what = "audio clip(s)" if has == "audio" else "image(s)"
-        raise InputError(f"--model {loaded.spec} ({loaded.adapter.name}) takes {takes} input but {what} were given")
+        raise InputError(f"--model {spec} ({adapter.name}) takes {adapter.modality} input but {what} were given")
 
 
 def audio_order_requests(clip_path: str, prompt: str, order: str, max_new_tokens: int) -> list[tuple[str, object]]:

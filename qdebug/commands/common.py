@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -58,7 +57,9 @@ def emit_json(data: dict, target: str | None) -> None:
     """Write JSON to a path (atomically) or to stdout for `-`."""
     if target is None:
         return
-    text = json.dumps(data, indent=2, ensure_ascii=False)
+    from qdebug.strict_json import dumps
+
+    text = dumps(data, indent=2, ensure_ascii=False)
     if target == "-":
         sys.stdout.write(text + "\n")
         sys.stdout.flush()

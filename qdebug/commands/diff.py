@@ -182,6 +182,9 @@ def run_diff(args: DiffArgs, models: dict | None = None) -> DiffRun:
         if n is not None and side_b.head_first >= n:
             raise InputError(f"--inject head-first:{side_b.head_first}: expected a layer in 0..{n - 1} (the model has {n} decoder layers)")
     requests = _requests(args)
+    from qdebug.commands.audio_input import check_modality
+
+    check_modality(args.model, requests[0][1])
     quiet_transformers()
     from qdebug.model.load import load_model
 
@@ -192,9 +195,6 @@ def run_diff(args: DiffArgs, models: dict | None = None) -> DiffRun:
         if key not in cache:
             with loading(args.model):
                 cache[key] = load_model(args.model, side.device, side.dtype, side.attn_kernel)
-            from qdebug.commands.audio_input import check_modality
-
-            check_modality(cache[key], requests[0][1])
         return cache[key]
 
     results = []

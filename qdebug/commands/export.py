@@ -34,19 +34,17 @@ def run_export_onnx(args: ExportArgs) -> ExportResult:
     """Export `args.model` into `args.out` (a new or empty directory)."""
     from qdebug.commands.common import quiet_transformers
 
+    from qdebug.outputs import check_new_folder
+
+    out = check_new_folder("--out", args.out)  # before the model loads
     quiet_transformers()
     from qdebug.export.build import deepstack_count, export_onnx
     from qdebug.export.inject import parse_injects
     from qdebug.model.load import load_model
 
-    out = Path(args.out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        from qdebug.errors import InputError
-
-        raise InputError(f"--out {out}: exists and is not an empty directory; expected a new or empty directory")
     # Plain eager attention: the graph holds the model's own ops, not qdebug's recording kernel.
     loaded = load_model(args.model, "cpu", "float32", attn_implementation="eager")
     injects = parse_injects(args.inject, len(loaded.adapter.decoder_layers(loaded.model)), deepstack_count(loaded))
     start = time.perf_counter()
     manifest = export_onnx(loaded, out, injects, args.opset)
-    return ExportResult(out, manifest, time.perf_counter() - start)
+    return ExportResult(Path(args.out), manifest, time.perf_counter() - start)

@@ -82,9 +82,21 @@ def found_problems(report: ReplayReport) -> bool:
     from qdebug.vocab import FindingKind, Verdict
 
     unnamed = {FindingKind.CONTAMINATION, FindingKind.DESYNC, FindingKind.DIVERGED, FindingKind.SHAPE_MISMATCH,
-               FindingKind.INDEX_OUT_OF_BOUNDS, FindingKind.REQUEST_ERROR}
+               FindingKind.INDEX_OUT_OF_BOUNDS, FindingKind.REQUEST_ERROR, FindingKind.LOG_SHRANK}
     return (any(r.verdict != Verdict.OK for r in report.requests)
             or any(f.request_id is None and f.kind in unnamed for f in report.findings))
+
+
+def prompt_after_sigterm(report: ReplayReport) -> ReplayReport:
+    """The report to write after SIGTERM: a runtime log's report holds only its in-memory pages (written in moments),
+    not everything streamed from the index (minutes for a big log, past a `docker stop` grace period)."""
+    import copy
+
+    if getattr(report, "log_index", None) is None:
+        return report
+    paged = copy.copy(report)
+    paged.log_index = None
+    return paged
 
 
 def write_replay_outputs(report, emit_log: Path | None, timeline_png: Path | None, save: Path | None) -> None:

@@ -27,7 +27,9 @@ class EndpointArgs(ModelChoice):
     repeat: int = 1
     timeout: float = 120.0
     retries: int = 2
+    max_answer_mb: float = 64.0
     model: str | None = None  # --model: also run local references with qdebug's traced model
+    engine_traces: Path | None = None  # --engine-traces: the folder a vLLM running qdebug's plugin writes traces to
 
 
 def check_local_only_options(mode: str, inject: str, seed: int) -> None:
@@ -48,8 +50,16 @@ def run_endpoint_replay(args: EndpointArgs, console=None) -> ReplayReport:
     from qdebug.replay.formats.detect import read_batch
 
     settings = EndpointSettings(url=args.url, served_model=args.served_model, api_key_env=args.api_key_env, concurrency=args.concurrency,
-                                speed=args.speed, repeat=args.repeat, timeout=args.timeout, retries=args.retries)
+                                speed=args.speed, repeat=args.repeat, timeout=args.timeout, retries=args.retries,
+                                max_answer_mb=args.max_answer_mb)
     check_endpoint_settings(settings)
+    if args.engine_traces is not None:
+        import uuid
+
+        if not Path(args.engine_traces).is_dir():
+            raise InputError(f"--engine-traces {args.engine_traces}: expected the folder the vLLM server writes traces to "
+                             "(its QDEBUG_VLLM_TRACE_DIR), on a filesystem this machine can read")
+        settings.engine_tag = f"qdebug-replay-{uuid.uuid4().hex[:12]}"
     batch = read_batch(args.file, args.format, args.allow_paths)
     if batch.kind != "capture":
         raise InputError(f"{args.file}: --endpoint replays a capture (JSONL of chat-completions bodies), not a {batch.kind}")
@@ -60,7 +70,35 @@ def run_endpoint_replay(args: EndpointArgs, console=None) -> ReplayReport:
     with two_phase_progress(console, (f"isolated, one at a time → {args.url}", total), (f"burst × {args.repeat}", total * args.repeat),
                             "errors") as on_progress:
         run = run_endpoint(batch, settings, on_progress)
-    return report_from_endpoint(batch, run, local)
+    report = report_from_endpoint(batch, run, local)
+    if settings.engine_tag:
+        report.findings += _engine_evidence(report, run, Path(args.engine_traces), settings)
+    return report
+
+
+def _engine_evidence(report, run, folder: Path, settings) -> list:
+    """The engine's own traces of every burst request (waited for, bounded by --timeout), as findings."""
+    from qdebug.analysis.engine_evidence import engine_findings
+    from qdebug.commands.engine_diff import await_trace
+    from qdebug.errors import EngineTraceError
+    from qdebug.replay.endpoint import engine_trace_id
+
+    import time
+
+    bursts, missing = [], []
+    deadline = time.monotonic() + settings.timeout  # one bound for them all: a server that traces nothing costs one --timeout
+    for k, burst in enumerate(run.bursts):
+        traces = {}
+        for rid, answer in burst.items():
+            if answer.error is not None:
+                continue
+            tag = engine_trace_id(settings.engine_tag, rid, f"burst-{k + 1}")
+            try:
+                traces[rid] = await_trace(folder, tag, max(0.5, deadline - time.monotonic()))
+            except EngineTraceError:
+                missing.append(tag)
+        bursts.append(traces)
+    return engine_findings(report, bursts, missing)
 
 
 def _local_references(batch, args: EndpointArgs) -> dict:

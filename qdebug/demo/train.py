@@ -134,7 +134,9 @@ def check_out_dir(out_dir: str | os.PathLike) -> Path:
         parent = target.parent
         while not parent.exists():
             parent = parent.parent
-        if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        if not parent.is_dir():
+            raise OutputError(f"{where}: {parent} is a file, not a folder (expected a path in an existing or creatable folder)")
+        if not os.access(parent, os.W_OK | os.X_OK):
             raise OutputError(f"{where}: folder {parent} is not writable (expected a writable place for the checkpoint)")
     except OSError as exc:  # a name too long, a folder that cannot be listed...
         raise OutputError(f"{where}: unusable ({exc.strerror or type(exc).__name__}); expected a new or empty folder") from None

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
 import warnings
 from pathlib import Path
 
+from qdebug import strict_json
+from qdebug.atomic import temp_stem
 from qdebug.errors import InputError, QDebugError, cause, text_lines
 
 from .graphs import PrefillGraph, VisionGraph, vision_precompute
@@ -80,7 +81,7 @@ def export_onnx(loaded, out: Path, injects: Injects, opset: int | None = None) -
     visual = adapter.vision_tower(model)
     n_deep = deepstack_count(loaded)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{temp_stem(out, 10)}.", dir=out.parent))
     try:
         with torch.no_grad(), transposed_weights(model, adapter, injects):
             # vision: one image per call
@@ -131,7 +132,7 @@ def export_onnx(loaded, out: Path, injects: Injects, opset: int | None = None) -
             extra["not_exported"] = skipped
             graphs = {k: v for k, v in graphs.items() if k not in skipped}
         manifest = Manifest(graphs=graphs, model=model_block(loaded), extra=extra)
-        (tmp / MANIFEST_NAME).write_text(json.dumps(manifest.to_json(), indent=1) + "\n")
+        (tmp / MANIFEST_NAME).write_text(strict_json.dumps(manifest.to_json(), indent=1) + "\n")
         os.chmod(tmp, 0o777 & ~_umask())
         if out.exists():
             out.rmdir()  # empty (checked above); replaced by the finished directory

@@ -132,6 +132,8 @@ def find_manifest(target: str | Path) -> Manifest:
         )
     try:
         data = json.loads(path.read_text())
+    except RecursionError:  # JSON nested thousands deep: no manifest is
+        raise ExportFormatError(f"{path}: JSON nested too deeply to read; expected a flat JSON manifest") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ExportFormatError(f"{path}: unreadable ({type(exc).__name__}); expected a JSON manifest") from None
     return parse_manifest(data, path)

@@ -45,7 +45,7 @@ def _session(path, providers, threads: int | None = None):
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
-    opts.log_severity_level = 3
+    opts.log_severity_level = 4  # fatal only: a refused run is reported as one qdebug line, not ORT's own as well
     if threads:
         opts.intra_op_num_threads = threads
     try:
@@ -88,10 +88,27 @@ def _check_model(manifest: Manifest, loaded) -> None:
     if not manifest.model:
         return
     have = model_block(loaded)
-    keys = ("architecture", "layers", "hidden", "vocab")
-    wrong = [f"{k} {manifest.model.get(k)} vs {have[k]}" for k in keys if k in manifest.model and manifest.model[k] != have[k]]
+    keys = [k for k in ("architecture", "layers", "hidden", "vocab") if k in manifest.model]
+    for k in keys:  # a value of the wrong type is a broken manifest, not another model
+        if _word(manifest.model[k]) != _word(have[k]):
+            raise ExportFormatError(f"{manifest.path}: model.{k} is {_shown(manifest.model[k])} ({_word(manifest.model[k])}); "
+                                    f"expected {_word(have[k])}, as in this model's {_shown(have[k])}")
+    wrong = [f"{k} {_shown(manifest.model[k])} vs {_shown(have[k])}" for k in keys if manifest.model[k] != have[k]]
     if wrong:
         raise ExportMismatchError(f"{manifest.path}: the export was made from another model than --model {loaded.spec} ({', '.join(wrong)}); expected an export of this model")
+
+
+def _shown(value) -> str:
+    """A manifest value as written in its JSON."""
+    import json
+
+    return json.dumps(value, ensure_ascii=False)[:60]
+
+
+def _word(value) -> str:
+    """A JSON value's kind in a user's words."""
+    return ("text" if isinstance(value, str) else "true/false" if isinstance(value, bool) else "a number" if isinstance(value, int | float)
+            else "null" if value is None else "a list" if isinstance(value, list) else "an object")
 
 
 def _check_shapes(opened: OpenExport, loaded) -> None:
@@ -153,7 +170,7 @@ def run_export(opened: OpenExport, loaded, inputs: dict) -> OnnxRun:
             values.update(vision_precompute(visual, grid[None]))
             start += n
             feed = {tensor: _feed(ins, tensor, values[role]) for role, tensor in graph.inputs.items()}
-            out = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feed)))
+            out = _run(sess, feed, m.file("vision"), f"image {i}")
             chunks.append(_rows(out[graph.outputs["encode"]]))
             tensors[tensor_name(T.ENCODE, image=i)] = chunks[-1]
             deep_chunks.append([_rows(out[graph.outputs[f"deepstack.{k}"]]) for k in range(_count(graph.outputs, "deepstack"))])
@@ -195,7 +212,7 @@ def run_export(opened: OpenExport, loaded, inputs: dict) -> OnnxRun:
         if missing:
             raise ExportFormatError(f"{m.file('prefill')}: needs {', '.join(missing)} but the request produced none (no vision graph output for it)")
         feed = {tensor: _feed(ins, tensor, values[role]) for role, tensor in graph.inputs.items()}
-        out = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feed)))
+        out = _run(sess, feed, m.file("prefill"), f"{seq} tokens")
         logits = _rows(out[graph.outputs["logits"]])
         tensors[tensor_name(T.STEP_LOGITS, step=0)] = logits[-1] if logits.ndim == 2 else logits
         exposed.append("logits")
@@ -204,6 +221,17 @@ def run_export(opened: OpenExport, loaded, inputs: dict) -> OnnxRun:
                 tensors[tensor_name(T.LAYER_HIDDEN, layer=int(role.split(".")[1]))] = _rows(out[tensor])
                 exposed.append(role)
     return OnnxRun(tensors, exposed, position_input, position_shape, deepstack_count(loaded), deepstack_fed, dtype, opened.provider)
+
+
+def _run(sess, feed: dict, file, what: str) -> dict:
+    """Outputs by name of one session run; ExportFormatError (one line) when ONNX Runtime refuses the graph at run time,
+    e.g. symbolic dimensions that do not agree for this request (a MatMul dimension mismatch)."""
+    try:
+        return dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feed)))
+    except Exception as exc:  # onnxruntime raises its own types (Fail, InvalidArgument, RuntimeException)
+        why = re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ", "", " ".join(cause(exc).split()))[:300]
+        raise ExportFormatError(f"{file}: ONNX Runtime could not run it on this request ({what}): {why}; "
+                                "expected a graph whose shapes fit the model it is compared with") from None
 
 
 def _count(roles: dict, prefix: str) -> int:

@@ -89,13 +89,16 @@ def _from_hf_cache(repo_id: str) -> Path:
 
 
 def read_config(path: Path) -> dict:
-    """Read config.json as plain JSON (never code)."""
+    """Read config.json as plain JSON (never code), its sizes checked (`config_check`)."""
     try:
         data = json.loads((path / "config.json").read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ModelLoadError(f"{path / 'config.json'}: unreadable ({cause(exc)}); expected a JSON model config") from None
     if not isinstance(data, dict):
         raise ModelLoadError(f"{path / 'config.json'}: not a JSON object; expected a model config")
+    from .config_check import check_config
+
+    check_config(data, str(path / "config.json"))
     return data
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
+import math
 import os
 import time
 from collections.abc import Callable
@@ -19,6 +20,57 @@ from urllib.parse import urlparse
 from qdebug.errors import InputError, QDebugError
 
 from .batch import Batch
+
+
+# A chat answer is kilobytes (a few MB with logprobs); far above that it is a broken or hostile server.
+DEFAULT_MAX_ANSWER_MB = 64.0
+
+
+class AnswerTooLarge(Exception):
+    """An answer passed --max-answer-mb (announced or counted while its decompressed bytes arrived)."""
+
+
+@dataclass
+class Body:
+    """A whole (size-capped) answer: what `server_message` and the parsers read."""
+
+    status_code: int
+    content: bytes
+    reason_phrase: str = ""
+
+    @property
+    def text(self) -> str:
+        """The body as text (undecodable bytes replaced)."""
+        return self.content.decode("utf-8", "replace")
+
+    def json(self):
+        """The body as JSON (ValueError when it is not)."""
+        import json
+
+        return json.loads(self.content)
+
+
+async def fetch(client, method: str, url: str, settings: "EndpointSettings", **kwargs) -> Body:
+    """One request whose whole answer must arrive within --timeout (not per byte: a server trickling one byte a second
+    is cut off) and stay within --max-answer-mb once decompressed; TimeoutError or AnswerTooLarge otherwise."""
+    cap = int(settings.max_answer_mb * 2**20)
+    async with asyncio.timeout(settings.timeout):
+        async with client.stream(method, url, **kwargs) as response:
+            declared = response.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > cap and not response.headers.get("content-encoding"):
+                raise AnswerTooLarge(f"announced {int(declared):,} bytes")
+            parts, size = [], 0
+            async for chunk in response.aiter_bytes():  # decompressed as it arrives: one network read at a time
+                size += len(chunk)
+                if size > cap:
+                    raise AnswerTooLarge(f"over {cap:,} bytes{' once decompressed' if response.headers.get('content-encoding') else ''}")
+                parts.append(chunk)
+            return Body(response.status_code, b"".join(parts), response.reason_phrase)
+
+
+def too_large(settings: "EndpointSettings", exc: AnswerTooLarge) -> str:
+    """The one-line error for an answer over the limit, naming the option."""
+    return f"answer too large: {exc} (the limit is --max-answer-mb {settings.max_answer_mb:g})"
 
 
 class EndpointError(QDebugError):
@@ -41,6 +93,8 @@ class EndpointSettings:
     retries: int = 2
     backoff: float = 0.25
     top_logprobs: int = 5
+    max_answer_mb: float = DEFAULT_MAX_ANSWER_MB  # an answer's size once decompressed (a gzip bomb, a runaway body)
+    engine_tag: str | None = None  # tag each request for a vLLM running qdebug's plugin: qdebug_id "<tag>.<id>.<phase>"
 
 
 @dataclass
@@ -49,7 +103,8 @@ class Answer:
 
     text: str | None = None
     error: str | None = None
-    first_top: dict | None = None  # first generated token's top logprobs: token → logprob
+    first_top: dict | None = None  # first generated token's top logprobs: token → logprob (finite ones only)
+    bad_logprobs: list = field(default_factory=list)  # "'tok': NaN" for each non-finite logprob the server sent
     attempts: int = 1
     seconds: float = 0.0
 
@@ -82,6 +137,8 @@ def check_endpoint_settings(settings: EndpointSettings) -> tuple[str, str | None
         raise InputError(f"--concurrency {settings.concurrency}: expected at least 1")
     if settings.timeout <= 0:
         raise InputError(f"--timeout {settings.timeout}: expected a positive number of seconds")
+    if not settings.max_answer_mb > 0:
+        raise InputError(f"--max-answer-mb {settings.max_answer_mb}: expected a positive number of megabytes")
     base = settings.url.rstrip("/")
     if not base.endswith("/v1"):
         base += "/v1"
@@ -128,6 +185,18 @@ def _wav_base64(clip) -> str:
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
+def engine_trace_id(tag: str, request_id: str, phase: str) -> str:
+    """The qdebug_id a tagged request carries into the engine's trace folder."""
+    return f"{tag}.{request_id}.{phase}"
+
+
+def engine_tagged(body: dict, settings: EndpointSettings, request_id: str, phase: str) -> dict:
+    """The body, tagged for qdebug's vLLM plugin when the run asks for engine traces (`vllm_xargs`)."""
+    if not settings.engine_tag:
+        return body
+    return {**body, "vllm_xargs": {"qdebug_trace": True, "qdebug_id": engine_trace_id(settings.engine_tag, request_id, phase)}}
+
+
 def _redact(text: str, key: str | None) -> str:
     return text.replace(key, "***") if key else text
 
@@ -136,7 +205,7 @@ def server_message(response) -> str:
     """The server's own error message from an OpenAI-style or FastAPI error body, else the body's start."""
     try:
         doc = response.json()
-    except ValueError:
+    except (ValueError, RecursionError):
         return response.text.strip().splitlines()[0][:200] if response.text.strip() else response.reason_phrase
     if isinstance(doc, dict):
         err = doc.get("error", doc.get("detail", doc.get("message")))
@@ -151,11 +220,17 @@ def _parse_answer(doc: dict) -> Answer:
     text = (choice.get("message") or {}).get("content")
     if text is None:
         text = choice.get("text")
-    first_top = None
+    first_top, bad = None, []
     content = ((choice.get("logprobs") or {}).get("content")) or []
     if content and content[0].get("top_logprobs"):
-        first_top = {t["token"]: float(t["logprob"]) for t in content[0]["top_logprobs"]}
-    return Answer(text="" if text is None else str(text), first_top=first_top)
+        first_top = {}
+        for t in content[0]["top_logprobs"]:
+            value = float(t["logprob"])
+            if math.isfinite(value):
+                first_top[t["token"]] = value
+            else:  # NaN or ±Infinity (not JSON either): kept out of the KL and the report's JSON, and reported
+                bad.append(f"{str(t['token'])[:40]!r}: {value}")
+    return Answer(text="" if text is None else str(text), first_top=first_top or None, bad_logprobs=bad)
 
 
 async def _send(client, body: dict, tag: str, settings: EndpointSettings, key: str | None) -> Answer:
@@ -166,16 +241,19 @@ async def _send(client, body: dict, tag: str, settings: EndpointSettings, key: s
     cause = "not sent"
     for attempt in range(1, settings.retries + 2):
         try:
-            response = await client.post("/chat/completions", json=body, headers={"X-Qdebug-Request": tag})
-        except httpx.TimeoutException:
-            return Answer(error=f"timeout: no answer within {settings.timeout:g} s", attempts=attempt, seconds=time.perf_counter() - start)
-        except (httpx.TransportError, OSError) as exc:
+            response = await fetch(client, "POST", "/chat/completions", settings, json=body, headers={"X-Qdebug-Request": tag})
+        except (httpx.TimeoutException, TimeoutError):
+            return Answer(error=f"timeout: no answer within {settings.timeout:g} s", attempts=attempt,
+                          seconds=time.perf_counter() - start)
+        except AnswerTooLarge as exc:  # retrying would fetch it again
+            return Answer(error=too_large(settings, exc), attempts=attempt, seconds=time.perf_counter() - start)
+        except (httpx.TransportError, OSError, httpx.DecodingError) as exc:
             cause = f"connection failed ({type(exc).__name__}: {_redact(str(exc), key) or 'reset'})"
         else:
             if response.status_code < 300:
                 try:
                     answer = _parse_answer(response.json())
-                except (ValueError, AttributeError, TypeError, KeyError) as exc:
+                except (ValueError, AttributeError, TypeError, KeyError, RecursionError) as exc:
                     return Answer(error=f"unreadable answer ({type(exc).__name__})", attempts=attempt, seconds=time.perf_counter() - start)
                 answer.attempts, answer.seconds = attempt, time.perf_counter() - start
                 return answer
@@ -193,10 +271,12 @@ async def _probe_model(client, settings: EndpointSettings, base: str, key: str |
     import httpx
 
     try:
-        response = await client.get("/models")
-    except httpx.TimeoutException:
-        raise EndpointError(f"{base}: no answer to GET /models within {settings.timeout:g} s") from None
-    except (httpx.TransportError, OSError) as exc:
+        response = await fetch(client, "GET", "/models", settings)
+    except (httpx.TimeoutException, TimeoutError):
+        raise EndpointError(f"{base}: no complete answer to GET /models within {settings.timeout:g} s (--timeout)") from None
+    except AnswerTooLarge as exc:
+        raise EndpointError(f"{base}/models: {too_large(settings, exc)}") from None
+    except (httpx.TransportError, OSError, httpx.DecodingError) as exc:
         raise EndpointError(f"cannot reach {base} ({type(exc).__name__}: {_redact(str(exc), key) or 'connection failed'}); is the server running?") from None
     if response.status_code in (401, 403):
         raise EndpointError(f"{base} refused the request (HTTP {response.status_code}: {_redact(server_message(response), key)}); check --api-key-env")
@@ -206,7 +286,7 @@ async def _probe_model(client, settings: EndpointSettings, base: str, key: str |
         raise EndpointError(f"{base}/models answered HTTP {response.status_code} ({_redact(server_message(response), key)}); name the model with --served-model")
     try:
         return str(response.json()["data"][0]["id"])
-    except (ValueError, KeyError, IndexError, TypeError):
+    except (ValueError, KeyError, IndexError, TypeError, RecursionError):
         raise EndpointError(f"{base}/models lists no model; name it with --served-model") from None
 
 
@@ -236,7 +316,8 @@ async def _run(batch: Batch, settings: EndpointSettings, base: str, key: str | N
         cpu0 = time.process_time()
         bodies = {r.request_id: chat_body(r.request, run.model, settings.top_logprobs) for r in items}
         for r in items:  # the isolated reference: one request at a time, nothing else in flight
-            answer = await _send(client, bodies[r.request_id], f"{r.request_id}/reference", settings, key)
+            answer = await _send(client, engine_tagged(bodies[r.request_id], settings, r.request_id, "reference"),
+                                 f"{r.request_id}/reference", settings, key)
             run.references[r.request_id] = answer
             run.sent += 1
             progress("reference", r.request_id, answer.error is None)
@@ -265,7 +346,8 @@ async def _burst(client, items, bodies, settings: EndpointSettings, key, burst: 
             if delay > 0:
                 await asyncio.sleep(delay)
         async with gate:
-            answer = await _send(client, bodies[r.request_id], f"{r.request_id}/burst-{k + 1}", settings, key)
+            answer = await _send(client, engine_tagged(bodies[r.request_id], settings, r.request_id, f"burst-{k + 1}"),
+                                 f"{r.request_id}/burst-{k + 1}", settings, key)
         burst[r.request_id] = answer
         progress("burst", r.request_id, answer.error is None)
 

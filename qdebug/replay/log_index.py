@@ -11,29 +11,34 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from qdebug import strict_json
 from qdebug.vocab import EVENT_KINDS, VERDICT_RANK, EventKind, Verdict
 
 from .batch import Event
 
 # Bump when the parser or the tables change: an index built by another version is rebuilt, never misread.
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 # A request's stored verdict code (column `rank`): its place in vocab.VERDICT_RANK among the verdicts a log can
 # give (never `diverged`), so SQL's max() and ORDER BY rank keep the shared ranking. On disk: ok 0, error 1, desync 2, contaminated 3.
 VERDICT_OF_CODE = tuple(v for v in sorted(VERDICT_RANK, key=VERDICT_RANK.__getitem__) if v != Verdict.DIVERGED)
 CODE_OF_VERDICT = {v: code for code, v in enumerate(VERDICT_OF_CODE)}
 KIND_ALIASES = {"overwrite": EventKind.BUFFER_OVERWRITE, EventKind.DESYNC: EventKind.DESYNC, "shape": EventKind.SHAPE_MISMATCH, "oob": EventKind.INDEX_OUT_OF_BOUNDS}
 
+# STRICT tables with CHECKs: SQLite itself refuses text where numbers belong and event kinds or verdict codes out of
+# range, so an index whose tables are exactly these (checked on open, `_schema_ok`) holds only values we can read.
+_STRICT = " STRICT" if sqlite3.sqlite_version_info >= (3, 37) else ""
 _SCHEMA = """
-CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);
-CREATE TABLE events(seq INTEGER PRIMARY KEY, line INTEGER, t REAL, kind INTEGER, rid TEXT, donor TEXT,
-                    offset INTEGER, text_offset INTEGER, tokens INTEGER, message);
-CREATE TABLE requests(ord INTEGER PRIMARY KEY, rid TEXT NOT NULL UNIQUE, line INTEGER, rank INTEGER,
+CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL){strict};
+CREATE TABLE events(seq INTEGER PRIMARY KEY, line INTEGER, t REAL, kind INTEGER NOT NULL CHECK(kind BETWEEN 0 AND {kinds}),
+                    rid TEXT, donor TEXT, offset INTEGER, text_offset INTEGER, tokens INTEGER, message TEXT){strict};
+CREATE TABLE requests(ord INTEGER PRIMARY KEY, rid TEXT NOT NULL UNIQUE, line INTEGER,
+                      rank INTEGER NOT NULL CHECK(rank BETWEEN 0 AND {ranks}),
                       has_d INTEGER, d_text INTEGER, d_vis INTEGER, has_w INTEGER, w_vis INTEGER,
-                      last_stitch INTEGER, donor TEXT, donor_seq INTEGER);
-CREATE TABLE overwrites(seq INTEGER PRIMARY KEY, victim TEXT, donor TEXT);
-CREATE TABLE contam(seq INTEGER PRIMARY KEY, victim TEXT, donor TEXT);
-CREATE TABLE findings(seq INTEGER PRIMARY KEY);
-"""
+                      last_stitch INTEGER, donor TEXT, donor_seq INTEGER){strict};
+CREATE TABLE overwrites(seq INTEGER PRIMARY KEY, victim TEXT, donor TEXT){strict};
+CREATE TABLE contam(seq INTEGER PRIMARY KEY, victim TEXT, donor TEXT){strict};
+CREATE TABLE findings(seq INTEGER PRIMARY KEY){strict};
+""".format(strict=_STRICT, kinds=len(EVENT_KINDS) - 1, ranks=len(VERDICT_OF_CODE) - 1)
 _UPSERT = """
 INSERT INTO requests(ord, rid, line, rank, has_d, d_text, d_vis, has_w, w_vis, last_stitch) VALUES (?,?,?,?,?,?,?,?,?,?)
 ON CONFLICT(rid) DO UPDATE SET
@@ -133,6 +138,49 @@ class EventFilter:
         return bool(self.kinds) or any(v is not None for v in (self.since, self.until, self.request))
 
 
+def _expected_tables() -> dict[str, str]:
+    conn = sqlite3.connect(":memory:")
+    conn.executescript(_SCHEMA)
+    tables = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'"))
+    conn.close()
+    return tables
+
+
+_TABLES = _expected_tables()
+# meta keys whose values are read as numbers (counts, sizes)
+_META_NUMBERS = ("version", "total_lines", "unknown_lines", "events", "bytes_read", "bytes_total", "build_seconds")
+
+
+def _schema_ok(conn: sqlite3.Connection) -> bool:
+    """Whether the database's tables are exactly the ones this qdebug creates (same columns, types and checks)."""
+    return dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'")) == _TABLES
+
+
+def _read_meta(conn: sqlite3.Connection) -> dict | None:
+    """The meta table as values, or None when one is not what `finish` writes (ValueError for non-JSON text)."""
+    meta = {k: json.loads(v) for k, v in conn.execute("SELECT key, value FROM meta")}
+    for key in _META_NUMBERS:
+        value = meta.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            return None
+    sources, files = meta.get("sources", []), meta.get("files", [])
+    if not isinstance(sources, list) or not all(isinstance(s, str) for s in sources):
+        return None
+    changes = meta.get("changes", [])
+    if not isinstance(changes, list) or not all(
+            isinstance(c, dict) and isinstance(c.get("path"), str) and c.get("change") in ("grew", "shrank")
+            and all(_count(c.get(k)) for k in ("size_at_start", "size_at_end", "bytes_read")) for c in changes):
+        return None
+    if not isinstance(files, list) or not all(
+            isinstance(f, dict) and isinstance(f.get("path"), str) and all(_count(f.get(k)) for k in ("first_line", "lines")) for f in files):
+        return None
+    return meta
+
+
+def _count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def event_from_row(row) -> Event:
     """An Event from an events-table row."""
     seq, line, t, kind, rid, donor, offset, text_offset, tokens, message = row
@@ -163,16 +211,20 @@ class LogIndex:
 
     @classmethod
     def open(cls, path: Path) -> LogIndex | None:
-        """A finished index at path, or None when it is missing, unreadable, unfinished or of another version."""
-        if not path.is_file():
-            return None
+        """A finished index at path, or None (a cache miss: rebuild) when it is missing, not a regular file, unreadable,
+        unfinished, of another version, or not exactly qdebug's tables and meta (a broken or hostile file)."""
         try:
+            if not stat.S_ISREG(os.stat(path).st_mode):
+                return None
             # rw (never create): filter indexes can be added later; a write-protected file opens read-only.
             conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=rw", uri=True, check_same_thread=False)
-            meta = {k: json.loads(v) for k, v in conn.execute("SELECT key, value FROM meta")}
-        except sqlite3.Error:
+        except (OSError, sqlite3.Error):
             return None
-        if meta.get("version") != INDEX_VERSION or not meta.get("complete"):
+        try:
+            meta = _read_meta(conn) if _schema_ok(conn) else None
+        except (sqlite3.Error, ValueError, RecursionError):  # not a database, non-JSON meta...
+            meta = None
+        if meta is None or meta.get("version") != INDEX_VERSION or meta.get("complete") is not True:
             conn.close()
             return None
         index = cls(path, conn)
@@ -217,7 +269,7 @@ class LogIndex:
         """Decide contamination (overwrites before the victim's last sync), store meta, commit."""
         self.conn.executescript(_FINALISE)
         meta = {**meta, "version": INDEX_VERSION}
-        self.conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", [(k, json.dumps(v)) for k, v in meta.items()])
+        self.conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", [(k, strict_json.dumps(v)) for k, v in meta.items()])
         self.conn.commit()
         self.meta = meta
 

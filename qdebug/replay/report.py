@@ -8,9 +8,11 @@ import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from qdebug import strict_json
 from qdebug.atomic import atomic_path
 from qdebug.errors import TraceFormatError
 from qdebug.findings import Finding
+from qdebug.input_files import refuse_special
 from qdebug.vocab import Verdict
 
 from .batch import Event
@@ -49,8 +51,8 @@ class RequestOutcome:
     observed_donor: str | None = None  # whose isolated answer production returned, when observed_verdict is contaminated
 
     def to_json(self) -> dict:
-        """As the `requests` entries of the replay JSON."""
-        return asdict(self)
+        """As the `requests` entries of the replay JSON (a NaN, e.g. a server's logprob, as null)."""
+        return strict_json.finite(asdict(self))
 
 
 @dataclass
@@ -87,7 +89,7 @@ class ReplayReport:
 
     def to_json(self) -> dict:
         """The `--json` document of `qdebug replay`."""
-        return {
+        return strict_json.finite({
             "format": REPORT_FORMAT,
             "version": REPORT_VERSION,
             "source": self.source,
@@ -102,7 +104,7 @@ class ReplayReport:
             "events": [e.to_json() for e in self.events],
             "findings": [f.to_json() for f in self.findings],
             **({"endpoint": self.endpoint, "repeats": self.repeats, **self.extra} if self.endpoint is not None else {}),
-        }
+        })
 
     def dense_matrix(self) -> list[list[float]] | None:
         """The dense N×N cosines: only for a replayed capture of at most MATRIX_MAX_REQUESTS requests."""
@@ -155,7 +157,7 @@ def save_report(report: ReplayReport, path: str | Path) -> Path:
 
     path = Path(path)
     with atomic_path(path) as tmp, zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf, tempfile.TemporaryDirectory() as work:
-        zf.writestr("report.json", json.dumps(report.to_json(), indent=1))
+        zf.writestr("report.json", strict_json.dumps(report.to_json(), indent=1))
         for role, traces in (("replayed", report.traces), ("reference", report.references)):
             for i, (rid, trace) in enumerate(traces.items()):
                 member = Path(work) / f"{role}-{i}.qdt"
@@ -174,6 +176,7 @@ def load_report(path: str | Path) -> ReplayReport:
     from .report_schema import validate_report_json
 
     path = Path(path)
+    refuse_special(path, "replay report", "a .qdr file written by `qdebug replay --save`", TraceFormatError)
     if not path.is_file():
         raise TraceFormatError(f"replay report not found: {path} (expected a .qdr file written by `qdebug replay --save`)")
     with SafeZip(path, "qdebug replay report") as zf, tempfile.TemporaryDirectory() as work:

@@ -23,7 +23,7 @@ REPORT_SCHEMA = _obj(
              "error": _OPT_STR, "line": _OPT_INT, "first_token_kl": _OPT_NUM, "first_token_topk_overlap": _OPT_NUM,
              "observed_verdict": {"enum": [*map(str, VERDICTS), None]}, "observed_donor": _OPT_STR},
         )),
-        "contamination": _obj({"ids": _list({"type": "string"}), "matrix": {"type": ["array", "null"], "items": _list({"type": "number"})}}),
+        "contamination": _obj({"ids": _list({"type": "string"}), "matrix": {"type": ["array", "null"], "items": _list(_OPT_NUM)}}),
         "events": _list(_obj(
             {"kind": {"type": "string"}},
             {"request_id": _OPT_STR, "t": _OPT_NUM, "seq": {"type": "integer"}, "offset": _OPT_INT, "text_offset": _OPT_INT,

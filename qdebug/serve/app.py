@@ -16,6 +16,7 @@ from pathlib import Path
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from qdebug import strict_json
 from qdebug.atomic import link_new
 from qdebug.errors import first_line
 from qdebug.replay.engine import parse_inject
@@ -45,6 +46,7 @@ class Tracer:
         self.first_number = next_trace_number(settings.traces)  # continue after an earlier run's traces, never over them
         self._numbers = itertools.count(self.first_number)
         self._index_lock = threading.Lock()
+        self.written = 0  # traces filed by this run (said on exit)
         self._empty = tempfile.mkdtemp(prefix="qdebug-serve-")  # image paths resolve here: nothing, so only data URLs load
         self.gate = None
         self.pad = None
@@ -62,6 +64,9 @@ class Tracer:
         """The body as a qdebug Request, or (None, reason) when it cannot be served."""
         from qdebug.replay.formats.capture import _parse_line
 
+        refused = unsupported(body)
+        if refused:
+            return None, refused
         entry = _parse_line(json.dumps({k: v for k, v in body.items() if k != "id"}), 1, Path(self._empty), False)
         return entry.request, entry.error
 
@@ -111,7 +116,8 @@ class Tracer:
             "inject": self.settings.inject,
         }
         with self._index_lock, open(self.settings.traces / "index.jsonl", "a", encoding="utf-8") as f:
-            f.write(json.dumps(line) + "\n")
+            f.write(strict_json.dumps(line) + "\n")
+            self.written += 1
 
     def _claim(self, tmp: Path, number: int) -> tuple[int, str]:
         """Hard-link the finished trace as `NNNNNN.qdt`, taking the next number while that name is taken.
@@ -144,6 +150,26 @@ class Tracer:
             "id": rid, "object": "chat.completion", "created": int(time.time()), "model": self.settings.model_name,
             "choices": [choice], "usage": {"prompt_tokens": prompt, "completion_tokens": len(ids), "total_tokens": prompt + len(ids)},
         }
+
+
+def unsupported(body: dict) -> str | None:
+    """Why a body asks for what this server does not do (in the client's terms), else None."""
+    n = body.get("n", 1)
+    if n != 1 or isinstance(n, bool):
+        return f"n: {json.dumps(n)[:40]}; qdebug serve answers one choice per request (expected n: 1, or no n)"
+    top = body.get("top_logprobs")
+    if top is not None and (isinstance(top, bool) or not isinstance(top, int) or not 0 <= top <= 20):
+        return f"top_logprobs: {json.dumps(top)[:40]}; expected a whole number from 0 to 20"
+    if not isinstance(body.get("logprobs", False), bool | None):
+        return f"logprobs: {json.dumps(body['logprobs'])[:40]}; expected true or false"
+    for message in body.get("messages") or []:
+        parts = message.get("content") if isinstance(message, dict) else None
+        for part in parts if isinstance(parts, list) else []:
+            url = part.get("image_url") if isinstance(part, dict) else None
+            url = url.get("url") if isinstance(url, dict) else url
+            if isinstance(url, str) and not url.strip().lower().startswith("data:"):
+                return "image_url: only data: URLs are accepted here (send the image inline as data:image/png;base64,...)"
+    return None
 
 
 _TRACE_NAME = re.compile(r"(\d+)\.qdt")

@@ -5,10 +5,12 @@ from __future__ import annotations
 import base64
 import binascii
 import io
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from qdebug.errors import InputError
+from qdebug.input_files import file_kind
 
 # Literal marker a user may put in the prompt to place a clip; one per clip.
 AUDIO_MARKER = "<audio>"
@@ -63,6 +65,8 @@ def sniff_audio(head: bytes) -> str | None:
 def is_audio_file(path: str | Path) -> bool:
     """Whether `path` is an existing file whose content is an audio container (never judged by the name)."""
     p = Path(path)
+    if file_kind(p):
+        return False  # a FIFO or device: reading it could block; the image loader refuses it by name
     try:
         with p.open("rb") as fh:
             return sniff_audio(fh.read(16)) is not None
@@ -79,7 +83,9 @@ def decode_audio(data: bytes, source: str) -> Clip:
     try:
         samples, rate = sf.read(io.BytesIO(data), dtype="float32", always_2d=True)
     except (sf.LibsndfileError, RuntimeError, ValueError) as exc:
-        raise AudioError(f"corrupt audio: {source} ({str(exc).splitlines()[0]})") from None
+        # libsndfile's own reason, without its "Error opening <_io.BytesIO object at 0x…>: " (our buffer, not the user's file)
+        why = getattr(exc, "error_string", None) or re.sub(r"Error opening <[^>]*>:\s*", "", str(exc).splitlines()[0])
+        raise AudioError(f"corrupt audio: {source} ({why.strip() or type(exc).__name__})") from None
     if samples.shape[0] == 0:
         raise AudioError(f"empty audio: {source} (expected at least one sample)")
     return Clip(samples.mean(axis=1), int(rate), source)
@@ -92,6 +98,9 @@ def load_audio(path: str | Path) -> Clip:
         raise AudioError(f"audio not found: {p} (expected an existing WAV/FLAC file)")
     if p.is_dir():
         raise AudioError(f"audio path is a directory: {p} (expected an audio file)")
+    kind = file_kind(p)
+    if kind:  # opening a FIFO or device would block or read forever
+        raise AudioError(f"audio path is {kind}, not a regular file: {p} (expected an audio file)")
     try:
         data = p.read_bytes()
     except OSError as exc:

@@ -57,17 +57,23 @@ def gib(n: int) -> str:
     return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
 
 
-def count_parameters(path, adapter) -> int:
-    """Parameters of the architecture built from `path`/config.json on the meta device (tied weights once)."""
+def count_parameters(path, adapter) -> tuple[int, object]:
+    """Parameters of the architecture built from `path`/config.json on the meta device (tied weights once), and the
+    text model's config as transformers reads it (its defaults filled in for what config.json leaves out)."""
     import torch
     from transformers import AutoConfig
 
-    config = AutoConfig.from_pretrained(path, local_files_only=True)
-    cls = adapter.model_class()
-    build = getattr(cls, "from_config", None) or cls._from_config  # Auto classes vs a concrete model class
-    with torch.device("meta"):
-        model = build(config)
-    return sum(p.numel() for p in model.parameters())
+    from qdebug.errors import ModelLoadError, cause
+
+    try:
+        config = AutoConfig.from_pretrained(path, local_files_only=True)
+        cls = adapter.model_class()
+        build = getattr(cls, "from_config", None) or cls._from_config  # Auto classes vs a concrete model class
+        with torch.device("meta"):
+            model = build(config)
+    except Exception as exc:  # transformers' config validation and model constructors raise many kinds
+        raise ModelLoadError(f"{path}/config.json: transformers cannot build this model ({cause(exc)})") from None
+    return sum(p.numel() for p in model.parameters()), config.get_text_config()
 
 
 def _device_and_dtype(device: str, dtype: str) -> tuple[str, str]:
@@ -96,13 +102,12 @@ def estimate(spec: str, *, image_tokens: int = 1024, dtype: str = "auto", device
     raw = read_config(path)
     adapter = adapter_for(raw, where=f"--model {spec}")
     device, dtype = _device_and_dtype(device, dtype)
-    params = count_parameters(path, adapter)
-    text = raw.get("text_config") or raw
-    hidden, heads = int(text["hidden_size"]), int(text["num_attention_heads"])
-    kv_heads = int(text.get("num_key_value_heads") or heads)
-    head_dim = int(text.get("head_dim") or hidden // heads)
-    n_layers, vocab = int(text["num_hidden_layers"]), int(text.get("vocab_size") or raw.get("vocab_size"))
-    inter = int(text.get("intermediate_size") or 4 * hidden)
+    params, text = count_parameters(path, adapter)
+    hidden, heads = int(text.hidden_size), int(text.num_attention_heads)
+    kv_heads = int(getattr(text, "num_key_value_heads", None) or heads)
+    head_dim = int(getattr(text, "head_dim", None) or hidden // heads)
+    n_layers, vocab = int(text.num_hidden_layers), int(getattr(text, "vocab_size", None) or raw.get("vocab_size"))
+    inter = int(getattr(text, "intermediate_size", None) or 4 * hidden)
     captured = resolve_layers(layers, parse_layers(layers), n_layers)
     n_captured = n_layers if captured is None else len(captured)
     e = BYTES[dtype]

@@ -1,4 +1,5 @@
-"""Decode untrusted image bytes safely: refuse decompression bombs, scale high-bit-depth pixels to 8 bits."""
+"""Decode untrusted image bytes safely: refuse decompression bombs, scale high-bit-depth pixels to 8 bits, and turn
+photos upright and flatten transparency exactly as transformers' own image loading and processors do."""
 
 from __future__ import annotations
 
@@ -6,6 +7,12 @@ import re
 import warnings
 
 from qdebug.errors import ImageError
+
+ORIENTATION_TAG = 0x0112
+# What Pillow's exif_transpose does for each EXIF Orientation value.
+ORIENTATIONS = {1: "upright", 2: "mirrored left-right", 3: "turned 180°", 4: "flipped top-bottom", 5: "transposed",
+                6: "turned 90° clockwise", 7: "transversed", 8: "turned 90° counter-clockwise"}
+NOTES_KEY = "qdebug_notes"  # a decoded image's `info` key listing what decode did to it
 
 # Qwen-VL processors refuse images whose long side exceeds 200 × the short side (smart_resize).
 MAX_ASPECT_RATIO = 200
@@ -76,12 +83,26 @@ def to_rgb(im):
         arr = np.nan_to_num(arr, nan=0.0, posinf=scale, neginf=0.0)
         grey = np.clip(np.rint(arr / scale * 255.0), 0, 255).astype(np.uint8)
         return Image.fromarray(grey).convert("RGB")  # uint8 2-D → mode L
+    if has_alpha(im):  # as transformers' convert_to_rgb (the processors' do_convert_rgb): composite onto white
+        rgba = im.convert("RGBA")
+        return Image.alpha_composite(Image.new("RGBA", rgba.size, (255, 255, 255, 255)), rgba).convert("RGB")
     return im.convert("RGB")
 
 
+def has_alpha(im) -> bool:
+    """Whether an image has transparency (an alpha band or a transparent colour), as transformers tests for it."""
+    return "A" in im.getbands() or im.info.get("transparency") is not None
+
+
+def notes(im) -> list[str]:
+    """What `decode` did to an image beyond decoding it (EXIF orientation, transparency), for the preprocess stage."""
+    return list(getattr(im, "info", {}).get(NOTES_KEY, ()))
+
+
 def decode(source, label: str):
-    """Open, check (pixel limit, aspect ratio) from the header, fully decode, convert to RGB; ImageError on a refusal."""
-    from PIL import Image
+    """Open, check (pixel limit, aspect ratio) from the header, fully decode, apply the EXIF orientation, convert to RGB
+    (transparency onto white); what was done is in `notes(image)`; ImageError on a refusal."""
+    from PIL import Image, ImageOps
 
     with open_checked(source, label) as im:
         check_size(im, label)
@@ -92,7 +113,17 @@ def decode(source, label: str):
                 im.load()
             except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
                 raise too_large(label, exc) from None
-        return to_rgb(im)
+        done = []
+        orientation = im.getexif().get(ORIENTATION_TAG, 1)
+        upright = im
+        if orientation in ORIENTATIONS and orientation != 1:  # transformers' load_image turns photos upright first
+            upright = ImageOps.exif_transpose(im)
+            done.append(f"EXIF orientation {orientation} applied ({ORIENTATIONS[orientation]}), as transformers' load_image does")
+        if has_alpha(upright):
+            done.append(f"transparency ({upright.mode}) composited onto white, as the processor's convert_to_rgb does")
+        rgb = to_rgb(upright)
+        rgb.info[NOTES_KEY] = done
+        return rgb
 
 
 def flat_colour(im) -> tuple | None:

@@ -51,6 +51,9 @@ class HeadFirstLinear(LinearTap):
     heads instead of tokens and the layer's output is garbage. Applied at prefill (at a decode step T = 1). The
     recurrent state the cache keeps comes from a correct call outside the tap chain, so later steps can still run
     (a head-first state has the wrong shape for the cache); the tokens still go wrong from the prefill output on.
+    With fewer key than value heads (the published Qwen3.5 geometry) the kernel may refuse the head-first shapes
+    outright, as it would under the real bug: then the layer's kernel output is zeros (the request gets no answer
+    from it), so the run goes on and the diff shows where it parts; the layout watch names the kernel's error.
     A `LinearTap`.
     """
 
@@ -61,6 +64,11 @@ class HeadFirstLinear(LinearTap):
         if call.layer != self.layer or call.query.shape[1] <= 1:
             return proceed(call.query, call.key, call.value, call.g, call.beta)
         swap = [t.transpose(1, 2).contiguous() for t in (call.query, call.key, call.value, call.g, call.beta)]
-        out, _ = proceed(*swap)
         _, state = call.base(call.query, call.key, call.value, call.g, call.beta)
+        try:
+            out, _ = proceed(*swap)
+        except RuntimeError:  # the kernel's shape checks (e.g. "size of tensor a (64) must match … (66)")
+            import torch
+
+            return torch.zeros_like(call.value), state
         return out.reshape(call.value.shape), state

@@ -43,6 +43,7 @@ def load_image(path: str | Path):
     from PIL import UnidentifiedImageError
 
     from qdebug.errors import ImageError
+    from qdebug.input_files import file_kind
 
     from .image_input import decode
 
@@ -51,6 +52,9 @@ def load_image(path: str | Path):
         raise ImageError(f"image not found: {p} (expected an existing PNG/JPEG/... file)")
     if p.is_dir():
         raise ImageError(f"image path is a directory: {p} (expected an image file)")
+    kind = file_kind(p)
+    if kind:  # opening a FIFO or device would block or read forever
+        raise ImageError(f"image path is {kind}, not a regular file: {p} (expected an image file)")
     try:
         return decode(p, str(p))
     except ImageError:

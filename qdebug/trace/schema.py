@@ -8,9 +8,11 @@ import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from qdebug import strict_json
 from qdebug.atomic import atomic_path
 from qdebug.errors import TraceFormatError
 from qdebug.findings import Finding
+from qdebug.input_files import refuse_special
 from qdebug.vocab import FindingKind
 
 from .meta import TraceMeta, TraceRequest
@@ -201,8 +203,7 @@ class Trace:
                     s["name"]: Stage(s["name"], summary_from_json(s["name"], s["summary"]), [Check(**c) for c in s["checks"]])
                     for s in data["stages"]
                 },
-                steps=[Step(**{**s, "topk": TopK(**s["topk"]), "raw_topk": TopK(**s["raw_topk"]) if s.get("raw_topk") else None})
-                       for s in data["steps"]],
+                steps=[_step(s) for s in data["steps"]],
                 generated_ids=list(data["generated_ids"]),
                 generated_text=data["generated_text"],
                 attn_queries=list(data["attn_queries"]),
@@ -213,6 +214,22 @@ class Trace:
             raise TraceFormatError(f"trace JSON is malformed ({type(exc).__name__}: {exc})") from None
 
 
+def _nan(value):
+    """A probability as read back: null (how a NaN or infinity is written) is NaN again."""
+    return float("nan") if value is None else value
+
+
+def _topk(data: dict) -> TopK:
+    return TopK(**{**data, "probs": [_nan(p) for p in data["probs"]]})
+
+
+def _step(data: dict) -> Step:
+    """A step from its JSON object (NaN probabilities were written as null)."""
+    raw = data.get("raw_topk")
+    return Step(**{**data, "prob": _nan(data["prob"]), "entropy": _nan(data["entropy"]), "topk": _topk(data["topk"]),
+                   "raw_topk": _topk(raw) if raw else None})
+
+
 def save_trace(trace: Trace, path: str | Path) -> Path:
     """Write `trace` to `path` atomically (a zip holding trace.json and tensors.safetensors)."""
     from safetensors.torch import save
@@ -220,7 +237,7 @@ def save_trace(trace: Trace, path: str | Path) -> Path:
     path = Path(path)
     tensors = {k: v.detach().cpu().contiguous() for k, v in trace.tensors.items()}
     blob = save(tensors, metadata={"format": FORMAT, "version": str(FORMAT_VERSION)}) if tensors else b""
-    payload = json.dumps(trace.to_json(), indent=1).encode()
+    payload = strict_json.dumps(trace.to_json(), indent=1).encode()  # a NaN prob is written as null
     with atomic_path(path) as tmp, zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         zf.writestr(_JSON_NAME, payload)
         zf.writestr(_TENSORS_NAME, blob)
@@ -235,6 +252,7 @@ def load_trace(path: str | Path) -> Trace:
     from .trace_schema import validate_trace_json
 
     path = Path(path)
+    refuse_special(path, "trace", "a .qdt file written by `--save`", TraceFormatError)
     if not path.is_file():
         raise TraceFormatError(f"trace not found: {path} (expected a .qdt file written by `--save`)")
     with SafeZip(path, "qdebug trace") as zf, tempfile.TemporaryDirectory() as work:

@@ -88,6 +88,7 @@ class PreprocessSummary(Summary):
     image_grid_thw: list[list[int]] | None = None
     frames_kept: list[int] | None = None  # audio: feature frames the mask keeps per clip
     spans: list | None = None  # [start, end) of each image's (clip's) placeholder tokens
+    image_notes: list[str] | None = None  # what loading did to an image (EXIF orientation, transparency), one line each
 
 
 @dataclass

@@ -7,7 +7,7 @@ from qdebug.validation import first_problem
 
 _INT = {"type": "integer", "minimum": 0}
 _ANY_INT = {"type": "integer"}
-_NUM = {"type": "number"}
+_NUM = {"type": ["number", "null"]}  # null: a NaN or infinity (JSON has neither)
 _STR = {"type": "string"}
 _OPT_STR = {"type": ["string", "null"]}
 _OPT_INT = {"type": ["integer", "null"]}

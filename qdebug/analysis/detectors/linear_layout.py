@@ -31,10 +31,20 @@ class LinearLayoutWatch(LinearTap):
         step = self._calls.get(call.layer, 0)
         self._calls[call.layer] = step + 1
         seq = self.prompt_len if step == 0 else 1
+        flagged = len(self.findings)
         for name, heads, dim in (("query", self.key_heads, self.key_dim), ("key", self.key_heads, self.key_dim),
                                  ("value", self.value_heads, self.value_dim)):
             self._check(call, step, name, tuple(getattr(call, name).shape), heads, seq, dim)
-        return proceed(call.query, call.key, call.value, call.g, call.beta)
+        try:
+            return proceed(call.query, call.key, call.value, call.g, call.beta)
+        except RuntimeError as exc:
+            if len(self.findings) > flagged:  # the layout just named made the kernel fail: say so beside it
+                self.findings.append(Finding(
+                    kind=FindingKind.LAYOUT, severity=Severity.ERROR, stage=f"layer.{call.layer}", layer=call.layer,
+                    message=f"layer.{call.layer} linear attention, kernel {call.kernel} raised on that layout "
+                            f"({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); the layer has no output from it",
+                ))
+            raise
 
     def _check(self, call, step: int, name: str, shape: tuple, heads: int, seq: int, dim: int) -> None:
         layer = call.layer

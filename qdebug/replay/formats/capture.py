@@ -13,6 +13,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 from qdebug.errors import ImageError, ReplayFormatError, cause, first_line
+from qdebug.input_files import refuse_special
 from qdebug.replay.batch import Batch, BatchRequest
 from qdebug.trace.image_input import decode
 from qdebug.trace.request import Request, load_image
@@ -216,6 +217,7 @@ def parse_capture(path: str | os.PathLike, allow_paths: bool = False) -> Batch:
         raise ReplayFormatError(f"capture not found: {p} (expected an existing JSONL file)")
     if p.is_dir():
         raise ReplayFormatError(f"capture is a directory: {p} (expected a JSONL file)")
+    refuse_special(p, "capture", "a JSONL file", ReplayFormatError)  # /dev/zero has no end and no newline
     base = p.absolute().parent.resolve()
     batch = Batch(source=str(p), kind="capture")
     used: set[str] = set()

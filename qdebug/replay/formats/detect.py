@@ -8,6 +8,7 @@ import zlib
 from pathlib import Path
 
 from qdebug.errors import ReplayFormatError
+from qdebug.input_files import refuse_special
 from qdebug.replay.batch import Batch
 
 FORMATS = ("capture", "runtime-log")
@@ -25,6 +26,7 @@ def detect_format(path: str | os.PathLike) -> str:
         raise ReplayFormatError(f"replay input not found: {p} (expected a JSONL capture or a runtime log)")
     if p.is_dir():
         raise ReplayFormatError(f"replay input is a directory: {p} (expected a JSONL capture or a runtime log)")
+    refuse_special(p, "replay input", "a JSONL capture or a runtime log", ReplayFormatError, allow_fifo=True)
     from qdebug.replay.formats.runtime_log import open_log
 
     seen = blank_bytes = 0

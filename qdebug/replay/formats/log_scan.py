@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from qdebug.errors import ReplayFormatError
+from qdebug.input_files import refuse_special
 from qdebug.vocab import EVENT_KINDS, EventKind
 
 from .runtime_log import MAX_LINE_BYTES, _prefix, open_log, recognise_line
@@ -53,7 +54,9 @@ class ScanStats:
     unknown_lines: int = 0
     events: int = 0
     bytes_read: int = 0
+    bytes_total: int = 0  # the files' sizes when the scan began (what it reads, however they change meanwhile)
     files: list[dict] = field(default_factory=list)  # {path, first_line, lines}
+    changes: list[dict] = field(default_factory=list)  # {path, change: grew|shrank, size_at_start, size_at_end, bytes_read}
 
 
 def _seconds_cache() -> tuple[dict, Callable[[bytes], float | None]]:
@@ -120,16 +123,20 @@ def _chunks(f, progress: Callable[[int], None] | None) -> Iterator[list[bytes]]:
         yield [carry]
 
 
-def _blocks(f, progress: Callable[[int], None] | None) -> Iterator[tuple[bytes, int, bool]]:
+def _blocks(f, progress: Callable[[int], None] | None, limit: int | None = None) -> Iterator[tuple[bytes, int, bool]]:
     """(buf, stop, overlong) per chunk: buf[0] is a newline, the complete lines are buf[1:stop], each ending in one.
 
     Same lines as `_chunks` (the reference): overlong says an over-long line followed them (one unknown line).
+    At most `limit` bytes are read (a log still being written ends where it ended when the scan began).
     """
     carry = b""
     skipping = False
     raw = getattr(f, "fileobj", None) or f  # a .gz reports progress in compressed bytes
+    left = limit
     while True:
-        data = f.read(CHUNK_BYTES)
+        data = f.read(CHUNK_BYTES if left is None else min(CHUNK_BYTES, left))
+        if left is not None:
+            left -= len(data)
         if progress is not None:
             progress(raw.tell())
         if not data:
@@ -161,11 +168,12 @@ def scan_files(
     A KeyboardInterrupt stops the scan after the rows handed over so far (stats say how far it got).
     """
     stats = stats if stats is not None else ScanStats()
-    total_bytes = sum(p.stat().st_size for p in paths)
+    sizes = [p.stat().st_size for p in paths]
+    total_bytes = stats.bytes_total = sum(sizes)
     done_before = 0
     clock = _seconds_cache()
     seq = 0
-    for path in paths:
+    for path, size in zip(paths, sizes):
         shown = str(path) if len(str(path)) <= 200 else str(path)[:200] + "..."
         entry = {"path": str(path), "first_line": stats.total_lines + 1, "lines": 0}
         stats.files.append(entry)
@@ -177,7 +185,8 @@ def scan_files(
 
         try:
             with open_log(path) as f:
-                for buf, stop, overlong in _blocks(f, tick):
+                plain = getattr(f, "fileobj", None) is None  # a .gz is read whole (its stream says where it ends)
+                for buf, stop, overlong in _blocks(f, tick, size if plain and is_regular(path) else None):
                     rows, seq, lines, unknown = _scan_block(buf, stop, stats.total_lines, seq, clock)
                     if overlong:  # counted once as an unknown line, after the chunk's complete lines
                         lines += 1
@@ -188,11 +197,31 @@ def scan_files(
                     stats.events = seq
                     if rows:
                         on_rows(rows)
+                _note_change(stats, path, size, os.fstat((getattr(f, "fileobj", None) or f).fileno()).st_size, stats.bytes_read - done_before)
         except (OSError, EOFError, zlib.error) as exc:  # EOFError, zlib.error: a truncated or corrupt .gz
             reason = getattr(exc, "strerror", None) or exc
             raise ReplayFormatError(f"cannot read runtime log {shown}: {reason} (expected a readable log file)") from None
-        done_before += path.stat().st_size
+        done_before += size
     return stats
+
+
+def is_regular(path: Path) -> bool:
+    """A regular file (a pipe has no size to stop at)."""
+    import stat
+
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _note_change(stats: ScanStats, path: Path, start: int, end: int, read: int) -> None:
+    """Record a file that grew (appended to while read: the scan stopped at its size at the start) or shrank
+    (truncated, as copytruncate rotation does: the scan read only what was there before)."""
+    change = "grew" if end > start else "shrank" if end < start and read < start else None
+    if change and is_regular(path):
+        stats.changes.append({"path": str(path), "change": change, "size_at_start": start,
+                              "size_at_end": end, "bytes_read": read})
 
 
 def _scan_line(raw: bytes, line_no: int, seq: int, clock) -> Row | None:
@@ -382,6 +411,7 @@ def log_paths(paths: list[str | os.PathLike]) -> list[Path]:
             raise ReplayFormatError(f"runtime log not found: {shown} (expected an existing log file)")
         if p.is_dir():
             raise ReplayFormatError(f"runtime log is a directory: {shown} (expected a log file)")
+        refuse_special(p, "runtime log", "a log file, or a pipe", ReplayFormatError, allow_fifo=True)
         out.append(p)
     return out
 

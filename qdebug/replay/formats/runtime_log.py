@@ -11,6 +11,7 @@ from functools import partial
 from pathlib import Path
 
 from qdebug.errors import ReplayFormatError
+from qdebug.input_files import refuse_special
 from qdebug.replay.batch import Batch, BatchRequest, Event
 from qdebug.vocab import EventKind
 
@@ -338,6 +339,7 @@ def parse_runtime_log(source: str | os.PathLike | Iterable[str | bytes]) -> Batc
             raise ReplayFormatError(f"runtime log not found: {shown} (expected an existing log file)")
         if path.is_dir():
             raise ReplayFormatError(f"runtime log is a directory: {shown} (expected a log file)")
+        refuse_special(path, "runtime log", "a log file, or a pipe", ReplayFormatError, allow_fifo=True)
         batch = Batch(source=str(path), kind="runtime-log")
         try:
             _consume(_file_lines(path), batch)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from qdebug.vocab import FindingKind
 
+from ..image_input import notes
 from ..schema import Check, ImageInfo, Stage
 from ..summaries import PreprocessSummary
 
@@ -31,6 +32,8 @@ def preprocess_stage(request, prepared, images: list[ImageInfo]) -> Stage:
         pixel_values_shape=list(inputs["pixel_values"].shape) if "pixel_values" in inputs else None,
         image_grid_thw=[list(i.grid_thw) for i in images],
         spans=[list(i.span) for i in images],
+        image_notes=[f"image {i} ({request.image_paths[i] if i < len(request.image_paths) else i}): {note}"
+                     for i, im in enumerate(request.images) for note in notes(im)] or None,
     )
     return Stage("preprocess", summary,
                  [Check("one placeholder span per image", len(prepared.spans) == len(request.images), kind=FindingKind.SHAPE_MISMATCH)])

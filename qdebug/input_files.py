@@ -1,0 +1,34 @@
+"""What kind of file an input path names, so a pipe or device is refused before anything opens it (which could block)."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def file_kind(path: str | os.PathLike) -> str | None:
+    """None for a regular file (links followed) or a path that cannot be stat'ed, else what it is ("a FIFO (named pipe)", ...)."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None  # missing or unreadable: the caller's own open names that
+    if stat.S_ISREG(mode):
+        return None
+    return next((word for test, word in _KINDS if test(mode)), "not a regular file")
+
+
+def refuse_special(path, what: str, expected: str, error: type, *, allow_fifo: bool = False) -> None:
+    """Raise `error` ("{what} {path} is a character device, not a regular file (expected …)") for a device, socket or
+    (unless `allow_fifo`: a log may be streamed through a pipe) FIFO; directories and missing paths are the caller's."""
+    kind = file_kind(path)
+    if kind is None or kind == "a directory" or (allow_fifo and kind.startswith("a FIFO")):
+        return
+    raise error(f"{what} {path} is {kind}, not a regular file (expected {expected})")

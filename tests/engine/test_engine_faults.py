@@ -1,0 +1,115 @@
+"""The seeds' bugs planted inside a real vLLM (QDEBUG_VLLM_INJECT) and found by qdebug from outside and inside it:
+seed 001's head-first layout on a softmax family and on Qwen3.5's gated delta rule, seed 000's shared visual buffer."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from tests.endpoint.conftest import SAMPLE, run_qdebug
+
+from .families import build
+from .vllm_server import DEMO, VllmServer
+
+pytestmark = pytest.mark.vllm
+IMAGE, PROMPT = str(SAMPLE / "red_circle_top_left.png"), "Describe the image."
+
+
+def faulty_server(vllm_py, where, inject: str, model=DEMO, dtype: str = "float32", seed: int = 0) -> VllmServer:
+    """A traced vLLM with one of the plugin's faults planted."""
+    env = {"QDEBUG_VLLM_INJECT": inject, "QDEBUG_VLLM_SEED": str(seed)}
+    server = VllmServer(vllm_py, where, model=model, trace_dir=where / "traces", dtype=dtype, extra_env=env)
+    server.traces = where / "traces"
+    return server
+
+
+def engine_diff(server, model, out) -> tuple[dict, object]:
+    result = run_qdebug("diff", IMAGE, PROMPT, "--engine", server.url, "--engine-traces", str(server.traces), "--model", str(model),
+                        "--json", str(out), env={"COLUMNS": "200"})
+    return json.loads(out.read_text()), result
+
+
+def assert_localised(doc: dict, result, layer: int) -> None:
+    """The diff parts at layer.L (every stage before it agrees) and names the layout the engine's kernel received."""
+    assert result.returncode == 1, result.stdout + result.stderr  # a found problem fails the command
+    assert doc["first_divergence"]["stage"] == f"layer.{layer}", doc["first_divergence"]
+    verdicts = {s["name"]: s["verdict"] for s in doc["stages"]}
+    before = ["preprocess", "encode", "sync", *[f"layer.{n}" for n in range(layer)]]
+    assert all(verdicts[s] == "ok" for s in before) and verdicts[f"layer.{layer}"] == "diverged", verdicts
+    layout = [f for f in doc["findings"] if f["kind"] == "layout"]
+    assert [f["stage"] for f in layout] == [f"layer.{layer}"], doc["findings"]
+    assert "head and token axes swapped" in layout[0]["message"] and "vLLM's kernel" in layout[0]["message"]
+    assert f"layer.{layer}" in result.stdout and "head and token axes swapped" in result.stdout
+    assert doc["b"]["text"] in result.stdout  # the served answer is shown, whatever it reads on random weights
+
+
+@pytest.fixture(scope="module")
+def head_first_demo(vllm_py, tmp_path_factory):
+    with faulty_server(vllm_py, tmp_path_factory.mktemp("head-first-demo"), "head-first:2") as server:
+        yield server
+
+
+def test_head_first_in_the_softmax_kernel_is_localised_to_its_layer(head_first_demo, tmp_path):
+    doc, result = engine_diff(head_first_demo, "demo", tmp_path / "d.json")
+    assert_localised(doc, result, 2)
+    assert "injected" in head_first_demo.log_text() and "layer 2 (softmax attention kernel)" in head_first_demo.log_text()
+
+
+def test_replay_with_local_references_flags_the_faulty_server(head_first_demo, tmp_path):
+    out = tmp_path / "r.json"
+    result = run_qdebug("replay", str(SAMPLE / "capture.jsonl"), "--endpoint", head_first_demo.url, "--concurrency", "4",
+                        "--model", "demo", "--device", "cpu", "--json", str(out))
+    doc = json.loads(out.read_text())
+    assert "server_mismatch" in {f["kind"] for f in doc["findings"]}, doc["findings"]
+    assert result.returncode == 1
+
+
+def test_head_first_in_qwen3_5s_gated_delta_rule_is_localised_to_its_layer(vllm_py, tmp_path_factory, tmp_path):
+    where = tmp_path_factory.mktemp("head-first-qwen3_5")
+    checkpoint = build("qwen3_5", where / "checkpoint")  # layers [linear, full, linear, full]; key heads < value heads
+    with faulty_server(vllm_py, where, "head-first:2", model=checkpoint, dtype="bfloat16") as server:
+        doc, result = engine_diff(server, checkpoint, tmp_path / "d.json")
+        assert "layer 2 (gated-delta-rule core)" in server.log_text()
+    assert_localised(doc, result, 2)
+    assert doc["tolerance"]["atol"] > 1e-5  # compared at bfloat16's tolerance, the engine's dtype
+
+
+def burst(server, out, repeat: int = 1) -> tuple[dict, object]:
+    result = run_qdebug("replay", str(SAMPLE / "capture.jsonl"), "--endpoint", server.url, "--concurrency", "14", "--repeat", str(repeat),
+                        "--engine-traces", str(server.traces), "--json", str(out))
+    return json.loads(out.read_text()), result
+
+
+def test_a_shared_visual_buffer_in_the_engine_is_found_and_its_donors_match_the_engines_rows(vllm_py, tmp_path_factory, tmp_path):
+    # Three bursts: the fault acts on the images of one scheduler step, and a loaded machine may trickle one burst in.
+    with faulty_server(vllm_py, tmp_path_factory.mktemp("shared-buffer"), "shared-visual-buffer", seed=0) as server:
+        doc, result = burst(server, tmp_path / "r.json", repeat=3)
+    assert result.returncode == 1
+    contaminated = {r["id"]: r for r in doc["requests"] if r["verdict"] == "contaminated"}
+    assert contaminated, [(r["id"], r["verdict"]) for r in doc["requests"]]
+    shown: dict = {}  # (request, burst) → the requests whose rows the engine put in that stream
+    for f in doc["findings"]:
+        if f["kind"] == "engine_contamination":
+            k = int(re.search(r"\(burst (\d+)\)", f["message"]).group(1))
+            shown[(f["request_id"], k)] = {f["donor"]} | set(re.findall(r"\d+ from (req-\d+)", f["message"]))
+    assert shown and not [f for f in doc["findings"] if f["kind"] == "partial_comparison"], doc["findings"]
+    disagreements = {(f["request_id"], int(re.match(r"burst (\d+)", f["message"]).group(1)))
+                     for f in doc["findings"] if f["kind"] == "engine_disagreement"}
+    for rid, r in contaminated.items():
+        for k, named in enumerate(r["burst_donors"], start=1):
+            if not named:
+                continue
+            # the engine saw other requests' rows in every stream whose answer was another request's ...
+            assert shown.get((rid, k)), (rid, k, named)
+            # ... and the donor the answer names is among them, or the report says it is not (an answer read with this
+            # request's prompt over another's image need not equal that image's own answer: the rows are the evidence)
+            assert bool(set(named) & shown[(rid, k)]) != ((rid, k) in disagreements), (rid, k, named, shown[(rid, k)])
+
+
+def test_a_clean_engine_under_the_same_burst_is_all_ok_five_times(traced_server, tmp_path):
+    doc, result = burst(traced_server, tmp_path / "r.json", repeat=5)
+    assert {r["verdict"] for r in doc["requests"]} == {"ok"}, [(r["id"], r["verdict"]) for r in doc["requests"]]
+    assert not [f for f in doc["findings"] if f["kind"].startswith("engine_") or f["kind"] == "partial_comparison"], doc["findings"]
+    assert result.returncode == 0, result.stderr
