@@ -41,13 +41,7 @@ def check_new_folder(option: str, path: str | os.PathLike) -> Path:
     try:
         if target.exists() and (not target.is_dir() or any(target.iterdir())):
             raise OutputError(f"{where}: exists and is not an empty directory; expected a new or empty directory")
-        parent = target.parent
-        while not parent.exists():
-            parent = parent.parent
-        if not parent.is_dir():
-            raise OutputError(f"{where}: {parent} is a file, not a folder (expected a path in an existing or creatable folder)")
-        if not os.access(parent, os.W_OK | os.X_OK):
-            raise OutputError(f"{where}: folder {parent} is not writable (expected a writable folder)")
+        check_creatable(target, where)
     except OSError as exc:  # a name too long, a loop of links, a folder that cannot be listed...
         raise OutputError(f"{where}: unusable ({exc.strerror or type(exc).__name__}); expected a new or empty directory") from None
     return target
@@ -117,6 +111,17 @@ class OutputPlan:
         for tmp, _ in self._pending:
             tmp.unlink(missing_ok=True)
         self._pending = []
+
+
+def check_creatable(target: Path, where: str) -> None:
+    """OutputError unless the nearest existing folder above `target` is a writable folder (so it can be made there)."""
+    parent = target.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise OutputError(f"{where}: {parent} is a file, not a folder (expected a path in an existing or creatable folder)")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OutputError(f"{where}: folder {parent} is not writable (expected a writable folder)")
 
 
 def resolved(path: Path) -> Path:

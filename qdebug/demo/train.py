@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qdebug.errors import OutputError
+from qdebug.outputs import check_creatable
 
 from .build import build_config, build_processor
 from .scenes import PROMPTS, make_scene
@@ -131,13 +132,7 @@ def check_out_dir(out_dir: str | os.PathLike) -> Path:
             if stranger is not None:
                 raise OutputError(f"{where}: not empty and not a demo checkpoint ({stranger}); expected a new or empty "
                                   "folder, or one `qdebug demo train` wrote (nothing in it is removed)")
-        parent = target.parent
-        while not parent.exists():
-            parent = parent.parent
-        if not parent.is_dir():
-            raise OutputError(f"{where}: {parent} is a file, not a folder (expected a path in an existing or creatable folder)")
-        if not os.access(parent, os.W_OK | os.X_OK):
-            raise OutputError(f"{where}: folder {parent} is not writable (expected a writable place for the checkpoint)")
+        check_creatable(target, where)
     except OSError as exc:  # a name too long, a folder that cannot be listed...
         raise OutputError(f"{where}: unusable ({exc.strerror or type(exc).__name__}); expected a new or empty folder") from None
     return target

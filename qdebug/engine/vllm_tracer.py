@@ -29,21 +29,21 @@ log = logging.getLogger("vllm.qdebug")
 
 def decoder_layers(model) -> list:
     """The decoder layers of a vLLM multimodal model (`language_model.model.layers`, or `model.layers`)."""
-    for path in ("language_model.model.layers", "model.layers", "language_model.layers"):
-        node = model
-        for part in path.split("."):
-            node = getattr(node, part, None)
-            if node is None:
-                break
-        if node is not None:
-            return list(node)
-    raise AttributeError(f"{type(model).__name__} has no decoder layers where qdebug looks (language_model.model.layers)")
+    layers = _first_attribute(model, ("language_model.model.layers", "model.layers", "language_model.layers"))
+    if layers is None:
+        raise AttributeError(f"{type(model).__name__} has no decoder layers where qdebug looks (language_model.model.layers)")
+    return list(layers)
 
 
 def decoder_norm(model):
     """The decoder's final norm (what follows the last layer), or None."""
-    for path in ("language_model.model.norm", "model.norm", "language_model.norm"):
-        node = model
+    return _first_attribute(model, ("language_model.model.norm", "model.norm", "language_model.norm"))
+
+
+def _first_attribute(root, paths: tuple[str, ...]):
+    """The object at the first dotted path that exists under `root`, or None."""
+    for path in paths:
+        node = root
         for part in path.split("."):
             node = getattr(node, part, None)
             if node is None:
