@@ -73,6 +73,9 @@ class ReplayReport:
     interrupted: bool = False
     # Sparse contamination: {request_id, donor, score, evidence} per contaminated request (None: from the matrix).
     cells: list[dict] | None = None
+    # The source's absolute folder when the .qdr was saved (a `source` given relative to another working directory
+    # still finds its capture's images); kept in the .qdr only, never in --json.
+    source_dir: str | None = None
     # A runtime log's SQLite index (qdebug.replay.log_index.LogIndex) when the lists above hold only a page
     # of a large log; JSON, the TUI and the summary read the whole log from it.
     log_index: object | None = None
@@ -151,6 +154,9 @@ class ReplayReport:
             raise TraceFormatError(f"replay report is malformed ({type(exc).__name__}: {exc})") from None
 
 
+SOURCE_DIR_MEMBER = "source_dir.txt"  # the capture's absolute folder at save time
+
+
 def save_report(report: ReplayReport, path: str | Path) -> Path:
     """Write a `.qdr` (report.json + each request's traces as .qdt members) atomically."""
     from qdebug.trace.schema import save_trace
@@ -158,6 +164,7 @@ def save_report(report: ReplayReport, path: str | Path) -> Path:
     path = Path(path)
     with atomic_path(path) as tmp, zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf, tempfile.TemporaryDirectory() as work:
         zf.writestr("report.json", strict_json.dumps(report.to_json(), indent=1))
+        zf.writestr(SOURCE_DIR_MEMBER, report.source_dir or str(Path(report.source).expanduser().resolve().parent))
         for role, traces in (("replayed", report.traces), ("reference", report.references)):
             for i, (rid, trace) in enumerate(traces.items()):
                 member = Path(work) / f"{role}-{i}.qdt"
@@ -188,6 +195,11 @@ def load_report(path: str | Path) -> ReplayReport:
             raise TraceFormatError(f"{path}: not a qdebug replay report")
         validate_report_json(data, str(path))
         report = ReplayReport.from_json(data)
+        if SOURCE_DIR_MEMBER in zf.names():
+            try:
+                report.source_dir = zf.read(SOURCE_DIR_MEMBER).decode()[:4096]
+            except UnicodeDecodeError:
+                raise TraceFormatError(f"{path}: member {SOURCE_DIR_MEMBER} is not UTF-8 text") from None
         for name in zf.names():
             if name.startswith("traces/") and name.endswith(".qdt"):
                 parts = name.split("/")

@@ -13,12 +13,13 @@ def _load(path: str, mtime: float):
     return load_image(path)
 
 
-def image_dirs_for(document: str | Path | None = None, capture: str | None = None) -> tuple[Path, ...]:
+def image_dirs_for(document: str | Path | None = None, capture: str | None = None, capture_dir: str | None = None) -> tuple[Path, ...]:
     """Folders where a trace's relative image paths may be, besides the working directory: a capture's paths are
     relative to the capture's folder, and a saved trace or report may have moved with its images beside it.
 
-    `document`: the .qdt / .qdr file opened (None: not from a file); `capture`: the report's source (a capture)."""
-    dirs: list[Path] = []
+    `document`: the .qdt / .qdr file opened (None: not from a file); `capture`: the report's source (a capture);
+    `capture_dir`: that capture's absolute folder as the .qdr recorded it when saved."""
+    dirs: list[Path] = [Path(capture_dir)] if capture_dir else []
     here = Path(document).expanduser().parent if document and Path(document).suffix in (".qdt", ".qdr") else None
     if capture:
         source = Path(capture).expanduser()

@@ -65,3 +65,21 @@ async def test_images_resolve_relative_to_the_capture_and_beside_the_report(tmp_
 def test_image_dirs_for_a_trace_file_and_for_no_file():
     assert image_dirs_for("runs/one.qdt") == (Path("runs"),)
     assert image_dirs_for("qdebug attn cat.png") == ()
+
+
+async def test_a_report_saved_from_one_folder_finds_its_capture_images_when_opened_from_another(tmp_path, monkeypatch):
+    from qdebug.replay.report import save_report
+
+    (tmp_path / "work" / "caps" / "capture").mkdir(parents=True)
+    shutil.copy(PNG, tmp_path / "work" / "caps" / "capture" / "req-01.png")
+    monkeypatch.chdir(tmp_path / "work")  # the replay ran here, with a relative capture path
+    saved = save_report(_report_naming({"a": "capture/req-01.png"}, "caps/capture.jsonl"), tmp_path / "burst.qdr")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")  # ... and the report is opened from another folder
+    report = load_report(saved)
+    assert report.source == "caps/capture.jsonl" and report.source_dir == str(tmp_path / "work" / "caps")
+    assert "source_dir" not in report.to_json()  # the --json document is unchanged
+    app = build_app(report=report, source=str(saved))
+    async with app.run_test(size=SIZE) as pilot:
+        doc, attention = await _attention_of(app, pilot, 0)
+    assert pil_image(doc, 0) is not None and "not found" not in attention

@@ -130,7 +130,7 @@ class BatchScreen(Screen):
             return
         ref = self.report.references.get(event.request_id)
         # a capture names its images relative to its own folder; a .qdr may have moved with them beside it
-        dirs = image_dirs_for(self.source, self.report.source)
+        dirs = image_dirs_for(self.source, self.report.source, self.report.source_dir)
         doc = TraceDoc(trace, source=f"replay {self.source}", role="replayed", image_dirs=dirs)
         reference = TraceDoc(ref, source=f"reference of {event.request_id}", role="reference", image_dirs=dirs) if ref is not None else None
         self.files.show_request(doc, reference)
