@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from .conftest import qdebug
 from .hostile import hostile_server, small_capture, strict_json
@@ -21,16 +22,30 @@ def _replay(tmp_path, server, *options, timeout=120):
     started = time.monotonic()
     with open(tmp_path / "stderr", "w+") as err:
         child = subprocess.Popen([exe, *map(str, args)], stdout=subprocess.DEVNULL, stderr=err)
-        pid = 0
-        while pid == 0:  # reaped here (not by Popen) so that its own peak RSS can be read
+        pid, peak = 0, 0
+        while pid == 0:
             if time.monotonic() > started + timeout:
                 child.kill()
-            pid, status, usage = os.wait4(child.pid, os.WNOHANG)
-            time.sleep(0.05)
+            # its own high-water mark, read while it runs: wait4's ru_maxrss would also count this test process's
+            # memory at fork time (Linux carries it across exec), gigabytes late in a full test session
+            peak = max(peak, _high_water_kib(child.pid))
+            pid, status, _ = os.wait4(child.pid, os.WNOHANG)
+            time.sleep(0.02)
         child.returncode = os.waitstatus_to_exitcode(status)
         err.seek(0)
         proc = subprocess.CompletedProcess(args, child.returncode, "", err.read())
-    return proc, strict_json(out.read_text()) if out.exists() else None, time.monotonic() - started, usage.ru_maxrss / 1024
+    return proc, strict_json(out.read_text()) if out.exists() else None, time.monotonic() - started, peak / 1024
+
+
+def _high_water_kib(pid: int) -> int:
+    """A running process's peak resident memory (VmHWM, KiB); 0 once it has exited."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 def test_timeout_bounds_the_whole_answer(tmp_path):
