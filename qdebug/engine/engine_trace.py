@@ -209,4 +209,5 @@ def _meta(model: EngineModel, req: EngineRequest, clips: list[dict] | None) -> T
         vocab_size=model.vocab_size,
         engine=engine,
         audio=clips,
+        input_path=None if req.input_path == "ids" else req.input_path,  # as local traces: set for the embeds path only
     )

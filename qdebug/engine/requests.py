@@ -58,6 +58,7 @@ class EngineRequest:
     mrope_delta: int | None = None
     deepstack: dict[int, dict] = field(default_factory=dict)  # layer → rows added after it (Qwen3-VL), see record_addition
     layouts: dict[int, dict] = field(default_factory=dict)  # layer → the layout its kernel's value rows arrived in (prefill)
+    input_path: str = "ids"  # or "embeds": a prompt_embeds request (the client sent the decoder's input rows themselves)
     keep_hidden: bool = True  # every prompt row of every layer (else statistics over every row plus the last row)
 
     def record_addition(self, layer: int, offset: int, delta, before) -> None:

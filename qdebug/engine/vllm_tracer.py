@@ -197,14 +197,20 @@ class EngineTracer:
         """Start recording a tagged request, now that vLLM holds its state (prompt ids, multimodal features)."""
         self.pending.discard(rid)
         state = self.runner.requests.get(rid)
-        if state is None or state.prompt_token_ids is None:
+        if state is None:
             return
         params = state.sampling_params
         extra = getattr(params, "extra_args", None) or {}
+        ids, path = state.prompt_token_ids, "ids"
+        if ids is None:  # a prompt_embeds request: the client may say which ids the rows stand for (seed 004's check)
+            embeds = getattr(state, "prompt_embeds", None)
+            if embeds is None:
+                return
+            ids, path = prompt_ids_for_embeds(extra.get("qdebug_prompt_ids"), int(embeds.shape[0])), "embeds"
         features = [_feature(f) for f in state.mm_features or []]
         name = str(extra.get("qdebug_id") or rid)
-        self.traced[rid] = EngineRequest(rid, name, list(state.prompt_token_ids), features, getattr(params, "max_tokens", None),
-                                         keep_hidden=self.keep_hidden)
+        self.traced[rid] = EngineRequest(rid, name, list(ids), features, getattr(params, "max_tokens", None),
+                                         keep_hidden=self.keep_hidden, input_path=path)
 
     def _decoder_input(self, module, args, kwargs):
         self._guard(self._record_input, args, kwargs)
@@ -322,6 +328,14 @@ class EngineTracer:
             generated = [int(t) for t in (state.output_token_ids if state is not None else []) if int(t) >= 0]
             req.finish_prefill()
             self.writer.submit(req, generated)
+
+
+def prompt_ids_for_embeds(given, rows: int) -> list[int]:
+    """The token ids a prompt_embeds request's rows stand for: the client's `qdebug_prompt_ids` when it is one int per
+    row, else 0 for every row (the trace then says the ids are unknown)."""
+    if isinstance(given, list) and len(given) == rows and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in given):
+        return list(given)
+    return [0] * rows
 
 
 def _feature(spec) -> Feature:
