@@ -1,7 +1,7 @@
 """Fast chunked scan of runtime logs (plain or .gz, several files in time order) into compact event rows.
 
 Same events as `recognise_line` (a fast path for the common line shapes, the general recogniser for the
-rest), but read in large chunks and emitted as plain tuples so a day of logs never becomes Python objects.
+rest), but read in large chunks, recognised column-wise (`log_columns`) and emitted as plain tuples.
 """
 
 from __future__ import annotations
@@ -167,6 +167,8 @@ def scan_files(
 
     A KeyboardInterrupt stops the scan after the rows handed over so far (stats say how far it got).
     """
+    from .log_columns import scan_block_columns  # pyarrow loads only when a log is read
+
     stats = stats if stats is not None else ScanStats()
     sizes = [p.stat().st_size for p in paths]
     total_bytes = stats.bytes_total = sum(sizes)
@@ -187,7 +189,7 @@ def scan_files(
             with open_log(path) as f:
                 plain = getattr(f, "fileobj", None) is None  # a .gz is read whole (its stream says where it ends)
                 for buf, stop, overlong in _blocks(f, tick, size if plain and is_regular(path) else None):
-                    rows, seq, lines, unknown = _scan_block(buf, stop, stats.total_lines, seq, clock)
+                    rows, seq, lines, unknown = scan_block_columns(buf, stop, stats.total_lines, seq, clock)
                     if overlong:  # counted once as an unknown line, after the chunk's complete lines
                         lines += 1
                         unknown += 1
@@ -268,7 +270,7 @@ def _scan_line(raw: bytes, line_no: int, seq: int, clock) -> Row | None:
 
 
 def _scan_lines(lines: list, line0: int, seq: int, clock) -> tuple[list[Row], int, int]:
-    """Reference scan, line by line (what _scan_block must equal): one chunk's rows, the next seq, the unknown count."""
+    """Reference scan, line by line (what log_columns.scan_block_columns must equal): rows, next seq, unknown count."""
     rows: list[Row] = []
     unknown = 0
     line_no = line0
@@ -285,116 +287,6 @@ def _scan_lines(lines: list, line0: int, seq: int, clock) -> tuple[list[Row], in
         rows.append(row)
         seq += 1
     return rows, seq, unknown
-
-
-# The fast shapes again, as one regex over a whole chunk, tried at each newline of a line with a request id: groups
-# stamp (19 bytes), fraction, where (the shape; a lookahead pairs it with its own words), request id, tokens, offset.
-# The second alternative (no groups) is any other line with a request id: it goes to _scan_line when it has an event
-# word or exception name (without either, it is unknown there). Bounded or line-anchored quantifiers only: linear.
-_RID = rb"[0-9A-Za-z-]{1,64}"
-_NUM = rb"[0-9]{1,18}"
-_SHAPES = {
-    b"VisualEncoder::encode_image": rb"start",
-    b"VisualEncoder::write_buffer": rb"wrote " + _NUM + rb" tokens at offset " + _NUM,
-    b"TokenSynchronizer::stitch": rb"consumed " + _NUM + rb" tokens at offset " + _NUM,
-    b"Generator::decode": rb"first_token",
-}
-_WHERE_KIND = {b"VisualEncoder::encode_image": _ENCODE, b"VisualEncoder::write_buffer": _WRITE,
-               b"TokenSynchronizer::stitch": _SYNC, b"Generator::decode": _FIRST}
-_BLOCK_RE = re.compile(
-    rb"\n(?=[^\n]*request_id)(?:([^ \n]{19})(?:\.([0-9]{1,9}))?Z (?:DEBUG|INFO|WARN|WARNING|ERROR|TRACE) ("
-    + b"|".join(re.escape(w) + rb"(?=: request_id=" + _RID + b" " + tail + rb"\r?\n)" for w, tail in _SHAPES.items())
-    + rb"): request_id=(" + _RID + rb") (?:start|first_token|(?:wrote|consumed) (" + _NUM + rb") tokens at offset ("
-    + _NUM + rb"))\r?(?=\n)|[^\n]*)"
-)
-_EVENT_OR_EXC = re.compile(_EVENT_WORD.__self__.pattern + b"|" + b"|".join(_EXC_KEYS)).search
-_BLANK_RE = re.compile(rb"\n[ \t\r\x0b\x0c]*(?=\n)")  # a blank line (bytes.isspace): neither event nor unknown
-_MAYBE_BLANK = re.compile(rb"\n[ \t\r\x0b\x0c\n]").search  # a quick look first: most chunks have none
-
-
-def _scan_block(buf: bytes, stop: int, line0: int, seq: int, clock) -> tuple[list[Row], int, int, int]:
-    """The rows of the lines in buf[1:stop] (see _blocks; numbered from line0 + 1): rows, next seq, lines, unknown.
-
-    Equal to _scan_lines on the same lines, without a Python step per line: the fast shapes come out of one regex,
-    other lines with a request id or an exception name go to _scan_line, the rest are unknown unless blank.
-    """
-    cache, seconds = clock
-    n_lines = buf.count(b"\n", 1, stop)
-    rows: list[Row] = []
-    append = rows.append
-    # Lines with an exception name but no request id (rare): the regex does not see them. Their '\n' positions.
-    extra: list[int] = []
-    for key in _EXC_KEYS:
-        i = buf.find(key, 0, stop)
-        while i >= 0:
-            s = buf.rfind(b"\n", 0, i)
-            e = buf.find(b"\n", i)
-            if buf.find(b"request_id", s, e) < 0:
-                extra.append(s)
-            i = buf.find(key, e, stop)
-    if extra:
-        extra = sorted(set(extra))
-        extra.append(stop)
-    nxt = extra[0] if extra else stop
-    xi = 0
-    line_no = line0
-    last = 0
-    count = buf.count
-    fracs = _FRACS
-    kinds = _WHERE_KIND
-    for m in _BLOCK_RE.finditer(buf, 0, stop):
-        stamp, frac, where, rid, tokens, offset = m.groups()
-        if where is None and _EVENT_OR_EXC(buf, m.start(), m.end()) is None:
-            continue  # unknown: counted below
-        p = m.start()
-        while nxt < p:  # exception lines before this one
-            line_no += count(b"\n", last, nxt + 1)
-            last = nxt + 1
-            row = _scan_line(buf[last : buf.find(b"\n", last)], line_no, seq, clock)
-            if row is not None:
-                append(row)
-                seq += 1
-            xi += 1
-            nxt = extra[xi]
-        line_no += count(b"\n", last, p + 1)
-        last = p + 1
-        if where is not None and (rid.isdigit() or (rid.replace(b"-", b"") and _EXC_SEARCH(m[0]) is None)):
-            t = cache.get(stamp, -1.0)
-            if t == -1.0:
-                t = seconds(stamp)
-            if t is not None:
-                if frac:
-                    f = fracs.get(frac)
-                    if f is None:
-                        if len(fracs) > 100_000:
-                            fracs.clear()
-                        f = fracs[frac] = int(frac) / 10 ** len(frac)
-                    t = t + f
-                if tokens is None:
-                    append((seq, line_no, t, kinds[where], rid.decode(), None, None, None, None, None))
-                else:
-                    append((seq, line_no, t, kinds[where], rid.decode(), None, int(offset), None, int(tokens), None))
-                seq += 1
-                continue
-        row = _scan_line(m[0][1:], line_no, seq, clock)
-        if row is not None:
-            append(row)
-            seq += 1
-    while nxt < stop:  # exception lines after the last match
-        line_no += count(b"\n", last, nxt + 1)
-        last = nxt + 1
-        row = _scan_line(buf[last : buf.find(b"\n", last)], line_no, seq, clock)
-        if row is not None:
-            append(row)
-            seq += 1
-        xi += 1
-        nxt = extra[xi]
-    blank = len(_BLANK_RE.findall(buf, 0, stop)) if _MAYBE_BLANK(buf, 0, stop) else 0
-    return rows, seq, n_lines, n_lines - blank - len(rows)
-
-
-# A fraction of a second by its digits (`t + int(frac) / 10 ** len(frac)`, the same float as _scan_line's), cached.
-_FRACS: dict[bytes, float] = {}
 
 
 def fast_message(kind: int, rid: str | None, offset: int | None, tokens: int | None) -> str:
