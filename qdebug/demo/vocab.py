@@ -48,6 +48,8 @@ CHAT_TEMPLATE = (
     "{% else %}{% for content in message['content'] %}"
     "{% if content['type'] == 'image' or 'image' in content or 'image_url' in content %}"
     "{{ '<|vision_start|><|image_pad|><|vision_end|>' }}"
+    "{% elif content['type'] == 'video' or 'video' in content or 'video_url' in content %}"
+    "{{ '<|vision_start|><|video_pad|><|vision_end|>' }}"
     "{% elif content['type'] == 'text' %}{{ content['text'] }}"
     "{% endif %}{% endfor %}{% endif %}"
     "{{ '<|im_end|>\\n' }}"
