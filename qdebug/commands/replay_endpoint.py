@@ -72,7 +72,11 @@ def run_endpoint_replay(args: EndpointArgs, console=None) -> ReplayReport:
         run = run_endpoint(batch, settings, on_progress)
     report = report_from_endpoint(batch, run, local)
     if settings.engine_tag:
-        report.findings += _engine_evidence(report, run, Path(args.engine_traces), settings)
+        from qdebug.analysis.engine_evidence import apply_engine_verdicts
+
+        found = _engine_evidence(report, run, Path(args.engine_traces), settings)
+        apply_engine_verdicts(report, found)
+        report.findings += found
     return report
 
 

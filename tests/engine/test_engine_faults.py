@@ -83,9 +83,9 @@ def burst(server, out, repeat: int = 1) -> tuple[dict, object]:
 
 
 def test_a_shared_visual_buffer_in_the_engine_is_found_and_its_donors_match_the_engines_rows(vllm_py, tmp_path_factory, tmp_path):
-    # Three bursts: the fault acts on the images of one scheduler step, and a loaded machine may trickle one burst in.
+    # Five bursts: the fault acts on the images of one scheduler step, and a burst can trickle in one request per step.
     with faulty_server(vllm_py, tmp_path_factory.mktemp("shared-buffer"), "shared-visual-buffer", seed=0) as server:
-        doc, result = burst(server, tmp_path / "r.json", repeat=3)
+        doc, result = burst(server, tmp_path / "r.json", repeat=5)
     assert result.returncode == 1
     contaminated = {r["id"]: r for r in doc["requests"] if r["verdict"] == "contaminated"}
     assert contaminated, [(r["id"], r["verdict"]) for r in doc["requests"]]
@@ -95,17 +95,19 @@ def test_a_shared_visual_buffer_in_the_engine_is_found_and_its_donors_match_the_
             k = int(re.search(r"\(burst (\d+)\)", f["message"]).group(1))
             shown[(f["request_id"], k)] = {f["donor"]} | set(re.findall(r"\d+ from (req-\d+)", f["message"]))
     assert shown and not [f for f in doc["findings"] if f["kind"] == "partial_comparison"], doc["findings"]
+    # the verdicts tell the engine's story too: every stream that held others' rows is contaminated
+    assert {rid for rid, _ in shown} <= set(contaminated), (sorted(shown), sorted(contaminated))
     disagreements = {(f["request_id"], int(re.match(r"burst (\d+)", f["message"]).group(1)))
                      for f in doc["findings"] if f["kind"] == "engine_disagreement"}
     for rid, r in contaminated.items():
         for k, named in enumerate(r["burst_donors"], start=1):
             if not named:
                 continue
-            # the engine saw other requests' rows in every stream whose answer was another request's ...
-            assert shown.get((rid, k)), (rid, k, named)
-            # ... and the donor the answer names is among them, or the report says it is not (an answer read with this
-            # request's prompt over another's image need not equal that image's own answer: the rows are the evidence)
-            assert bool(set(named) & shown[(rid, k)]) != ((rid, k) in disagreements), (rid, k, named, shown[(rid, k)])
+            # the donor the answer names is among the requests whose rows the engine put in that stream, or the report
+            # says it is not (an answer read with this request's prompt over another's image, or a near tie that batching
+            # tipped, can equal a third request's answer: the rows are the evidence)
+            seen = shown.get((rid, k), set())
+            assert bool(set(named) & seen) != ((rid, k) in disagreements), (rid, k, named, seen)
 
 
 def test_a_clean_engine_under_the_same_burst_is_all_ok_five_times(traced_server, tmp_path):
