@@ -65,29 +65,14 @@ def assemble_engine_trace(req: EngineRequest, generated: list[int], model: Engin
     ids = req.prompt_ids
     images, checks = _images(req, model)
     tensors: dict = {}
-    clips = None
-    rows = [req.encode[i] for i, f in enumerate(req.features) if f.modality == "image" and i in req.encode]
-    levels: list = []
-    if rows:  # one image's rows missing makes encode_stage's split-per-image check fail, as it should
-        import torch
-
-        rows, levels = _split_levels(torch.cat(rows), model)
-        rec.vision_rows = rows
+    clips, levels = None, []
     prompt_text = tok.decode(ids, skip_special_tokens=False)
-    preprocess = Stage("preprocess", PreprocessSummary(
-        text=prompt_text, num_tokens=len(ids),
-        pixel_values_shape=_pixel_shape(req), image_grid_thw=[list(i.grid_thw) for i in images], spans=[list(i.span) for i in images],
-    ), checks)
-    encode, encode_rows = encode_stage(rec, images, tensors)
-    sync = sync_stage(None, images, encode_rows, rec, {}, tensors)  # no reference rope index in the engine: diff compares
-    if req.mrope_delta is not None:
-        sync.summary.rope_deltas = [int(req.mrope_delta)]
-    stages = {"preprocess": preprocess, "encode": encode, "sync": sync}
     if any(f.modality == "audio" for f in req.features):  # an audio family's input stages are clip-shaped
         from .engine_audio import audio_stages
 
-        audio, clips = audio_stages(req, model, prompt_text, extractor(), tensors)
-        stages.update(audio)
+        stages, clips = audio_stages(req, model, prompt_text, extractor(), tensors)
+    else:
+        stages, levels = _image_stages(req, model, prompt_text, images, checks, tensors)
     stages.update(layer_stages(rec, model.num_layers, tensors))
     last = topk_of(rec.step_logits[0], topk)[0] if rec.step_logits else []
     stages["logits"] = Stage("logits", LogitsSummary(positions=len(ids), k=topk, last_topk=[token_text(tok, i) for i in last],
@@ -95,7 +80,6 @@ def assemble_engine_trace(req: EngineRequest, generated: list[int], model: Engin
     steps, step_map = step_stages(rec, generated, tok, topk, tensors)
     stages.update(step_map)
     findings = check_findings(stages) + _layout_findings(req)
-    trace_deepstack = (lambda trace: _attach_deepstack(trace, req, model, levels)) if model.deepstack_levels else None
     if len(rec.step_logits) < len(generated):
         findings.append(Finding(kind=FindingKind.PARTIAL_COMPARISON, severity=Severity.INFO, stage=f"step.{len(rec.step_logits)}",
                                 message=f"the engine sampled {len(generated)} tokens; logits of {len(rec.step_logits)} were recorded"))
@@ -115,9 +99,30 @@ def assemble_engine_trace(req: EngineRequest, generated: list[int], model: Engin
         findings=findings,
         tensors=tensors,
     )
-    if trace_deepstack is not None:
-        trace_deepstack(trace)
+    if model.deepstack_levels:
+        _attach_deepstack(trace, req, model, levels)
     return trace
+
+
+def _image_stages(req: EngineRequest, model: EngineModel, prompt_text: str, images: list[ImageInfo], checks: list[Check],
+                  tensors: dict) -> tuple[dict[str, Stage], list]:
+    """`preprocess`, `encode` and `sync` of an image request, and the deepstack levels' rows (Qwen3-VL; else [])."""
+    rec = req.rec
+    rows = [req.encode[i] for i, f in enumerate(req.features) if f.modality == "image" and i in req.encode]
+    levels: list = []
+    if rows:  # one image's rows missing makes encode_stage's split-per-image check fail, as it should
+        import torch
+
+        rec.vision_rows, levels = _split_levels(torch.cat(rows), model)
+    preprocess = Stage("preprocess", PreprocessSummary(
+        text=prompt_text, num_tokens=len(req.prompt_ids),
+        pixel_values_shape=_pixel_shape(req), image_grid_thw=[list(i.grid_thw) for i in images], spans=[list(i.span) for i in images],
+    ), checks)
+    encode, encode_rows = encode_stage(rec, images, tensors)
+    sync = sync_stage(None, images, encode_rows, rec, {}, tensors)  # no reference rope index in the engine: diff compares
+    if req.mrope_delta is not None:
+        sync.summary.rope_deltas = [int(req.mrope_delta)]
+    return {"preprocess": preprocess, "encode": encode, "sync": sync}, levels
 
 
 def _layout_findings(req: EngineRequest) -> list[Finding]:

@@ -3,22 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 from pathlib import Path
+
+from tests.cli.installed import qdebug
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_data"
 IMAGE = SAMPLE / "red_circle_top_left.png"
-
-
-def qdebug(tmp_path: Path, *args) -> tuple[int, str, str]:
-    """Run `qdebug ARGS` with stdout and stderr redirected to files (neither is a terminal); (exit code, stdout, stderr)."""
-    out, err = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
-    with open(out, "w") as o, open(err, "w") as e:
-        code = subprocess.run(["qdebug", *map(str, args)], stdout=o, stderr=e, timeout=400,
-                              env={**os.environ, "QDEBUG_CACHE_DIR": str(tmp_path / "cache")}).returncode
-    return code, out.read_text(), err.read_text()
 
 
 def _capture(tmp_path: Path, n: int, observed: bool) -> Path:

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
+from tests.cli.installed import qdebug
 from tests.servers import Server, free_port
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_data"
@@ -17,15 +16,6 @@ OBSERVED_KIND = {"contaminated": "observed_contamination", "diverged": "observed
 # `--inject shared-visual-buffer --seed 0` before the rule changed: contaminated requests and their donors, and the desynced ones.
 INJECTED_CONTAMINATED = {"req-05": "req-08", "req-06": "req-08", "req-07": "req-08", "req-11": "req-09"}
 INJECTED_DESYNC = {"req-01", "req-02", "req-10", "req-12"}
-
-
-def qdebug(tmp: Path, *args) -> tuple[int, str, str]:
-    """The installed `qdebug ARGS`, stdout and stderr to files; (exit code, stdout, stderr)."""
-    out, err = tmp / "stdout.txt", tmp / "stderr.txt"
-    with open(out, "w") as o, open(err, "w") as e:
-        code = subprocess.run(["qdebug", *map(str, args)], stdout=o, stderr=e, timeout=400,
-                              env={**os.environ, "QDEBUG_CACHE_DIR": str(tmp / "cache")}).returncode
-    return code, out.read_text(), err.read_text()
 
 
 def table_rows(text: str) -> dict[str, list[str]]:
