@@ -86,8 +86,11 @@ def test_a_shared_visual_buffer_in_the_engine_is_found_and_its_donors_match_the_
     # Five bursts: the fault acts on the images of one scheduler step, and a burst can trickle in one request per step.
     with faulty_server(vllm_py, tmp_path_factory.mktemp("shared-buffer"), "shared-visual-buffer", seed=0) as server:
         doc, result = burst(server, tmp_path / "r.json", repeat=5)
-    assert result.returncode == 1
     contaminated = {r["id"]: r for r in doc["requests"] if r["verdict"] == "contaminated"}
+    assert result.returncode == (1 if any(r["verdict"] != "ok" for r in doc["requests"]) else 0)
+    if not _shared_a_step(server.traces):  # every request had its prefill step to itself: the fault had nothing to mix
+        assert not contaminated and not [f for f in doc["findings"] if f["kind"].startswith("engine_")], doc["findings"]
+        return
     assert contaminated, [(r["id"], r["verdict"]) for r in doc["requests"]]
     shown: dict = {}  # (request, burst) → the requests whose rows the engine put in that stream
     for f in doc["findings"]:
@@ -115,3 +118,16 @@ def test_a_clean_engine_under_the_same_burst_is_all_ok_five_times(traced_server,
     assert {r["verdict"] for r in doc["requests"]} == {"ok"}, [(r["id"], r["verdict"]) for r in doc["requests"]]
     assert not [f for f in doc["findings"] if f["kind"].startswith("engine_") or f["kind"] == "partial_comparison"], doc["findings"]
     assert result.returncode == 0, result.stderr
+
+
+def _shared_a_step(traces) -> bool:
+    """Whether two burst requests' prompts ran in one scheduler step, from the engine traces' own record of their
+    first step (requests and tokens flattened together) and of who shared their steps."""
+    from qdebug.trace.schema import load_trace
+
+    firsts = {}
+    for path in traces.glob("*.burst-*.qdt"):
+        engine = load_trace(path).meta.engine
+        firsts[engine["request_id"]] = engine
+    return any(other in firsts and firsts[other]["batches"][:1] == e["batches"][:1]
+               for e in firsts.values() for other in e["co_scheduled"])
