@@ -11,51 +11,51 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from .hooks import to_cpu
+from .protocols import FamilySinkBase
 
-class DeepstackRecorder:
-    """Hooks on the decoder layers that measure what was added between consecutive layers at prefill."""
+
+class DeepstackRecorder(FamilySinkBase):
+    """Measures what was added between consecutive decoder layers at prefill, fed by the thread's Recorder.
+
+    Memory on the model's device: one layer's output (seq × dim) until the next layer's input arrives; what
+    crosses to CPU is only the added rows (and the tower's deepstack features once).
+    """
 
     def __init__(self, levels: list[int]):
         self.levels = levels  # vision block index of each deepstack feature list, in the model's order
-        self.calls = 0
-        self.features = None  # the deepstack features the decoder was handed (a list), CPU
+        self.features_handed = 0  # how many deepstack feature lists the decoder was handed
         self.encoded = None  # the vision tower's deepstack features, level by level (rows × dim), CPU
-        self.visual_rows: list[int] | None = None
-        self.previous = None  # (layer, output hidden state) awaiting the next input
+        self.previous = None  # (layer, output hidden state, on its device) awaiting the next input
         self.layers: dict[int, dict] = {}
 
-    def decoder_input(self, module, args, kwargs) -> None:
-        self.calls += 1
-        if self.calls != 1:
-            return
+    def decoder_input(self, args, kwargs) -> None:
         feats = kwargs.get("deepstack_visual_embeds")
-        mask = kwargs.get("visual_pos_masks")
-        self.features = [f.detach().float().cpu() for f in feats] if feats is not None else None
-        self.visual_rows = mask[0].nonzero().flatten().tolist() if mask is not None else None
+        self.features_handed = len(feats) if feats is not None else 0
 
     def vision_output(self, output) -> None:
         feats = getattr(output, "deepstack_features", None)
         if feats is not None and self.encoded is None:
-            self.encoded = [f.detach().float().cpu() for f in feats]
+            self.encoded = [to_cpu(f).float() for f in feats]
 
     def layer_output(self, layer: int, output) -> None:
-        if self.calls == 1:
-            hidden = output[0] if isinstance(output, tuple) else output
-            self.previous = (layer, hidden[0].detach().float().cpu().clone())
+        hidden = output[0] if isinstance(output, tuple) else output
+        self.previous = (layer, hidden[0].detach().clone())
 
-    def next_input(self, hidden) -> None:
-        if self.calls != 1 or self.previous is None:
+    def layer_input(self, layer: int, hidden) -> None:
+        if self.previous is None:
             return
-        layer, before = self.previous
+        before_layer, before = self.previous
         self.previous = None
-        after = hidden[0].detach().float().cpu()
-        delta = after - before
+        delta = hidden[0].detach().float() - before.float()  # on the layer's device: only the added rows leave it
         rows = (delta.abs().amax(-1) > 0).nonzero().flatten().tolist()
-        self.layers[layer] = addition_record(rows, delta[rows], before[rows].norm() if rows else 0.0, self.encoded, self.levels)
+        added = to_cpu(delta[rows]).float()
+        before_norm = float(before[rows].float().norm()) if rows else 0.0
+        self.layers[before_layer] = addition_record(rows, added, before_norm, self.encoded, self.levels)
 
     def attach(self, trace, loaded, prepared) -> None:
         """Per-layer deepstack evidence on each layer stage and in `meta.deepstack` (judged by analysis.detectors.deepstack)."""
-        attach_deepstack(trace, self.levels, len(self.features) if self.features is not None else 0, self.layers)
+        attach_deepstack(trace, self.levels, self.features_handed, self.layers)
 
 
 def addition_record(rows: list[int], added, before_norm, encoded, levels: list[int]) -> dict:
@@ -93,27 +93,8 @@ def attach_deepstack(trace, levels: list[int], features_handed: int, layers: dic
     trace.meta.deepstack = {"levels": levels, "features_handed": features_handed, "layers": per_layer}
 
 
-@contextmanager
-def deepstack_recording(loaded) -> Iterator[DeepstackRecorder | None]:
-    """Record deepstack additions for models whose vision tower has deepstack levels (None otherwise)."""
+def deepstack_recorder(loaded) -> DeepstackRecorder | None:
+    """A deepstack recorder for models whose vision tower has deepstack levels (None otherwise)."""
     vision = getattr(loaded.config, "vision_config", None)
     levels = list(getattr(vision, "deepstack_visual_indexes", None) or [])
-    if not levels:
-        yield None
-        return
-    adapter = loaded.adapter
-    rec = DeepstackRecorder(levels)
-    lm = adapter.language_model(loaded.model)
-    layers = adapter.decoder_layers(loaded.model)
-    handles = [lm.register_forward_pre_hook(rec.decoder_input, with_kwargs=True),
-               adapter.vision_tower(loaded.model).register_forward_hook(lambda m, a, out: rec.vision_output(out))]
-    for i, layer in enumerate(layers):
-        handles.append(layer.register_forward_hook(lambda m, a, out, i=i: rec.layer_output(i, out)))
-        if i > 0:
-            handles.append(layer.register_forward_pre_hook(lambda m, a, kw: rec.next_input(a[0] if a else kw["hidden_states"]), with_kwargs=True))
-    handles.append(lm.norm.register_forward_pre_hook(lambda m, a: rec.next_input(a[0])))
-    try:
-        yield rec
-    finally:
-        for h in handles:
-            h.remove()
+    return DeepstackRecorder(levels) if levels else None

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 
-from .deepstack_record import deepstack_recording
+from .deepstack_record import deepstack_recorder
 from .linear_record import linear_recording
 
 
 @contextmanager
-def family_recording(loaded) -> Iterator[list]:
-    """The active family recorders (each has `attach(trace, loaded, prepared)`), hooks removed after."""
-    with ExitStack() as stack:
-        recorders = [stack.enter_context(cm(loaded)) for cm in (linear_recording, deepstack_recording)]
-        yield [r for r in recorders if r is not None]
+def family_recording(loaded) -> Iterator[tuple]:
+    """The model's family recorders (FamilySinks: give them to this thread's Recorder as `family`), for the duration.
+
+    None installs a hook of its own: each hears only its thread's Recorder (and, for linear attention, this
+    thread's kernel taps), so concurrent traces on one model keep their evidence apart.
+    """
+    with linear_recording(loaded) as linear:
+        yield tuple(r for r in (linear, deepstack_recorder(loaded)) if r is not None)

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 
 from qdebug.model.attention import AttentionCall, tapping
 
-from .protocols import Fault, PipelineListener, RecorderSink, SilentListener
+from .protocols import FamilySink, Fault, PipelineListener, RecorderSink, SilentListener
 
 _local = threading.local()
 _install_lock = threading.Lock()
@@ -57,8 +57,11 @@ class Recorder(RecorderSink):
         hidden_rows: list[int] | None = None,
         faults: tuple[Fault, ...] = (),
         listener: PipelineListener | None = None,
+        family: tuple[FamilySink, ...] = (),
     ):
         self.faults = tuple(faults)
+        # A family's extra recorders (deepstack, linear attention) hear the prefill through this thread's sink.
+        self.family = tuple(family)
         self.listener = listener or SilentListener()
         self.attn_layers = attn_layers
         self.image_positions = image_positions or []
@@ -94,6 +97,8 @@ class Recorder(RecorderSink):
         """Bring every held copy to CPU: after this the recorder holds no device tensor."""
         from .stats import stats_from
 
+        for extra in self.family:
+            extra.flush()
         self.hidden_stats = {k: v if isinstance(v, dict) else stats_from(*v) for k, v in self.hidden_stats.items()}
         if not self._pending:
             return
@@ -122,6 +127,8 @@ class Recorder(RecorderSink):
 
     def vision_output(self, output):
         """Keep the encoder's rows; each fault may replace what the sync step receives."""
+        for extra in self.family:
+            extra.vision_output(output)
         rows = getattr(output, "pooler_output", output)
         self.vision_rows = to_cpu(rows)
         replaced = rows
@@ -139,6 +146,8 @@ class Recorder(RecorderSink):
         self.decoder_calls += 1
         if self.decoder_calls != 1:
             return None
+        for extra in self.family:
+            extra.decoder_input(args, kwargs)
         changed = False
         embeds = kwargs.get("inputs_embeds")
         if embeds is not None:
@@ -171,9 +180,17 @@ class Recorder(RecorderSink):
             elif self.hidden_rows != []:
                 rows = self.hidden_rows if self.hidden_rows is not None else [hidden.shape[1] - 1]
                 self.hidden_kept[layer] = self._hold(hidden[0, rows])
+            for extra in self.family:
+                extra.layer_output(layer, output)
             self.on_stage(f"layer.{layer}")
         elif self.keep_hidden or self.hidden_rows != []:
             self.step_hidden.setdefault(layer, []).append(self._hold(hidden[0, -1]))
+
+    def layer_input(self, layer: int, hidden) -> None:
+        """At prefill, hand what enters a layer (or the final norm) to the family's recorders."""
+        if self.step == 0:
+            for extra in self.family:
+                extra.layer_input(layer, hidden)
 
     def decoder_output(self, output) -> None:
         """Keep the prefill's final-norm output."""
@@ -263,6 +280,15 @@ def _layer_output(layer: int) -> Callable:
     return hook
 
 
+def _layer_input(layer: int) -> Callable:
+    def hook(module, args, kwargs) -> None:
+        sink = current_recorder()
+        if sink is not None:
+            sink.layer_input(layer, args[0] if args else kwargs["hidden_states"])
+
+    return hook
+
+
 def _install(model, adapter) -> list:
     vision, language = adapter.vision_tower(model), adapter.language_model(model)
     handles = [
@@ -272,8 +298,13 @@ def _install(model, adapter) -> list:
         language.register_forward_hook(_decoder_output),
         adapter.lm_head(model).register_forward_hook(_logits_output),
     ]
-    for index, layer in enumerate(adapter.decoder_layers(model)):
+    layers = adapter.decoder_layers(model)
+    for index, layer in enumerate(layers):
         handles.append(layer.register_forward_hook(_layer_output(index)))
+        handles.append(layer.register_forward_pre_hook(_layer_input(index), with_kwargs=True))
+    norm = getattr(language, "norm", None)
+    if norm is not None:  # what leaves the last layer (plus anything added after it) enters the final norm
+        handles.append(norm.register_forward_pre_hook(_layer_input(len(layers)), with_kwargs=True))
     return handles
 
 

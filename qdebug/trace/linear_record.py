@@ -12,20 +12,31 @@ from contextlib import contextmanager
 from qdebug.model.linear_attention import install, linear_tapping
 from qdebug.vocab import FindingKind
 
-from .protocols import LinearTap
+from .hooks import to_cpu
+from .protocols import FamilySinkBase, LinearTap
 from .schema import Check
 from .stats import tensor_stats
 from .tensor_names import TensorKind as T, tensor_name
 
 
 def _stats(t) -> dict:
+    """mean/min/max/NaN/Inf of a gate (g, beta), computed on its device: five numbers cross to CPU."""
+    import torch
+
     t = t.detach().float()
-    return {"mean": float(t.mean()), "min": float(t.min()), "max": float(t.max()),
-            "nan": int(t.isnan().sum()), "inf": int(t.isinf().sum())}
+    mean, low, high, nan, inf = torch.stack([t.mean(), t.min(), t.max(), t.isnan().sum().float(), t.isinf().sum().float()]).tolist()
+    return {"mean": mean, "min": low, "max": high, "nan": int(nan), "inf": int(inf)}
 
 
-class LinearRecorder(LinearTap):
-    """A linear-attention tap (innermost: it sees what the kernel sees) that keeps each layer's evidence on CPU."""
+def _qkv_stats(t) -> dict:
+    """tensor_stats' mean/std/max_abs/NaN/Inf over rows of the last axis, computed on the tensor's device (scalars cross)."""
+    got = tensor_stats(t.detach().float().reshape(-1, t.shape[-1]))
+    return {k: v for k, v in got.items() if k in ("mean", "std", "max_abs", "nan", "inf")}
+
+
+class LinearRecorder(LinearTap, FamilySinkBase):
+    """A linear-attention tap (innermost: it sees what the kernel sees) that keeps each layer's evidence on CPU:
+    statistics of q/k/v/g/beta at a layer's first call and one norm per value head of the state after each call."""
 
     def __init__(self):
         self.layers: dict[int, dict] = {}
@@ -39,17 +50,16 @@ class LinearRecorder(LinearTap):
             for name in ("query", "key", "value", "g", "beta"):
                 t = getattr(call, name)
                 rec[f"{name}_shape"] = list(t.shape)
-                rec[name] = _stats(t) if name in ("g", "beta") else {k: v for k, v in tensor_stats(t.detach().float().reshape(-1, t.shape[-1]).cpu()).items()
-                                                                     if k in ("mean", "std", "max_abs", "nan", "inf")}
+                rec[name] = _stats(t) if name in ("g", "beta") else _qkv_stats(t)
         rec["calls"] += 1
         if state is not None:  # B × value heads × Dk × Dv: one norm per head
-            rec["state_norm"].append(state[0].detach().float().flatten(1).norm(dim=-1).cpu())
+            rec["state_norm"].append(to_cpu(state[0].detach().float().flatten(1).norm(dim=-1)))
         return out, state
 
-    def decoder_input(self, module, args, kwargs) -> None:
+    def decoder_input(self, args, kwargs) -> None:
         pos = kwargs.get("position_ids")
         if self.position_ids is None and pos is not None:
-            self.position_ids = pos[:, 0].detach().cpu().clone() if pos.ndim == 3 else pos.detach().cpu().clone()
+            self.position_ids = to_cpu(pos[:, 0] if pos.ndim == 3 else pos)
 
     def attach(self, trace, loaded, prepared) -> None:
         """Add each layer's kind and linear-attention evidence to its stage; the 4-row position check to `sync`."""
@@ -92,16 +102,13 @@ class LinearRecorder(LinearTap):
 
 @contextmanager
 def linear_recording(loaded) -> Iterator[LinearRecorder | None]:
-    """Record the linear-attention layers of a hybrid model for the duration (None for other families)."""
+    """A linear-attention recorder of a hybrid model, tapping this thread's kernel calls for the duration (None for
+    other families); its decoder input comes through the thread's Recorder (`Recorder.family`)."""
     adapter = loaded.adapter
     if not hasattr(adapter, "layer_types"):
         yield None
         return
     install(adapter.linear_kernel_module())
     rec = LinearRecorder()
-    handle = adapter.language_model(loaded.model).register_forward_pre_hook(rec.decoder_input, with_kwargs=True)
-    try:
-        with linear_tapping(rec):
-            yield rec
-    finally:
-        handle.remove()
+    with linear_tapping(rec):
+        yield rec

@@ -43,6 +43,9 @@ class RecorderSink(Protocol):
     def layer_output(self, layer: int, output) -> None:
         """Decoder layer `layer`'s output (hidden states first when a tuple)."""
 
+    def layer_input(self, layer: int, hidden) -> None:
+        """The hidden state entering decoder layer `layer` (`layer` = the layer count: the final norm's input)."""
+
     def logits_output(self, logits) -> None:
         """The lm_head's logits (B × T × V) of one forward pass."""
 
@@ -73,6 +76,9 @@ class SinkBase(RecorderSink):
     def layer_output(self, layer: int, output) -> None:
         """Ignore a decoder layer's output."""
 
+    def layer_input(self, layer: int, hidden) -> None:
+        """Ignore what enters a decoder layer."""
+
     def logits_output(self, logits) -> None:
         """Ignore the logits."""
 
@@ -82,6 +88,52 @@ class SinkBase(RecorderSink):
 
     def flush(self) -> None:
         """Nothing is held on a device."""
+
+
+@runtime_checkable
+class FamilySink(Protocol):
+    """A family's extra recorder (deepstack, linear attention): fed by the thread's Recorder at prefill, never by
+    hooks of its own, so concurrent traces on one model keep their evidence apart; `attach` adds it to the Trace."""
+
+    def vision_output(self, output) -> None:
+        """The vision tower's output, as the tower produced it."""
+
+    def decoder_input(self, args: tuple, kwargs: dict) -> None:
+        """The language model's inputs at prefill (as the caller passed them, before any fault)."""
+
+    def layer_output(self, layer: int, output) -> None:
+        """A decoder layer's output at prefill."""
+
+    def layer_input(self, layer: int, hidden) -> None:
+        """The hidden state entering a decoder layer at prefill (`layer` = the layer count: the final norm's input)."""
+
+    def flush(self) -> None:
+        """Generation ended: bring what is still on the model's device to CPU."""
+
+    def attach(self, trace, loaded, prepared) -> None:
+        """Add the family's evidence to the assembled Trace."""
+
+
+class FamilySinkBase(FamilySink):
+    """A FamilySink that keeps nothing: subclasses override the moments they need."""
+
+    def vision_output(self, output) -> None:
+        """Ignore the vision tower's output."""
+
+    def decoder_input(self, args: tuple, kwargs: dict) -> None:
+        """Ignore the decoder's inputs."""
+
+    def layer_output(self, layer: int, output) -> None:
+        """Ignore a layer's output."""
+
+    def layer_input(self, layer: int, hidden) -> None:
+        """Ignore what enters a layer."""
+
+    def flush(self) -> None:
+        """Nothing is held on a device."""
+
+    def attach(self, trace, loaded, prepared) -> None:
+        """Nothing to add."""
 
 
 @runtime_checkable

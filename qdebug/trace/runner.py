@@ -156,8 +156,10 @@ def trace_request(
     from .family_record import family_recording
 
     scores: list = []
-    with recording(loaded.model, loaded.adapter, recorder, *taps), family_recording(loaded) as extras:
-        generated = run_generate(loaded, prepared.inputs, request.max_new_tokens, input_path, scores=scores)
+    with family_recording(loaded) as extras:
+        recorder.family = extras  # fed by this thread's hooks only (deepstack, linear attention)
+        with recording(loaded.model, loaded.adapter, recorder, *taps):
+            generated = run_generate(loaded, prepared.inputs, request.max_new_tokens, input_path, scores=scores)
     recorder.processed_scores = scores
     with torch.inference_mode():
         trace = assemble_trace(loaded, request, prepared, recorder, generated, queries, options)

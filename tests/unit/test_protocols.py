@@ -23,9 +23,24 @@ def test_recorders_are_recorder_sinks():
     assert isinstance(Recorder(), RecorderSink)
     assert isinstance(BatchRecorder(["a"], [[(1, 3)]], EventLog()), RecorderSink)
     assert _public_methods(RecorderSink) == {
-        "vision_input", "vision_output", "decoder_input", "decoder_output", "layer_output", "logits_output", "attention_tap", "flush",
+        "vision_input", "vision_output", "decoder_input", "decoder_output", "layer_output", "layer_input", "logits_output",
+        "attention_tap", "flush",
     }
     assert _public_methods(SinkBase) == _public_methods(RecorderSink)  # the no-op base implements every method
+
+
+def test_family_recorders_are_family_sinks_fed_by_the_recorder():
+    """Deepstack and linear-attention recorders install no hook of their own: they are FamilySinks the thread's
+    Recorder feeds (so two threads on one model never share one)."""
+    from qdebug.trace.deepstack_record import DeepstackRecorder
+    from qdebug.trace.linear_record import LinearRecorder
+    from qdebug.trace.protocols import FamilySink, FamilySinkBase
+
+    for rec in (DeepstackRecorder([0, 1]), LinearRecorder()):
+        assert isinstance(rec, FamilySink) and FamilySinkBase in type(rec).__mro__
+    assert _public_methods(FamilySinkBase) == _public_methods(FamilySink)
+    source = (REPO / "qdebug" / "trace" / "deepstack_record.py").read_text() + (REPO / "qdebug" / "trace" / "linear_record.py").read_text()
+    assert "register_forward" not in source
 
 
 def test_every_fault_class_is_a_fault():
