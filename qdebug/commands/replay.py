@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,8 +29,21 @@ class ReplayArgs(ModelChoice):
     log_filter: object | None = None  # qdebug.replay.log_index.EventFilter for --since/--until/--request/--kind
 
 
-def run_replay(args: ReplayArgs, console=None) -> ReplayReport:
-    """Parse, re-execute when there are payloads, analyse; returns a ReplayReport (interrupted ones included)."""
+def run_replay(
+    args: ReplayArgs,
+    console=None,
+    *,
+    loaded=None,
+    on_total: Callable[[int], None] | None = None,
+    on_progress: Callable[[str, str, bool], None] | None = None,
+    cancel: threading.Event | None = None,
+) -> ReplayReport:
+    """Parse, re-execute when there are payloads, analyse; returns a ReplayReport (interrupted ones included).
+
+    The CLI passes a console (progress bars); the TUI passes `loaded` (the model it already holds, else the args'
+    model is loaded), `on_total(requests to run)` before loading, `on_progress(phase, request_id, clean)` after each
+    request and a `cancel` event (the report then says `interrupted`).
+    """
     from qdebug.analysis.replay import report_from_log, report_from_replay
     from qdebug.replay.engine import ReplaySettings, check_settings, replay
     from qdebug.replay.formats.detect import read_batch
@@ -43,18 +58,29 @@ def run_replay(args: ReplayArgs, console=None) -> ReplayReport:
         return report_from_log(batch)
     settings = ReplaySettings(mode=args.mode, concurrency=args.concurrency, inject=args.inject, seed=args.seed)
     check_settings(settings)
-    from qdebug.commands.common import loading, quiet_transformers
-
-    with loading(args.model):
-        quiet_transformers()
-        loaded = args.load()
     total = sum(1 for r in batch.requests if r.request is not None)
-    from qdebug.commands.common import two_phase_progress
+    if on_total is not None:
+        on_total(total)
+    if loaded is None:
+        from qdebug.commands.common import loading, quiet_transformers
 
-    with two_phase_progress(console, ("isolated references", total), (f"replay ({args.mode}, inject {args.inject})", total),
-                            "contaminated so far") as on_progress:
-        run = replay(loaded, batch, settings, on_progress)
+        with loading(args.model):
+            quiet_transformers()
+            loaded = args.load()
+    if on_progress is not None:
+        run = replay(loaded, batch, settings, on_progress, cancel=cancel)
+    else:
+        from qdebug.commands.common import two_phase_progress
+
+        with two_phase_progress(console, ("isolated references", total), (f"replay ({args.mode}, inject {args.inject})", total),
+                                "contaminated so far") as progress:
+            run = replay(loaded, batch, settings, progress, cancel=cancel)
     return report_from_replay(batch, run)
+
+
+def default_replay_args(path: str | Path) -> ReplayArgs:
+    """What the TUI replays with: the CLI's defaults (demo model, threads, 4 at a time, no fault), on CPU unless CUDA is there."""
+    return ReplayArgs(file=Path(path), device="cpu" if not _cuda() else "auto")
 
 
 def load_or_run_replay(path: str | Path) -> ReplayReport:
@@ -64,7 +90,7 @@ def load_or_run_replay(path: str | Path) -> ReplayReport:
     p = Path(path)
     if p.suffix == ".qdr":
         return load_report(p)
-    return run_replay(ReplayArgs(file=p, device="cpu" if not _cuda() else "auto"))
+    return run_replay(default_replay_args(p))
 
 
 def _cuda() -> bool:

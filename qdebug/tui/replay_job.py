@@ -1,7 +1,7 @@
 """ReplayJob: `replay FILE` in the TUI, run in a worker thread with progress messages and Esc to cancel.
 
-The same steps as the CLI's `qdebug replay` with its default settings (threads, 4 at a time, no fault): read the
-batch, run each request alone, then together; every finished request posts a ReplayJob.Progress.
+The CLI's own `run_replay` with its default settings (threads, 4 at a time, no fault): read the batch, run each
+request alone, then together; every finished request posts a ReplayJob.Progress. Nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -62,37 +62,22 @@ class ReplayJob:
         self.post(self.Progress(self.references, self.replayed, self.total, self.contaminated))
 
     def run(self) -> None:
-        """Read, replay, analyse; posts Ended (report None when cancelled). Errors propagate (one line)."""
-        from qdebug.analysis.replay import report_from_log, report_from_replay
-        from qdebug.replay.engine import ReplaySettings, replay
-        from qdebug.replay.formats.detect import read_batch
+        """Read, replay, analyse with the CLI's own `run_replay` (logs through its on-disk index); posts Ended
+        (report None when cancelled). Errors propagate (one line)."""
+        from qdebug.commands.replay import default_replay_args, run_replay
 
-        batch = read_batch(self.path)
-        if batch.kind == "runtime-log":  # a log is read, not re-executed: nothing to wait for
-            self.post(self.Ended(str(self.path), report_from_log(batch)))
-            return
-        self.total = sum(1 for r in batch.requests if r.request is not None)
-        self.post(self.Progress(0, 0, self.total, 0))
-        loaded = self.loaded or _default_model()
-        if self.cancelling:
-            self.post(self.Ended(str(self.path), None, 0, self.total))
-            return
-        run = replay(loaded, batch, ReplaySettings(), on_progress=self._on_progress, cancel=self.cancelled)
-        if run.interrupted or self.cancelling:
+        report = run_replay(default_replay_args(self.path), loaded=self.loaded, on_total=self._on_total,
+                            on_progress=self._on_progress, cancel=self.cancelled)
+        if report.kind == "runtime-log":  # a log is read, not re-executed: nothing was cancelled
+            self.post(self.Ended(str(self.path), report))
+        elif report.interrupted or self.cancelling:
             self.post(self.Ended(str(self.path), None, self.replayed, self.total, self.contaminated, self.references))
-            return
-        self.post(self.Ended(str(self.path), report_from_replay(batch, run), self.replayed, self.total, self.contaminated))
+        else:
+            self.post(self.Ended(str(self.path), report, self.replayed, self.total, self.contaminated))
 
-
-def _default_model():
-    """The demo model, as `qdebug replay` loads it by default (CPU unless CUDA is there)."""
-    import torch
-
-    from qdebug.commands.common import quiet_transformers
-    from qdebug.model.load import load_model
-
-    quiet_transformers()
-    return load_model("demo", "auto" if torch.cuda.is_available() else "cpu", "auto", "eager")
+    def _on_total(self, total: int) -> None:
+        self.total = total
+        self.post(self.Progress(0, 0, total, 0))
 
 
 def progress_line(p: ReplayJob.Progress, path: str) -> str:

@@ -55,6 +55,22 @@ def test_trace_sources_name_no_replay_module():
     assert not bad, bad
 
 
+def test_tui_sources_import_no_torch():
+    """The TUI calls the commands layer (run_replay, the log index, the loaders) for anything that runs a model: no
+    source file under qdebug/tui/ imports torch, even lazily inside a function."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "qdebug" / "tui"
+    bad = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            if any(n == "torch" or n.startswith("torch.") for n in names):
+                bad.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert not bad, bad
+
+
 # Words that also mean something else in qdebug (a log level, a widget id, a warnings filter, a JSON or summary key, a
 # panel title, a model input, a fault label's prefix): a literal one is flagged only where a vocabulary word is expected (below).
 ORDINARY = {"ok", "info", "warning", "error", "contamination", "injected", "fingerprint", "position_ids", "deepstack", "first_divergence"}
