@@ -16,6 +16,7 @@ import logging
 import os
 
 from .layouts import head_first
+from .vllm_model import decoder_layers, linear_parts
 
 ENV_INJECT = "QDEBUG_VLLM_INJECT"
 ENV_SEED = "QDEBUG_VLLM_SEED"
@@ -31,8 +32,6 @@ def requested() -> str | None:
 
 def install(runner, name: str) -> None:
     """Plant fault `name` in a loaded runner's model; an unknown name or layer is logged and nothing is planted."""
-    from .vllm_tracer import decoder_layers
-
     model = runner.model
     if name.startswith("head-first:"):
         layer = name.split(":", 1)[1]
@@ -83,12 +82,3 @@ def _head_first(layer) -> str:
         gdn.in_proj_qkvz.register_forward_hook(scramble_linear)
         return "gated-delta-rule core"
     raise AttributeError(f"{type(layer).__name__} has neither self_attn.attn nor linear_attn")
-
-
-def linear_parts(gdn) -> list[tuple[int, int]]:
-    """The column blocks of a linear-attention layer's input projection, [q, k, v, z], as (width, heads); z has no
-    heads to scramble (0). Qwen3.5's order; Qwen3-Next interleaves its heads and is not handled."""
-    tp = int(getattr(gdn, "tp_size", 1) or 1)
-    hk, hv = int(gdn.num_k_heads) // tp, int(gdn.num_v_heads) // tp
-    dk, dv = int(gdn.head_k_dim), int(gdn.head_v_dim)
-    return [(hk * dk, hk), (hk * dk, hk), (hv * dv, hv), (hv * dv, 0)]

@@ -230,7 +230,7 @@ def _attention_backend(runner) -> str:
 def _engine_model(runner, engine: dict):
     """The served model's description from vLLM's config (the checkpoint's own config.json)."""
     from .engine_trace import EngineModel
-    from .vllm_tracer import decoder_layers
+    from .vllm_model import decoder_layers
 
     mc = runner.model_config
     cfg = mc.hf_config

@@ -22,35 +22,10 @@ import threading
 
 from qdebug.trace.hooks import to_cpu
 
+from .vllm_model import decoder_layers, decoder_norm, linear_parts
 from .requests import EngineRequest, Feature, RowGap, rows_of_step, wants_trace
 
 log = logging.getLogger("vllm.qdebug")
-
-
-def decoder_layers(model) -> list:
-    """The decoder layers of a vLLM multimodal model (`language_model.model.layers`, or `model.layers`)."""
-    layers = _first_attribute(model, ("language_model.model.layers", "model.layers", "language_model.layers"))
-    if layers is None:
-        raise AttributeError(f"{type(model).__name__} has no decoder layers where qdebug looks (language_model.model.layers)")
-    return list(layers)
-
-
-def decoder_norm(model):
-    """The decoder's final norm (what follows the last layer), or None."""
-    return _first_attribute(model, ("language_model.model.norm", "model.norm", "language_model.norm"))
-
-
-def _first_attribute(root, paths: tuple[str, ...]):
-    """The object at the first dotted path that exists under `root`, or None."""
-    for path in paths:
-        node = root
-        for part in path.split("."):
-            node = getattr(node, part, None)
-            if node is None:
-                break
-        if node is not None:
-            return node
-    return None
 
 
 class EngineTracer:
@@ -140,7 +115,6 @@ class EngineTracer:
 
     def _record_linear_layout(self, layer: int, gdn, proj, hidden, given) -> None:
         """The value rows the gated-delta-rule core receives against the input projection recomputed from its input."""
-        from .vllm_faults import linear_parts
 
         parts = linear_parts(gdn)
         start = parts[0][0] + parts[1][0]

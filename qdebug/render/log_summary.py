@@ -12,7 +12,7 @@ from qdebug.vocab import Verdict
 
 from .findings import findings_panel
 from .palette import verdict_style
-from .replay_report import matrix_table, requests_table, timeline_table
+from .replay_tables import matrix_table, requests_table, timeline_table
 
 # Up to these sizes the full per-request and per-event tables are printed as well.
 SMALL_REQUESTS = 40

@@ -95,13 +95,15 @@ def save(fig, path: str | Path, metadata: dict | None = None) -> Path:
     """Write `fig` as a PNG at DPI, atomically, with the box of every text it draws under TEXT_KEY; then close it."""
     import matplotlib.pyplot as plt
 
-    from .files import write_atomically
+    from qdebug.atomic import atomic_path
 
     try:
         boxes = text_boxes(fig)
         record = {"size": [fig.bbox.width, fig.bbox.height], "boxes": [[s, *box] for s, box in boxes], "shapes": shape_boxes(fig)}
         meta = {**(metadata or {}), TEXT_KEY: json.dumps(record)}
-        return write_atomically(path, lambda tmp: fig.savefig(tmp, dpi=DPI, format="png", metadata=meta))
+        with atomic_path(path) as tmp:  # as files.write_atomically (which imports this module for save_png)
+            fig.savefig(tmp, dpi=DPI, format="png", metadata=meta)
+        return Path(path)
     finally:
         plt.close(fig)
 

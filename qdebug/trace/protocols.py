@@ -21,8 +21,6 @@ if TYPE_CHECKING:
     from qdebug.model.attention import AttentionCall
     from qdebug.model.linear_attention import LinearCall
 
-    from .hooks import Recorder
-
 
 @runtime_checkable
 class RecorderSink(Protocol):
@@ -140,22 +138,30 @@ class FamilySinkBase(FamilySink):
 class Fault(Protocol):
     """Alters one request's data between encoder and decoder; each hook returns a replacement tensor or None."""
 
-    def on_encoded(self, rec: Recorder, rows) -> object | None:
+    def on_encoded(self, rec: RecorderSink, rows) -> object | None:
         """The merged rows (N × dim, all images) the encoder hands to the sync step; returns rows or None."""
 
-    def on_decoder_input(self, rec: Recorder, embeds) -> object | None:
+    def on_decoder_input(self, rec: RecorderSink, embeds) -> object | None:
         """The embeddings (1 × seq × dim) the decoder receives at prefill; returns embeddings or None."""
+
+    def on_position_ids(self, rec: RecorderSink, position_ids) -> object | None:
+        """The position ids the decoder receives at prefill (rows × 1 × seq; MRoPE's (t, h, w) are the last three);
+        returns position ids or None."""
 
 
 class FaultBase(Fault):
     """A Fault that changes nothing: subclasses override the hook they act on."""
 
-    def on_encoded(self, rec: Recorder, rows) -> object | None:
+    def on_encoded(self, rec: RecorderSink, rows) -> object | None:
         """Leave the encoder's rows unchanged."""
         return None
 
-    def on_decoder_input(self, rec: Recorder, embeds) -> object | None:
+    def on_decoder_input(self, rec: RecorderSink, embeds) -> object | None:
         """Leave the decoder's embeddings unchanged."""
+        return None
+
+    def on_position_ids(self, rec: RecorderSink, position_ids) -> object | None:
+        """Leave the decoder's position ids unchanged."""
         return None
 
 

@@ -62,7 +62,7 @@ class TimelinePictureScreen(Screen):
         donors (as `qdebug replay` prints them)."""
         from rich.console import Group
 
-        from qdebug.render.replay_report import timeline_table
+        from qdebug.render.replay_tables import timeline_table
 
         from ..widgets.event_timeline import timeline_text
 

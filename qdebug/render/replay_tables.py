@@ -1,0 +1,144 @@
+"""The tables of a replay report (Rich): requests with verdicts, the contamination matrix, the event timeline, cells."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+
+from qdebug.vocab import EventKind, Verdict
+
+from .colors import scale_color
+from .palette import EVENT_LOOK, kind_look, verdict_style
+
+
+def _short(text: str | None, width: int = 36) -> str:
+    if text is None:
+        return "–"
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def requests_table(report) -> Table:
+    """One row per request: id, image, reference, replayed, observed and what it says, verdict (this replay's), donor, offsets."""
+    if getattr(report, "endpoint", None):
+        title = f"{report.kind}: {report.source} · endpoint {report.endpoint} · {report.repeats} burst(s) (replayed = first burst)"
+    else:
+        title = f"{report.kind}: {report.source}" + (f" · mode {report.mode} · inject {report.inject} · seed {report.seed}" if report.mode else "")
+    table = Table(title=title)
+    replayed = report.kind == "capture"
+    columns = ["id", "image", "reference", "replayed", "observed"] if replayed else ["id"]
+    for col in columns:
+        table.add_column(col, overflow="fold")
+    if replayed:  # what production's answer says on its own: never the verdict, which is this replay's
+        table.add_column("observed verdict", no_wrap=True)
+    table.add_column("verdict", no_wrap=True)
+    for col in ("donor", "text@", "visual@"):
+        table.add_column(col, no_wrap=True)
+    if replayed:  # how far the replayed first token's distribution moved from the reference's
+        table.add_column("KL₀", no_wrap=True, justify="right")
+    for r in report.requests:
+        verdict = Text(r.verdict, style=verdict_style(r.verdict))
+        if r.error:
+            verdict.append(f" ({_short(r.error, 48)})", style="dim")
+        for label in getattr(r, "injected", None) or []:
+            verdict.append(f" [{_short(label, 40)}]", style="dim italic")
+        cells = [r.id, _short(r.image, 18), _short(r.reference), _short(r.replayed), _short(r.observed), _observed_says(r)] if replayed else [r.id]
+        row = [*cells, verdict, _donor(r), *_offsets(r)]
+        if replayed:
+            row.append("–" if r.first_token_kl is None else f"{r.first_token_kl:.2g}")
+        table.add_row(*row)
+    return table
+
+
+def _observed_says(r) -> Text:
+    """The verdict of production's answer (`observed`) with the request it belongs to, or "–" without one."""
+    says = getattr(r, "observed_verdict", None)
+    if says is None:
+        return Text("–", style="dim")
+    return Text(says + (f" {r.observed_donor}" if getattr(r, "observed_donor", None) else ""), style=verdict_style(says))
+
+
+def _donor(r) -> str:
+    """The donor, or "several" when an endpoint's contaminated bursts name different requests (as its finding says)."""
+    if r.donor:
+        return r.donor
+    return "several" if r.verdict == Verdict.CONTAMINATED and any(getattr(r, "burst_donors", None) or []) else ""
+
+
+def _offsets(r) -> tuple[str, str]:
+    """Text and measured visual offsets: one per image when a request has several."""
+    images = getattr(r, "images", None) or []
+    show = lambda v: "–" if v is None else str(v)  # noqa: E731
+    if len(images) > 1:
+        return ",".join(show(i["text_offset"]) for i in images), ",".join(show(i["visual_offset"]) for i in images)
+    return show(r.text_offset), show(r.visual_offset)
+
+
+def matrix_table(report, limit: int = 24) -> Table | Text:
+    """The contamination matrix: rows = whose token stream, columns = whose isolated encoder rows."""
+    if report.contamination is None and report.cells is not None:
+        return cells_table(report, limit)
+    ids = report.contamination_ids[:limit]
+    if not ids or report.contamination is None:
+        return Text("no contamination matrix (no request was re-executed)", style="dim")
+    title = ("contamination: stream (row) vs isolated encoder rows (column), cosine" if report.kind == "capture"
+             else "contamination from the log: whose buffer rows reached each request's stream (1 = yes)")
+    if getattr(report, "endpoint", None):
+        title = "answers: share of bursts in which request (row) answered what column answered alone"
+    table = Table(title=title, show_lines=False)
+    table.add_column("stream \\ rows of")
+    for d in ids:
+        table.add_column(d, justify="right")
+    for i, r in enumerate(ids):
+        cells = []
+        for j, _ in enumerate(ids):
+            v = report.contamination[i][j]
+            if v is None:
+                cells.append(Text("–", style="dim"))
+                continue
+            colour = scale_color(max(0.0, min(1.0, v)))
+            fg = "black" if v > 0.6 else "white"
+            cells.append(Text(f"{v:.2f}", style=f"{fg} on rgb{colour}" + (" bold" if i != j and v >= 0.9999 else "")))
+        table.add_row(r, *cells)
+    return table
+
+
+def timeline_table(report, limit: int = 40) -> Table:
+    """Per request, its events in time order, one glyph each (writes and syncs @offset, overwrites ←donor@offset)."""
+    legend = " · ".join(f"{look.glyph} {look.label}" for look in EVENT_LOOK.values())
+    table = Table(title=f"offset timeline ({legend})")
+    table.add_column("request")
+    table.add_column("events in time order")
+    by_request: dict[str, list] = {}
+    for e in report.events:
+        by_request.setdefault(e.request_id or "(none)", []).append(e)
+    order = [r.id for r in report.requests] + [k for k in by_request if k not in {r.id for r in report.requests}]
+    for rid in order[:limit]:
+        line = Text()
+        for e in sorted(by_request.get(rid, []), key=lambda e: (e.t if e.t is not None else 0, e.seq)):
+            look = kind_look(e.kind)
+            label = look.glyph
+            if e.kind in (EventKind.BUFFER_WRITE, EventKind.SYNC) and e.offset is not None:
+                label += f"@{e.offset}"
+            if e.kind == EventKind.BUFFER_OVERWRITE:
+                label += f"←{e.donor}@{e.offset}"
+            if e.kind == EventKind.DESYNC:
+                label += f" v{e.offset}≠t{e.text_offset}"
+            line.append(label, style=look.style)
+            line.append(" ")
+        table.add_row(rid, line)
+    return table
+
+
+def cells_table(report, limit: int = 24) -> Table | Text:
+    """The sparse contamination matrix: one row per non-empty cell (victim, donor, score, evidence)."""
+    cells = report.contamination_cells()
+    if not cells:
+        return Text("no contamination: no request received another request's visual rows", style="green")
+    table = Table(title=f"contamination: {len(cells)} request(s) received another request's visual rows")
+    for col in ("request", "rows of", "score", "evidence"):
+        table.add_column(col, overflow="fold", no_wrap=col != "evidence")
+    for cell in cells[:limit]:
+        table.add_row(cell["request_id"], Text(cell["donor"], style="bold red"), f"{cell['score']:.2f}", cell["evidence"])
+    if len(cells) > limit:
+        table.caption = f"first {limit} of {len(cells)}"
+    return table
