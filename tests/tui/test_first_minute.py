@@ -26,7 +26,7 @@ PROMPT = "Describe the image."
 
 
 def _paused_at(screen: RequestScreen, stage: str):
-    return lambda: screen.session is not None and screen.session.stepper.paused_at == stage
+    return lambda: screen.runs.session is not None and screen.runs.session.stepper.paused_at == stage
 
 
 def _message(screen) -> str:
@@ -84,7 +84,7 @@ async def test_a_key_pressed_while_the_model_loads_acts_once_it_is_ready(monkeyp
         go.set()
         await wait_for(pilot, _finished(screen), timeout=180, what="the queued c runs the request to the end")
         assert screen.doc.trace.generated_text == "a blue square in"
-        assert not screen._queued
+        assert not screen.runs.queued
 
 
 async def test_keys_pressed_while_a_rerun_starts_act_on_the_new_run(demo):
@@ -95,8 +95,8 @@ async def test_keys_pressed_while_a_rerun_starts_act_on_the_new_run(demo):
         await pilot.press("n")
         await wait_for(pilot, _paused_at(screen, "encode"))
         await pilot.press("r", "n", "n")  # the new run has not stopped yet when the n's arrive
-        await wait_for(pilot, lambda: screen.session.id == 2 and _paused_at(screen, "sync")(), what="both n's act on run 2")
-        assert screen.session.stepper.reached == ["preprocess", "encode", "sync"]
+        await wait_for(pilot, lambda: screen.runs.session.id == 2 and _paused_at(screen, "sync")(), what="both n's act on run 2")
+        assert screen.runs.session.stepper.reached == ["preprocess", "encode", "sync"]
 
 
 async def test_a_key_while_loading_without_a_request_says_why(monkeypatch):
@@ -133,13 +133,13 @@ async def test_run_on_a_paused_run_visibly_starts_a_new_one(demo):
     async with app.run_test(size=SIZE) as pilot:
         screen = app.screen
         await wait_for(pilot, _paused_at(screen, "preprocess"))
-        first = screen.session
+        first = screen.runs.session
         await _command(pilot, "run")
-        assert screen.session is not first and screen.session.id == 2
+        assert screen.runs.session is not first and screen.runs.session.id == 2
         said = _message(screen)  # the new run may already have paused: either line names it
         assert ("run 2 started" in said and "run 1 cancelled" in said) or "run 1 was replaced" in said, said
         assert any("run 2 started" in n.message for n in app._notifications)
-        await wait_for(pilot, lambda: screen.session is not first and _paused_at(screen, "preprocess")())
+        await wait_for(pilot, lambda: screen.runs.session is not first and _paused_at(screen, "preprocess")())
         await pilot.pause()
         assert "run 2 · paused at preprocess" in screen._info_plain
         assert "new run; run 1 was replaced" in _message(screen)
@@ -192,11 +192,11 @@ async def test_esc_cancels_a_replay(demo, tmp_path, monkeypatch):
         await _command(pilot, f"replay {capture}")
         status = screen.query_one(ReplayStatus)
         await wait_for(pilot, lambda: "references 1/6" in status.line, timeout=120, what="first reference")
-        job = screen.replay_job
+        job = screen.replays.job
         await pilot.press("escape")
         assert job.cancelling
         go.set()
-        await wait_for(pilot, lambda: screen.replay_job is None, timeout=120, what="the replay stops")
+        await wait_for(pilot, lambda: screen.replays.job is None, timeout=120, what="the replay stops")
         said = _message(screen)
         assert "cancelled" in said and "replayed" in said and "/6" in said, said
         assert job.references < 6  # stopped early

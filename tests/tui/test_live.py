@@ -29,7 +29,7 @@ def _hooks(model) -> int:
 
 
 def _paused_at(screen: RequestScreen, stage: str):
-    return lambda: screen.session is not None and screen.session.stepper.paused_at == stage
+    return lambda: screen.runs.session is not None and screen.runs.session.stepper.paused_at == stage
 
 
 def _status(screen: RequestScreen, stage: str) -> str:
@@ -43,7 +43,7 @@ async def test_stepping_really_pauses_the_forward_pass(demo):
         await wait_for(pilot, _paused_at(screen, "preprocess"), what="pause at preprocess")
         for _ in range(5):  # let the worker run if it could: it must not
             await pilot.pause()
-        stepper = screen.session.stepper
+        stepper = screen.runs.session.stepper
         assert stepper.reached == ["preprocess"] and stepper.running
         assert _status(screen, "preprocess") == "paused" and _status(screen, "encode") == "pending"
         await pilot.press("n")
@@ -98,9 +98,9 @@ async def test_r_reruns_and_cancels_the_paused_worker(demo):
         await wait_for(pilot, _paused_at(screen, "preprocess"))
         await pilot.press("n")
         await wait_for(pilot, _paused_at(screen, "encode"))
-        first = screen.session
+        first = screen.runs.session
         await pilot.press("r")
-        await wait_for(pilot, lambda: screen.session is not first and _paused_at(screen, "preprocess")())
+        await wait_for(pilot, lambda: screen.runs.session is not first and _paused_at(screen, "preprocess")())
         first.stepper.join(10)
         assert not first.alive
         assert len(_stepper_threads()) == 1
@@ -139,7 +139,7 @@ async def test_a_model_that_cannot_load_is_an_inline_error():
     app = build_app(model_spec=ModelChoice(model="/nonexistent/checkpoint", device="cpu", dtype="float32", attn_kernel="eager"))
     async with app.run_test(size=SIZE) as pilot:
         screen = app.screen
-        await wait_for(pilot, lambda: screen.model_error is not None, timeout=60)
+        await wait_for(pilot, lambda: screen.runs.model_error is not None, timeout=60)
         text, error = screen.query_one(MessageLine).message
         assert error and "/nonexistent/checkpoint" in text
         screen.run_command("prompt hi")

@@ -14,7 +14,7 @@ def test_paused_at_preprocess(snap_compare, demo):
 
     async def paused(pilot):
         screen = app.screen
-        await wait_for(pilot, lambda: screen.session is not None and screen.session.stepper.paused_at == "preprocess"
+        await wait_for(pilot, lambda: screen.runs.session is not None and screen.runs.session.stepper.paused_at == "preprocess"
                        and screen.doc is not None, what="paused at preprocess with its snapshot")
         await pilot.pause()
 

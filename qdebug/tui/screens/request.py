@@ -35,6 +35,7 @@ from ..widgets.replay_status import ReplayStatus
 from ..widgets.stage_detail import StageDetail
 from ..widgets.stage_list import StageList
 from ..widgets.topk_panel import TopKPanel
+from ..widgets.view_panel import ViewPanel
 
 if TYPE_CHECKING:
     from ..files import FileRouter
@@ -157,26 +158,6 @@ class RequestScreen(Screen):
             self.query_one(ModelStatus).done()
             self.runs.model_settled()
 
-    @property
-    def session(self) -> RunSession | None:
-        """The live run on screen, if any."""
-        return self.runs.session
-
-    @property
-    def model_error(self) -> str | None:
-        """Why the model could not be loaded (None: loading or loaded)."""
-        return self.runs.model_error
-
-    @property
-    def _queued(self) -> list[str]:
-        """Keys pressed before the run could take them (the tests look)."""
-        return self.runs.queued
-
-    @property
-    def replay_job(self) -> ReplayJob | None:
-        """The replay in progress, if any."""
-        return self.replays.job
-
     def run_command(self, line: str) -> None:
         """Run a command-bar line (the palette and the run controller call this too)."""
         self.commands.run(line)
@@ -235,8 +216,8 @@ class RequestScreen(Screen):
         if self.sel.stage is not None:
             stage_list.select(self.sel.stage)
         view = self.view()
-        for widget in (self.query_one(StageDetail), self.query_one(TopKPanel), self.query_one(OffsetTimeline), self.query_one(AttentionView)):
-            widget.view = view
+        for panel in self.query(ViewPanel):  # every panel on the screen, whichever the layout composed
+            panel.view = view
         if self.app.pixels:
             self._show_pixels(view)
         info = info_text(self.doc, self.docs is not None, self.runs, self.app.model_spec.model if self.live else None)
@@ -323,7 +304,7 @@ class RequestScreen(Screen):
         if self.doc is None or self.sel.stage not in names:
             return []
         i = names.index(self.sel.stage)
-        panels = [self.query_one(StageDetail), self.query_one(AttentionView), self.query_one(TopKPanel), self.query_one(OffsetTimeline)]
+        panels = list(self.query(ViewPanel))
         jobs = []
         for j in (i + 1, i - 1):  # ↓ is the usual direction: first
             if 0 <= j < len(names):
