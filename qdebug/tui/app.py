@@ -81,7 +81,7 @@ class QDebugApp(App):
 
     def get_system_commands(self, screen):
         """The palette (ctrl+p): every `:` verb and key of the screen, then Textual's own (theme, screenshot…)."""
-        from .palette import palette_commands
+        from .command_palette import palette_commands
 
         yield from palette_commands(screen)
         yield from super().get_system_commands(screen)

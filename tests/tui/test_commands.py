@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from qdebug.tui.app import build_app
-from qdebug.tui.commands import Command, CommandError, complete, export_path, int_or_mean, parse
+from qdebug.tui.command_language import Command, CommandError, complete, export_path, int_or_mean, parse
 from qdebug.tui.screens.batch import BatchScreen
 from qdebug.tui.screens.help import HelpScreen
 from qdebug.tui.screens.request import RequestScreen

@@ -10,7 +10,7 @@ from qdebug.tui.screens.help import HelpScreen
 from qdebug.tui.screens.request import RequestScreen
 from qdebug.tui.widgets.message_line import MessageLine
 from qdebug.tui.widgets.model_status import ModelStatus
-from qdebug.tui.widgets.offset_timeline import OffsetTimeline
+from qdebug.tui.widgets.offset_strip import OffsetTimeline
 from qdebug.tui.widgets.stage_detail import StageDetail
 from qdebug.tui.widgets.stage_list import StageList
 

@@ -8,7 +8,7 @@ import io
 from rich.console import Console
 
 from qdebug.tui.state import Selection, TraceDoc, View, query_move, stage_rows
-from qdebug.tui.widgets.offset_timeline import timeline_renderable
+from qdebug.tui.widgets.offset_strip import timeline_renderable
 from qdebug.tui.widgets.stage_detail import compare_text
 from qdebug.tui.widgets.topk_panel import topk_rows
 

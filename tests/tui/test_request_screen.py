@@ -8,7 +8,7 @@ from qdebug.tui.screens.request import RequestScreen
 from qdebug.tui.widgets.attention_view import AttentionView
 from qdebug.tui.widgets.command_bar import CommandBar
 from qdebug.tui.widgets.message_line import MessageLine
-from qdebug.tui.widgets.offset_timeline import OffsetTimeline
+from qdebug.tui.widgets.offset_strip import OffsetTimeline
 from qdebug.tui.widgets.stage_detail import StageDetail
 from qdebug.tui.widgets.stage_list import StageList
 from qdebug.tui.widgets.topk_panel import TopKPanel

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from qdebug.errors import describe
 
-from ..commands import Command, CommandError, export_target, int_arg, int_or_mean, parse
+from ..command_language import Command, CommandError, export_target, int_arg, int_or_mean, parse
 from ..state import Selection, TraceDoc, View, valid_stage
 from .replay import ReplayController
 from .run import RunController

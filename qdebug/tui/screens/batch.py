@@ -15,7 +15,7 @@ from textual.widgets import DataTable, Footer, Static
 
 from qdebug.vocab import Verdict
 
-from ..commands import CommandError, parse
+from ..command_language import CommandError, parse
 from ..images import image_dirs_for
 from ..state import TraceDoc
 from ..widgets.command_bar import CommandBar

@@ -9,7 +9,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from ..commands import COMMANDS
+from ..command_language import COMMANDS
 
 KEYS = [
     ("", "a live run stops at its start (preprocess), as pdb does: n steps, c runs to the next breakpoint"),

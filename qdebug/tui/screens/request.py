@@ -30,7 +30,7 @@ from ..widgets.attention_view import AttentionView
 from ..widgets.command_bar import CommandBar
 from ..widgets.message_line import MessageLine
 from ..widgets.model_status import ModelStatus
-from ..widgets.offset_timeline import OffsetTimeline
+from ..widgets.offset_strip import OffsetTimeline
 from ..widgets.replay_status import ReplayStatus
 from ..widgets.stage_detail import StageDetail
 from ..widgets.stage_list import StageList

@@ -10,7 +10,7 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import Input
 
-from ..commands import CommandSuggester
+from ..command_language import CommandSuggester
 from .typeahead import pass_on
 
 

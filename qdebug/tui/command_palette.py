@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from textual.app import SystemCommand
 
-from .commands import COMMANDS, NEEDS_ARG
+from .command_language import COMMANDS, NEEDS_ARG
 
 
 def _verb(screen, name: str, args: str):
