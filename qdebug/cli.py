@@ -63,7 +63,7 @@ def friendly(fn):
 @app.command()
 @friendly
 def attn(
-    image: Annotated[Path, typer.Argument(help="Image file (PNG, JPEG, ...), or an audio clip (WAV, FLAC) for audio models.")],
+    image: Annotated[Path, typer.Argument(help="Image file (PNG, JPEG, ...), an audio clip (WAV, FLAC) for audio models, or a video (file or frame folder).")],
     prompt: Annotated[str, typer.Argument(help="Prompt text; put `<image>` where each image goes, or none to put images first.")],
     more_images: Annotated[Optional[list[Path]], typer.Option("--image", help="Another image for the same request (repeatable).")] = None,
     model: ModelOpt = "demo",
@@ -84,8 +84,11 @@ def attn(
     keep: Annotated[Optional[list[str]], typer.Option("--keep", help="Keep more in the trace: `hidden` = every prompt row of every layer (default: stats + last row).")] = None,
     device_map: Annotated[Optional[str], typer.Option("--device-map", help="Spread the model over the visible GPUs with accelerate: auto | balanced | sequential.")] = None,
     audio: Annotated[Optional[list[Path]], typer.Option("--audio", help="An audio clip (WAV/FLAC) for audio models (repeatable).")] = None,
+    video: Annotated[Optional[list[Path]], typer.Option("--video", help="A video (a file PyAV decodes, or a folder of frames in name order) for Qwen-VL models (repeatable).")] = None,
+    fps: Annotated[Optional[float], typer.Option("--fps", help="Video frames sampled per second (default: a file's own rate; a frame folder is read as 2.0 fps, the processors' default).")] = None,
+    max_frames: Annotated[Optional[int], typer.Option("--max-frames", min=1, help="At most this many video frames, spread evenly (default 64).")] = None,
 ) -> None:
-    """Run one request; show generated text, stage checks, top-k per token and attention over the image (or clip)."""
+    """Run one request; show generated text, stage checks, top-k per token and attention over the image (or clip, or video)."""
     from qdebug.commands.attn import AttnArgs, run_attn, write_outputs
     from qdebug.commands.common import consoles, progress, say_wrote
     from qdebug.outputs import OutputPlan
@@ -95,7 +98,8 @@ def attn(
             _fail(f"--keep {item}: expected hidden", 2)
     args = AttnArgs([image, *(more_images or [])], prompt, model=model, device=device, dtype=dtype, attn_kernel=attn_kernel, max_new_tokens=max_new_tokens,
                     topk=topk, layer=layer, head=head, token=token, png=png, json_out=json_out, save=save, layers=layers, queries=queries,
-                    keep_hidden="hidden" in (keep or []), device_map=device_map, prompt_logits=tui or save is not None, audio=list(audio or []))
+                    keep_hidden="hidden" in (keep or []), device_map=device_map, prompt_logits=tui or save is not None, audio=list(audio or []),
+                    videos=list(video or []), fps=fps, max_frames=max_frames)
     plan = OutputPlan({"--png": png, "--json": json_out, "--save": save}).check()  # before any model work
     report, status = consoles(json_to_stdout=json_out == "-")
     with progress(status, f"loading {model} and tracing…"):
@@ -119,12 +123,12 @@ def attn(
 @app.command()
 @friendly
 def replay(
-    file: Annotated[Path, typer.Argument(help="A request capture (JSONL of chat-completions bodies) or a runtime log (.gz too).")],
-    more_files: Annotated[Optional[list[Path]], typer.Argument(help="More runtime logs (rotated files): merged in time order.", show_default=False)] = None,
+    file: Annotated[Path, typer.Argument(help="A request capture (JSONL of chat-completions bodies), a runtime log (.gz too), or a log index folder (--index-only).")],
+    more_files: Annotated[Optional[list[Path]], typer.Argument(help="More runtime logs (rotated files): merged in time order; or more index folders (hosts): read as one.", show_default=False)] = None,
     fmt: Annotated[Optional[str], typer.Option("--format", help="capture | runtime-log (default: detected).")] = None,
     mode: Annotated[str, typer.Option("--mode", help="threads (N threads share one model) | batched (one padded batch).")] = "threads",
     concurrency: Annotated[Optional[int], typer.Option("--concurrency", min=1, help="Threads running at once in threads mode (default 4); with --endpoint, requests in flight at once instead of the arrival_ts schedule.")] = None,
-    inject: Annotated[str, typer.Option("--inject", help="none | shared-visual-buffer | offset-shift:K")] = "none",
+    inject: Annotated[str, typer.Option("--inject", help="none | shared-visual-buffer | offset-shift:K | temporal-ids-flat")] = "none",
     seed: Annotated[int, typer.Option("--seed", help="Seed of the injected interleaving (same seed, same schedule).")] = 0,
     allow_paths: Annotated[bool, typer.Option("--allow-paths", help="Let image paths point outside the capture's folder.")] = False,
     model: Annotated[Optional[str], typer.Option("--model", "-m", help="`demo` (default), a local HF checkpoint directory, or a cached hub id; with --endpoint: also run local references.")] = None,
@@ -222,7 +226,7 @@ def diff(
     second: Annotated[str, typer.Argument(help="PROMPT, or a saved trace B.qdt.")],
     vary: Annotated[str, typer.Option("--vary", help="What B changes: none | paths (token ids vs inputs_embeds) | dtype | attn (eager vs sdpa) | device (cpu vs cuda).")] = "none",
     order: Annotated[str, typer.Option("--order", help="image-first | audio-first | text-first | both: where the image (or clip) goes in the message.")] = "image-first",
-    inject: Annotated[Optional[str], typer.Option("--inject", help="Break B on purpose: mrope-text-only | head-first:LAYER.")] = None,
+    inject: Annotated[Optional[str], typer.Option("--inject", help="Break B on purpose: mrope-text-only | head-first:LAYER | temporal-ids-flat (a video's temporal position ids all 0).")] = None,
     model: ModelOpt = "demo",
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = "auto",
@@ -241,6 +245,8 @@ def diff(
     served_model: Annotated[Optional[str], typer.Option("--served-model", help="With --engine: the model name to ask for (default: the server's first).")] = None,
     api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="With --engine: environment variable holding the API key.")] = None,
     timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="With --engine: seconds to wait for the answer and for its trace.")] = 120.0,
+    fps: Annotated[Optional[float], typer.Option("--fps", help="With a video: frames sampled per second (default: a file's own rate; a frame folder is read as 2.0 fps).")] = None,
+    max_frames: Annotated[Optional[int], typer.Option("--max-frames", min=1, help="With a video: at most this many frames, spread evenly (default 64).")] = None,
 ) -> None:
     """Find the first stage where two runs that should agree part (two input paths, dtypes, kernels, devices, an engine, or two saved traces)."""
     from qdebug.commands.common import consoles, emit_json, progress, say_wrote
@@ -249,7 +255,8 @@ def diff(
 
     args = DiffArgs(first, second, vary=vary, order=order, inject=inject, model=model, device=device, dtype=dtype, attn_kernel=attn_kernel, a_dtype=a_dtype,
                     b_dtype=b_dtype, max_new_tokens=max_new_tokens, atol=atol, rtol=rtol, images=list(more_images or []), onnx=onnx,
-                    engine=engine, engine_traces=engine_traces, served_model=served_model, api_key_env=api_key_env, timeout=timeout)
+                    engine=engine, engine_traces=engine_traces, served_model=served_model, api_key_env=api_key_env, timeout=timeout,
+                    fps=fps, max_frames=max_frames)
     plan = OutputPlan({"--png": png, "--json": json_out}).check()
     report, status = consoles(json_to_stdout=json_out == "-")
     with progress(status, "running both sides…"):
@@ -360,7 +367,7 @@ def serve(
     host: Annotated[str, typer.Option("--host", help="Address to bind (default loopback only; 0.0.0.0 exposes it).")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8000,
     traces: Annotated[Optional[Path], typer.Option("--traces", help="Save every answered request's trace (.qdt) and an index.jsonl here.")] = None,
-    inject: Annotated[str, typer.Option("--inject", help="Serve with a fault: none | shared-visual-buffer | offset-shift:K")] = "none",
+    inject: Annotated[str, typer.Option("--inject", help="Serve with a fault: none | shared-visual-buffer | offset-shift:K | temporal-ids-flat")] = "none",
     seed: Annotated[int, typer.Option("--seed", help="Seed of the injected interleaving.")] = 0,
     served_model: Annotated[Optional[str], typer.Option("--served-model", help="Model name in /v1/models and answers (default qdebug-demo, or --model).")] = None,
     wave_window: Annotated[float, typer.Option("--wave-window", help="shared-visual-buffer: seconds within which requests share the buffer.")] = 0.5,

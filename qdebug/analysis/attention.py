@@ -33,12 +33,13 @@ def step_query(trace, step: int) -> int:
     return len(trace.input_ids) - 1 + step
 
 
-def attention_grid(trace, image: int = 0, *, queries: list[int] | None = None, layer: int | None = None, head: int | None = None):
+def attention_grid(trace, image: int = 0, *, queries: list[int] | None = None, layer: int | None = None, head: int | None = None,
+                   per_slice: bool = False):
     """`rows × cols` attention from the given query positions to one image's merged patches.
 
     Averaged over `queries` (default: the queries that chose each generated token), over layers unless
-    `layer` is given, and over heads unless `head` is given. Returns a float32 tensor, or None if nothing
-    was captured for that choice.
+    `layer` is given, and over heads unless `head` is given, and over a video's temporal slices unless
+    `per_slice` (then `t × rows × cols`). Returns a float32 tensor, or None if nothing was captured for that choice.
     """
     import torch
 
@@ -66,7 +67,8 @@ def attention_grid(trace, image: int = 0, *, queries: list[int] | None = None, l
         return None
     grid = torch.stack(stack).mean(0)
     t = img.grid_thw[0]
-    return grid.reshape(t, img.rows, img.cols).mean(0)
+    grid = grid.reshape(t, img.rows, img.cols)
+    return grid if per_slice else grid.mean(0)
 
 
 def peak_of(grid, image: int) -> Peak:

@@ -34,6 +34,9 @@ class AttnArgs(ModelChoice):
     device_map: str | None = None
     prompt_logits: bool = True  # top-k at every prompt position (for --save and --tui)
     audio: list[Path] = field(default_factory=list)  # clips given with --audio (a positional clip is found by content)
+    videos: list[Path] = field(default_factory=list)  # videos given with --video (a positional folder or video file is found)
+    fps: float | None = None  # --fps: frames sampled per second (default: a file's own rate; a frame folder plays at 2.0)
+    max_frames: int | None = None  # --max-frames (default video_input.MAX_FRAMES)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,6 +48,7 @@ class AttnResult:
     layer: int | None = None  # --layer (None: mean of layers)
     head: int | None = None  # --head (None: mean of heads)
     token: int | None = None  # --token (None: every generated token)
+    videos: list = field(default_factory=list)  # the request's videos (trace.video_input.Video: sampled frames)
 
     def to_json(self) -> dict:
         """The `--json` document."""
@@ -96,9 +100,10 @@ def _attn_json(trace, *, layer: int | None, head: int | None) -> dict:
             {"path": i.path, "size": list(i.size), "grid_thw": list(i.grid_thw), "span": list(i.span) if i.span else None, "grid": [i.rows, i.cols],
              "text_offset": i.span[0] if i.span else None, "visual_offset": visual.get(i.index),
              "attention_peak": image_peak(i.index)}
-            for i in trace.images
+            for i in ([] if trace.request.videos else trace.images)  # a video request's visual items are under "videos"
         ],
         **({"audio": trace.meta.audio} if trace.meta.audio else {}),
+        **({"videos": video_json(trace, layer=layer, head=head)} if trace.request.videos else {}),
         "stages": [{"name": s.name, "ok": s.ok} for s in trace.stages.values()],
         "steps": steps,
         "findings": [{k: v for k, v in f.to_json().items() if k in ("kind", "severity", "stage", "message")} for f in trace.findings],
@@ -143,7 +148,15 @@ def run_attn(args: AttnArgs) -> AttnResult:
 
     layer_items, queries = parse_layers(args.layers), parse_queries(args.queries)
     images, clips = split_media(args.images, args.audio)
-    if clips:
+    from qdebug.commands.video_input import check_video_model, split_videos, video_request
+
+    images, video_paths = split_videos(images, args.videos) if not clips else (images, [])
+    videos: list = []
+    if video_paths:
+        check_video_model(args.model)
+        request, pil_images = video_request(args.prompt, video_paths, args.max_new_tokens, args.fps, args.max_frames), []
+        videos = request.videos
+    elif clips:
         request, pil_images = audio_request(args.prompt, images, clips, args.max_new_tokens), []
     else:
         pil_images = [load_image(p) for p in images]  # fail fast on bad images, before loading a model
@@ -152,7 +165,12 @@ def run_attn(args: AttnArgs) -> AttnResult:
     quiet_transformers()
     from qdebug.trace.estimate import refuse_if_too_big
 
-    refuse_if_too_big(args.model, args.device, args.dtype, image_tokens=None, images=pil_images, max_new_tokens=args.max_new_tokens,
+    video_tokens = None
+    if videos:  # about one frame's image tokens per temporal slice of two frames (the video processor's own sizes differ a little)
+        from qdebug.trace.estimate import image_tokens_of
+
+        video_tokens = sum(image_tokens_of(args.model, [v.size]) * -(-len(v.frames) // 2) for v in videos)
+    refuse_if_too_big(args.model, args.device, args.dtype, image_tokens=video_tokens, images=pil_images, max_new_tokens=args.max_new_tokens,
                       layers=args.layers, device_map=args.device_map)
     with loading(args.model):
         loaded = args.load(device_map=args.device_map)
@@ -164,7 +182,7 @@ def run_attn(args: AttnArgs) -> AttnResult:
 
     trace.findings.extend(deepstack_findings(trace))  # Qwen3-VL: deepstack rows, layers, levels
     validate_selection(trace, args.layer, args.head, args.token)
-    return AttnResult(trace=trace, pil_images=pil_images, layer=args.layer, head=args.head, token=args.token)
+    return AttnResult(trace=trace, pil_images=pil_images, layer=args.layer, head=args.head, token=args.token, videos=videos)
 
 
 def write_outputs(args: AttnArgs, result: AttnResult) -> None:
@@ -178,6 +196,10 @@ def write_outputs(args: AttnArgs, result: AttnResult) -> None:
 
         steps = [args.token] if args.token is not None else list(range(len(trace.steps)))
         audio_png(trace, args.png, steps=steps or [0], layer=args.layer, head=args.head)
+    elif args.png is not None and trace.request.videos:
+        from qdebug.render.video_strip import video_png
+
+        video_png(trace, [v.frames for v in result.videos], args.png, layer=args.layer, head=args.head)
     elif args.png is not None:
         from qdebug.render.plots import attention_png
 
@@ -188,3 +210,20 @@ def write_outputs(args: AttnArgs, result: AttnResult) -> None:
     if args.json_out is not None:
         emit_json(result.to_json(), args.json_out)
 
+
+
+def video_json(trace, *, layer: int | None, head: int | None) -> list[dict]:
+    """Each video of the trace: frames sampled, temporal slices and grid, its sync, and the attention peak (time s, row, col)."""
+    from qdebug.analysis.video_attention import video_peak, video_preps
+
+    sync = {v.video: v for v in trace.stages["sync"].summary.videos or []} if "sync" in trace.stages else {}
+    out = []
+    for img, prep in zip(trace.images, video_preps(trace)):
+        peak = video_peak(trace, img.index, layer=layer, head=head)
+        s = sync.get(img.index)
+        out.append({"path": img.path, "size": list(img.size), "frames": prep.frames, "frame_indices": prep.frame_indices,
+                    "frame_times": prep.frame_times, "temporal_patch_size": prep.temporal_patch_size, "grid_thw": list(img.grid_thw),
+                    "slice_times": prep.slice_times, "grid": [img.rows, img.cols], "runs": prep.runs,
+                    "temporal_ids": s.temporal_ids if s else None, "expected_temporal_ids": s.expected_temporal_ids if s else None,
+                    "attention_peak": peak.to_json() if peak else None})
+    return out

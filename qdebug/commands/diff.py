@@ -25,6 +25,7 @@ class DiffSide:
     attn_kernel: str = "eager"
     input_path: str = "ids"
     head_first: int | None = None
+    temporal_flat: bool = False  # --inject temporal-ids-flat: a video's temporal position ids set to 0 at prefill
 
 
 @dataclass
@@ -49,6 +50,8 @@ class DiffArgs(ModelChoice):
     served_model: str | None = None
     api_key_env: str | None = None
     timeout: float = 120.0
+    fps: float | None = None  # a video's sampling rate (see `qdebug attn --fps`)
+    max_frames: int | None = None
 
 
 def is_trace_file(path: str) -> bool:
@@ -102,7 +105,11 @@ def _apply_inject(inject: str, b: DiffSide) -> None:
         b.head_first = int(layer)
         b.label += f" (head-first layout in layer {layer})"
         return
-    raise InputError(f"--inject {inject}: expected mrope-text-only or head-first:LAYER")
+    if inject == "temporal-ids-flat":
+        b.temporal_flat = True
+        b.label += " (video temporal ids flat)"
+        return
+    raise InputError(f"--inject {inject}: expected mrope-text-only, head-first:LAYER or temporal-ids-flat")
 
 
 def _requests(args: DiffArgs):
@@ -115,6 +122,10 @@ def _requests(args: DiffArgs):
         from qdebug.commands.audio_input import audio_order_requests
 
         return audio_order_requests(args.first, args.second, args.order, args.max_new_tokens)
+    from qdebug.trace.video_input import is_video_source
+
+    if is_video_source(args.first):  # a frame folder or a video file: video first, or where `<video>` stands
+        return _video_requests(args)
     if args.order == "audio-first":
         raise InputError(f"--order audio-first: {args.first} is not an audio clip; expected image-first, text-first or both for an image")
     paths = [args.first, *args.images]
@@ -124,6 +135,23 @@ def _requests(args: DiffArgs):
     for order in orders:
         prompt = args.second if order == "image-first" or IMAGE_MARKER in args.second else args.second + IMAGE_MARKER * len(paths)
         out.append((order, build_request(prompt, paths, images=images, max_new_tokens=args.max_new_tokens)))
+    return out
+
+
+def _video_requests(args: DiffArgs):
+    """(order, request) for `diff VIDEO PROMPT`: the video first (image-first) and/or after the text (text-first)."""
+    from qdebug.commands.video_input import check_video_model, split_videos, video_request
+    from qdebug.trace.video_input import VIDEO_MARKER
+
+    if args.order == "audio-first":
+        raise InputError(f"--order audio-first: {args.first} is a video; expected image-first, text-first or both")
+    check_video_model(args.model)
+    _, videos = split_videos([Path(args.first), *map(Path, args.images)], [])
+    orders = ["image-first", "text-first"] if args.order == "both" else [args.order]
+    out = []
+    for order in orders:
+        prompt = args.second if order == "image-first" or VIDEO_MARKER in args.second else args.second + VIDEO_MARKER * len(videos)
+        out.append((order, video_request(prompt, videos, args.max_new_tokens, args.fps, args.max_frames)))
     return out
 
 
@@ -146,7 +174,13 @@ def _trace(loaded, side: DiffSide, request):
     # Every row of every layer is kept (the diff names the first row that parts); attention weights are a
     # side computation over the kept query rows, so each run keeps its own kernel everywhere.
     with lin_taps():
-        trace = trace_request(loaded, request, RecordPolicy(keep_hidden=True), taps=tuple(taps), prepared=prepared, input_path=side.input_path)
+        faults = ()
+        if side.temporal_flat:
+            from qdebug.replay.faults import TemporalIdsFlat
+
+            faults = (TemporalIdsFlat(),)
+        trace = trace_request(loaded, request, RecordPolicy(keep_hidden=True), taps=tuple(taps), prepared=prepared, input_path=side.input_path,
+                              faults=faults)
     from qdebug.analysis.detectors.deepstack import deepstack_findings
 
     deepstack = deepstack_findings(trace)  # e.g. an inputs_embeds path dropping the features

@@ -14,7 +14,7 @@ from qdebug.trace.tensor_names import TensorKind as T
 from .batch import Batch
 from .batched import BatchedRow, run_batched
 from .events import EventLog, RequestEvents
-from .faults import OffsetShift, SharedBufferClient
+from .faults import OffsetShift, SharedBufferClient, TemporalIdsFlat
 from .shared_buffer import ScheduleCancelled, SharedVisualBuffer, draw_schedule
 
 MODES = ("threads", "batched")
@@ -44,8 +44,8 @@ class ReplayRun:
 
 
 def parse_inject(spec: str) -> tuple[str, int]:
-    """`none`, `shared-visual-buffer` or `offset-shift:K` → (name, K)."""
-    if spec in ("none", "shared-visual-buffer"):
+    """`none`, `shared-visual-buffer`, `temporal-ids-flat` or `offset-shift:K` → (name, K)."""
+    if spec in ("none", "shared-visual-buffer", "temporal-ids-flat"):
         return spec, 0
     if spec.startswith("offset-shift:"):
         value = spec.split(":", 1)[1]
@@ -53,7 +53,7 @@ def parse_inject(spec: str) -> tuple[str, int]:
             return "offset-shift", int(value)
         except ValueError:
             pass
-    raise InputError(f"--inject {spec}: expected none, shared-visual-buffer or offset-shift:K (K an integer)")
+    raise InputError(f"--inject {spec}: expected none, shared-visual-buffer, temporal-ids-flat or offset-shift:K (K an integer)")
 
 
 def check_settings(settings: ReplaySettings) -> None:
@@ -103,6 +103,10 @@ def replay(
             progress("reference", rid, True)
         live = [(rid, req) for rid, req in items if rid in run.references]
         if settings.mode == "batched":
+            for rid, req in live:  # one padded batch of images: a video's frames would be dropped, so refuse it
+                if req.videos:
+                    run.errors[rid] = "video requests replay one request per thread: expected --mode threads"
+            live = [(rid, req) for rid, req in live if not req.videos]
             if live:
                 run.batched = run_batched(loaded, live, run.events)
             for rid, _ in live:
@@ -158,6 +162,8 @@ def _worker(loaded, rid, request, name, shift, pad, buffer, run: ReplayRun, opti
         faults = (SharedBufferClient(buffer, rid, events),)
     elif name == "offset-shift":
         faults = (OffsetShift(shift, pad, events),)
+    elif name == "temporal-ids-flat":
+        faults = (TemporalIdsFlat(),)
     if fault_factory is not None:
         faults += tuple(fault_factory(rid, events))
     try:

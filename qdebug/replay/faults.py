@@ -65,3 +65,22 @@ class SharedBufferClient(FaultBase):
         self.buffer.write(self.request_id, rows, self.events)
         landed, _ = self.buffer.read(self.request_id, rows.shape[0], self.events)
         return landed
+
+
+@dataclass
+class TemporalIdsFlat(FaultBase):
+    """Set the temporal position id of every visual row to 0 at prefill: what a pipeline that treats a video as one
+    image does (every frame at the same time). Height and width ids and the text positions are left as they are."""
+
+    # No event of its own: the sync stage measures the temporal ids the decoder received, which is the evidence.
+
+    def on_position_ids(self, rec, position_ids):
+        """The MRoPE ids with the temporal row zeroed at the visual rows; None when there is no MRoPE or no visual row."""
+        import torch
+
+        if position_ids.ndim != 3 or position_ids.shape[0] < 3 or not rec.image_positions:
+            return None
+        out = position_ids.clone()
+        rows = torch.as_tensor(rec.image_positions, device=out.device)
+        out[-3, :, rows] = 0  # (t, h, w) are the last three rows ([text; t; h; w] when generate adds a text row)
+        return out

@@ -94,6 +94,10 @@ class Tracer:
             from qdebug.replay.faults import OffsetShift
 
             faults = (OffsetShift(self.shift, self.pad, events),)
+        elif self.fault == "temporal-ids-flat":
+            from qdebug.replay.faults import TemporalIdsFlat
+
+            faults = (TemporalIdsFlat(),)
         trace = trace_request(self.loaded, request, RecordPolicy(attn_layers=None), faults=faults, listener=events)
         self._file(number, rid, client_tag, trace, client)
         return 200, self._completion(rid, body, request, trace)

@@ -41,8 +41,13 @@ def assemble_trace(loaded, request, prepared, rec: Recorder, generated, queries,
         stages, audio_meta = audio_stages(loaded, request, prepared, rec, tensors)
     else:
         encode, encode_rows = encode_stage(rec, images, tensors)
-        stages = {"preprocess": preprocess_stage(request, prepared, images), "encode": encode,
-                  "sync": sync_stage(loaded, images, encode_rows, rec, prepared.inputs, tensors)}
+        videos = None
+        if request.videos:
+            from .stages.video import video_preps
+
+            videos = video_preps(loaded, request, prepared, images)
+        stages = {"preprocess": preprocess_stage(request, prepared, images, videos), "encode": encode,
+                  "sync": sync_stage(loaded, images, encode_rows, rec, prepared.inputs, tensors, prepared)}
     n_layers = len(loaded.adapter.decoder_layers(loaded.model))
     stages.update(layer_stages(rec, n_layers, tensors))
     stages["logits"] = logits_stage(loaded, rec, len(ids), tok, options, tensors)
@@ -64,6 +69,8 @@ def assemble_trace(loaded, request, prepared, rec: Recorder, generated, queries,
             max_new_tokens=request.max_new_tokens,
             image_sha256=[image_digest(im) for im in request.images],
             audio=list(request.audio_paths) if audio else None,
+            videos=list(request.video_paths) if request.videos else None,
+            video_sha256=[_frames_digest(v.frames) for v in request.videos] if request.videos else None,
         ),
         prompt_text=prepared.text,
         input_ids=ids,
@@ -120,3 +127,10 @@ def _attn_note(loaded, captured: list[int]) -> str:
         return f"attention weights recorded from the eager kernel in {layers} (eager everywhere)"
     return (f"every layer ran {loaded.attn_kernel}; attention weights in {layers} computed by the eager formula "
             f"for the kept query rows only")
+
+
+def _frames_digest(frames) -> str:
+    """sha256 over a video's sampled frames' digests, in order: the same frames give the same digest."""
+    import hashlib
+
+    return hashlib.sha256("".join(image_digest(f) for f in frames).encode()).hexdigest()

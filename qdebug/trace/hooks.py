@@ -155,16 +155,21 @@ class Recorder(RecorderSink):
                 new = fault.on_decoder_input(self, embeds)
                 if new is not None:
                     embeds, changed = new, True
-        pos = kwargs.get("position_ids")
+        given = kwargs.get("position_ids")
+        if given is not None:
+            for fault in self.faults:  # position-id faults (Fault implementations older than the hook lack it)
+                new = getattr(fault, "on_position_ids", lambda rec, ids: None)(self, given)
+                if new is not None:
+                    given, changed = new, True
         self.embeds = to_cpu(embeds[0]) if embeds is not None else None
-        if pos is not None:
-            pos = pos[-3:] if pos.ndim == 3 else pos[None].expand(3, *pos.shape)
+        if given is not None:  # what the decoder gets, after any fault: sync measures these
+            pos = given[-3:] if given.ndim == 3 else given[None].expand(3, *given.shape)
             self.position_ids = to_cpu(pos[:, 0])
         if self.image_positions:
             self.listener.rows_synced(self.sync_offset, len(self.image_positions))
         self.on_stage("sync")
         if changed:
-            return args, {**kwargs, "inputs_embeds": embeds}
+            return args, {**kwargs, "inputs_embeds": embeds, **({"position_ids": given} if given is not None else {})}
         return None
 
     def layer_output(self, layer: int, output) -> None:

@@ -65,6 +65,8 @@ class TraceRequest:
     max_new_tokens: int | None = None
     image_sha256: list[str] | None = None  # of each image's pixels: diff's same-request check
     audio: list[str] | None = None  # clip paths (audio families)
+    videos: list[str] | None = None  # video paths (a file or a frame folder each)
+    video_sha256: list[str] | None = None  # of each video's sampled frames' pixels, in order
     extra: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
@@ -78,4 +80,4 @@ class TraceRequest:
         return cls(**{k: v for k, v in data.items() if k in _REQUEST_KEYS}, extra={k: v for k, v in data.items() if k not in _REQUEST_KEYS})
 
 
-_REQUEST_KEYS = ("id", "prompt", "images", "max_new_tokens", "image_sha256", "audio")
+_REQUEST_KEYS = ("id", "prompt", "images", "max_new_tokens", "image_sha256", "audio", "videos", "video_sha256")

@@ -25,16 +25,19 @@ class Request:
     # Audio clips (qdebug.trace.audio.Clip), referenced by ("audio", index) parts; for audio families.
     audios: list = field(default_factory=list)
     audio_paths: list[str] = field(default_factory=list)
+    # Videos (qdebug.trace.video_input.Video), referenced by ("video", index) parts; for Qwen-VL families.
+    videos: list = field(default_factory=list)
+    video_paths: list[str] = field(default_factory=list)
 
     @property
     def prompt_text(self) -> str:
         """The text of the message with `<image>` where each image goes."""
-        markers = {"image": IMAGE_MARKER, "audio": "<audio>"}
+        markers = {"image": IMAGE_MARKER, "audio": "<audio>", "video": "<video>"}
         return "".join(markers.get(kind, str(value)) for kind, value in self.parts)
 
     def messages(self) -> list[dict]:
         """The chat messages in the Hugging Face multimodal format."""
-        content = [{"type": kind} if kind in ("image", "audio") else {"type": "text", "text": value} for kind, value in self.parts]
+        content = [{"type": kind} if kind in ("image", "audio", "video") else {"type": "text", "text": value} for kind, value in self.parts]
         return [{"role": "user", "content": content}]
 
 

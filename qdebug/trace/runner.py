@@ -42,6 +42,16 @@ class Prepared:
     text: str
     inputs: dict
     spans: list[tuple[int, int]]
+    # Videos: each video's runs of `<|video_pad|>` (one run on Qwen2/2.5-VL; one per temporal slice on Qwen3-VL,
+    # whose processor writes `<t seconds>` text between them); `spans` then holds [first run start, last run end).
+    video_slices: list[list[tuple[int, int]]] | None = None
+
+    @property
+    def visual_positions(self) -> list[int]:
+        """Every placeholder position whose row comes from the encoder, in sequence order."""
+        if self.video_slices is not None:
+            return [p for runs in self.video_slices for s, e in runs for p in range(s, e)]
+        return [p for s, e in self.spans for p in range(s, e)]
 
 
 def prepare(loaded, request: Request) -> Prepared:
@@ -52,10 +62,20 @@ def prepare(loaded, request: Request) -> Prepared:
     if request.audios:  # audio families: each clip resampled to the feature extractor's rate
         rate = int(processor.feature_extractor.sampling_rate)
         kwargs.update(audio=[clip.at_rate(rate) for clip in request.audios], sampling_rate=rate)
+    if request.videos:
+        from .video_prepare import video_kwargs
+
+        kwargs.update(video_kwargs(loaded, request))
     try:
         inputs = processor(text=[text], return_tensors="pt", **kwargs)
     except ValueError as exc:  # the processor's own placeholder/image count check
         raise PlaceholderError(f"prompt and images disagree: {str(exc).splitlines()[0]}") from None
+    if request.videos:
+        from .video_prepare import video_spans, video_token_id
+
+        runs = placeholder_spans(inputs["input_ids"][0].tolist(), video_token_id(loaded.config))
+        spans, slices = video_spans(loaded, inputs, len(request.videos), runs)
+        return Prepared(text=text, inputs=dict(inputs), spans=spans, video_slices=slices)
     image_token = loaded.adapter.image_token_id(loaded.config)
     spans = placeholder_spans(inputs["input_ids"][0].tolist(), image_token)
     media, count = ("clip", len(request.audios)) if request.audios else ("image", len(request.images))
@@ -104,7 +124,11 @@ def run_generate(loaded, inputs: dict, max_new_tokens: int, input_path: str = "i
         else:
             embeds = loaded.adapter.merged_embeddings(loaded.model, device_inputs)
             kwargs = {"input_ids": device_inputs["input_ids"], "inputs_embeds": embeds, "attention_mask": device_inputs["attention_mask"]}
-            if input_path == "embeds" and device_inputs.get("image_grid_thw") is not None:
+            if input_path == "embeds" and device_inputs.get("video_grid_thw") is not None:
+                mrope, _ = loaded.adapter.media_rope_index(loaded.model, device_inputs)
+                text = torch.arange(mrope.shape[-1], device=mrope.device).view(1, 1, -1)
+                kwargs["position_ids"] = torch.cat([text, mrope], dim=0)  # [text; t; h; w] as generate builds it
+            elif input_path == "embeds" and device_inputs.get("image_grid_thw") is not None:
                 mrope, _ = loaded.adapter.rope_index(
                     loaded.model, device_inputs["input_ids"], device_inputs["mm_token_type_ids"],
                     device_inputs["image_grid_thw"], device_inputs["attention_mask"],
@@ -140,7 +164,7 @@ def trace_request(
     options = options or RecordPolicy()
     prepared = prepared or prepare(loaded, request)
     ids = prepared.inputs["input_ids"][0].tolist()
-    image_positions = [p for s, e in prepared.spans for p in range(s, e)]
+    image_positions = prepared.visual_positions
     queries = query_rows(options.queries, len(ids))
     recorder = Recorder(
         attn_layers=options.attn_layers,

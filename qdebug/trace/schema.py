@@ -148,8 +148,13 @@ class Trace:
         return layers_holding(kind, self.tensors)
 
     def image_positions(self) -> list[int]:
-        """Sequence positions of all image placeholder tokens, image by image."""
+        """Sequence positions of all image placeholder tokens, image by image (a video's: its `<|video_pad|>` runs, which
+        on Qwen3-VL have timestamp text between them)."""
         out: list[int] = []
+        pre = self.stages.get("preprocess")
+        videos = getattr(pre.summary, "videos", None) if pre is not None else None
+        if videos:
+            return [p for v in videos for s, e in v.runs or [] for p in range(s, e)]
         for img in self.images:
             if img.span:
                 out.extend(range(*img.span))

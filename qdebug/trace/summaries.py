@@ -78,6 +78,28 @@ _STATS = {"stats": True}
 
 
 @dataclass
+class VideoPrep(Summary):
+    """One video as the processor took it: the frames sampled (source indices, times), its temporal patches and grid."""
+
+    video: int | None = None
+    path: str | None = None
+    frames: int | None = None  # frames sampled and handed to the processor
+    frame_indices: list[int] | None = None  # each frame's index in the source
+    frame_times: list[float] | None = None  # each frame's time in the source, seconds
+    source_fps: float | None = None
+    sampled_fps: float | None = None  # the rate of the sampled frames (what Qwen2.5-VL's second_per_grid_ts is made from)
+    temporal_patch_size: int | None = None  # frames per temporal slice
+    grid_thw: list[int] | None = None  # vision patches (t, h, w)
+    slice_times: list[float] | None = None  # each temporal slice's time (mean of its first and last frame's), seconds
+    runs: list[list[int]] | None = None  # [start, end) of each run of `<|video_pad|>` (Qwen3-VL: one per slice)
+    pixel_values_videos_shape: list[int] | None = None
+    second_per_grid_ts: float | None = None  # Qwen2.5-VL: seconds per temporal slice, as the processor gave it
+    timestamps: list[str] | None = None  # Qwen3-VL: the text the processor wrote before each slice (`<t seconds>`)
+    expected_timestamps: list[str] | None = None  # Qwen3-VL: `<t seconds>` of each slice time, as its tokenizer reads it
+    notes: list[str] | None = None
+
+
+@dataclass
 class PreprocessSummary(Summary):
     """What the processor made of the request: the chat text, token count, and image grids or audio frames."""
 
@@ -89,6 +111,7 @@ class PreprocessSummary(Summary):
     frames_kept: list[int] | None = None  # audio: feature frames the mask keeps per clip
     spans: list | None = None  # [start, end) of each image's (clip's) placeholder tokens
     image_notes: list[str] | None = None  # what loading did to an image (EXIF orientation, transparency), one line each
+    videos: list[VideoPrep] | None = field(default=None, metadata={"item": VideoPrep})  # video requests only
 
 
 @dataclass
@@ -152,6 +175,22 @@ class SyncClip(Summary):
 
 
 @dataclass
+class SyncVideo(Summary):
+    """Where one video's rows landed (its `<|video_pad|>` runs) and the temporal position ids its rows received."""
+
+    video: int | None = None
+    runs: list[list[int]] | None = None
+    rows: int | None = None
+    placeholders: int | None = None
+    expected: int | None = None  # t·h·w / merge²
+    match: float | None = None  # mean cosine between the encode rows and the rows at its placeholders
+    max_abs_diff: float | None = field(default=None, metadata=NULLABLE)
+    temporal_ids: list | None = None  # per temporal slice: the temporal id its rows received (a list when they differ)
+    expected_temporal_ids: list | None = None  # the same from the model's own get_rope_index
+    fingerprint: str | None = field(default=None, metadata=NULLABLE)
+
+
+@dataclass
 class SyncSummary(Summary):
     """The merge of encoder rows into the token stream, and the position ids the decoder received."""
 
@@ -160,6 +199,7 @@ class SyncSummary(Summary):
     position_ids_shape: list[int] | None = None
     rope_deltas: list[int] | None = None
     position_rows: int | None = None  # Qwen3.5: 4 rows of position ids (text row first)
+    videos: list[SyncVideo] | None = field(default=None, metadata={"item": SyncVideo})  # video requests only
 
 
 @dataclass

@@ -44,17 +44,18 @@ def test_family_recorders_are_family_sinks_fed_by_the_recorder():
 
 
 def test_every_fault_class_is_a_fault():
-    from qdebug.replay.faults import OffsetShift, SharedBufferClient
+    from qdebug.replay.faults import OffsetShift, SharedBufferClient, TemporalIdsFlat
     from qdebug.replay.shared_buffer import SharedVisualBuffer
     from qdebug.serve.waves import ServedBufferClient, WaveGate
 
     def events(kind, **fields):
         return None
 
-    faults = [OffsetShift(1, None, events), SharedBufferClient(SharedVisualBuffer([]), "a", events), ServedBufferClient(WaveGate(0, 0.1), "a", events)]
+    faults = [OffsetShift(1, None, events), SharedBufferClient(SharedVisualBuffer([]), "a", events), ServedBufferClient(WaveGate(0, 0.1), "a", events),
+              TemporalIdsFlat()]
     for fault in faults:
         assert isinstance(fault, Fault), type(fault).__name__
-    assert _public_methods(FaultBase) == _public_methods(Fault) == {"on_encoded", "on_decoder_input"}
+    assert _public_methods(FaultBase) == _public_methods(Fault) == {"on_encoded", "on_decoder_input", "on_position_ids"}
 
 
 def test_a_fault_base_changes_nothing():

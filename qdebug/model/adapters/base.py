@@ -64,6 +64,13 @@ class Adapter:
             attention_mask=attention_mask,
         )
 
+    def media_rope_index(self, model, inputs: dict):
+        """`rope_index` for whatever media the processor gave: image and video grids, and Qwen2.5-VL's
+        `second_per_grid_ts` (seconds per temporal slice), all on the model's own `get_rope_index`."""
+        grids = {k: inputs[k] for k in ("image_grid_thw", "video_grid_thw", "second_per_grid_ts") if inputs.get(k) is not None}
+        return model.model.get_rope_index(inputs["input_ids"], mm_token_type_ids=inputs["mm_token_type_ids"],
+                                          attention_mask=inputs["attention_mask"], **grids)
+
     def merged_embeddings(self, model, inputs: dict):
         """`inputs_embeds` (1 × seq × dim) built the way the model's forward builds them: token embeddings with
         each image's encoder rows scattered into its placeholders, using the model's own helpers."""
@@ -74,6 +81,11 @@ class Adapter:
             features = model.model.get_image_features(inputs["pixel_values"], inputs["image_grid_thw"], return_dict=True)
             rows = torch.cat(features.pooler_output, dim=0).to(embeds.device, embeds.dtype)
             mask, _ = model.model.get_placeholder_mask(inputs["input_ids"], inputs_embeds=embeds, image_features=rows)
+            embeds = embeds.masked_scatter(mask, rows)
+        if inputs.get("pixel_values_videos") is not None:  # a video's rows go to its `<|video_pad|>` placeholders
+            features = model.model.get_video_features(inputs["pixel_values_videos"], inputs["video_grid_thw"], return_dict=True)
+            rows = torch.cat(features.pooler_output, dim=0).to(embeds.device, embeds.dtype)
+            _, mask = model.model.get_placeholder_mask(inputs["input_ids"], inputs_embeds=embeds, video_features=rows)
             embeds = embeds.masked_scatter(mask, rows)
         return embeds
 

@@ -96,8 +96,10 @@ def _load_image_url(url: object, base: Path, allow_paths: bool) -> tuple[object,
     return _load_path(ref, base, allow_paths), ref
 
 
-def _user_parts(messages: object, base: Path, allow_paths: bool, audios: list | None = None) -> tuple[list, list, list]:
-    """Parts, images and labels of all user messages, in order; `input_audio` clips are appended to `audios`."""
+def _user_parts(messages: object, base: Path, allow_paths: bool, audios: list | None = None,
+                videos: list | None = None) -> tuple[list, list, list]:
+    """Parts, images and labels of all user messages, in order; `input_audio` clips are appended to `audios`,
+    `video_url` videos (Video, label) to `videos`."""
     if not isinstance(messages, list) or not messages:
         raise _LineError('no messages (expected a non-empty "messages" list)')
     parts: list[tuple[str, object]] = []
@@ -142,12 +144,20 @@ def _user_parts(messages: object, base: Path, allow_paths: bool, audios: list | 
                     raise _LineError(exc.message) from None
                 parts.append(("audio", len(audios)))
                 audios.append(clip)
+            elif kind == "video_url" and videos is not None:
+                from .capture_video import load_video_url
+
+                ref = part.get("video_url")
+                parts.append(("video", len(videos)))
+                videos.append(load_video_url(ref.get("url") if isinstance(ref, dict) else ref, base, allow_paths, _LineError))
             else:
-                raise _LineError(f"unsupported content part type {kind!r} (expected text, image_url or input_audio)")
+                raise _LineError(f"unsupported content part type {kind!r} (expected text, image_url, video_url or input_audio)")
     if users == 0:
         raise _LineError("no user message")
     if not parts:
         raise _LineError("no image and no text in the user messages")
+    if videos and (images or audios):
+        raise _LineError("video_url with image_url or input_audio in one request (expected videos only: a video request is traced alone)")
     return parts, images, labels
 
 
@@ -194,11 +204,14 @@ def _parse_line(text: str, line: int, base: Path, allow_paths: bool) -> BatchReq
         rid = _request_id(obj.get("id"), line)
         ts, observed, model, max_new = _optional_fields(obj)
         audios: list = []
-        parts, images, labels = _user_parts(obj.get("messages"), base, allow_paths, audios)
+        videos: list = []
+        parts, images, labels = _user_parts(obj.get("messages"), base, allow_paths, audios, videos)
     except _LineError as exc:
         return BatchRequest(request_id=rid, line=line, error=exc.reason)
     request = Request(parts=parts, images=images, image_paths=labels, max_new_tokens=max_new, request_id=rid,
-                      audios=audios, audio_paths=[f"input_audio#{line}.{k}" for k in range(len(audios))])
+                      audios=audios, audio_paths=[f"input_audio#{line}.{k}" for k in range(len(audios))],
+                      videos=[v for v, _ in videos], video_paths=[label for _, label in videos])
+    labels = labels or [label for _, label in videos]  # the batch's label for a video request: its video
     if labels:
         first = f"data#{line}" if labels[0].startswith("data:") else Path(labels[0]).name
         label = first if len(labels) == 1 else f"{first} +{len(labels) - 1}"

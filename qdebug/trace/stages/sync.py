@@ -10,24 +10,34 @@ from ..summaries import SyncImage, SyncSummary
 from ..tensor_names import TensorKind as T, tensor_name
 
 
-def sync_stage(loaded, images: list[ImageInfo], encode_rows: list, rec, inputs, tensors: dict) -> Stage:
+def sync_stage(loaded, images: list[ImageInfo], encode_rows: list, rec, inputs, tensors: dict, prepared=None) -> Stage:
     """The stage: per image its text and visual offsets and whether the merged rows are its encode rows; then
-    whether the position ids the decoder received are get_rope_index's."""
+    whether the position ids the decoder received are get_rope_index's. A video request (`prepared.video_slices`)
+    is checked per video instead: rows per `<|video_pad|>` run and the temporal ids its rows received."""
     embeds = rec.embeds
     if embeds is not None:
         tensors[tensor_name(T.SYNC_EMBEDS)] = embeds
+    video = prepared is not None and prepared.video_slices is not None
     summary, checks = SyncSummary(images=[]), []
-    for img, rows in zip(images, encode_rows):
+    for img, rows in zip([] if video else images, encode_rows):
         image, image_checks = _image(img, rows, embeds)
         summary.images.append(image)
         checks.extend(image_checks)
+    received = expected = None
+    rope: list[Check] = []
     if rec.position_ids is not None:
         received = rec.position_ids.cpu()
         tensors[tensor_name(T.SYNC_POSITION_IDS)] = received
         summary.position_ids_shape = list(received.shape)
-        if "image_grid_thw" in inputs:
-            checks.append(_rope_check(loaded, inputs, received, summary, tensors))
-    return Stage("sync", summary, checks)
+        if "image_grid_thw" in inputs or "video_grid_thw" in inputs:
+            rope.append(_rope_check(loaded, inputs, received, summary, tensors))
+            expected = tensors[tensor_name(T.SYNC_EXPECTED_POSITION_IDS)]
+    if video:
+        from .video import video_sync
+
+        summary.videos, video_checks = video_sync(loaded, images, encode_rows, rec, prepared, received, expected)
+        checks.extend(video_checks)
+    return Stage("sync", summary, checks + rope)
 
 
 def _image(img: ImageInfo, rows, embeds) -> tuple[SyncImage, list[Check]]:
@@ -55,13 +65,16 @@ def _rope_check(loaded, inputs, received, summary: SyncSummary, tensors: dict) -
     """Compare the received position ids with the model's own get_rope_index (and note its rope deltas)."""
     import torch
 
-    expected, deltas = loaded.adapter.rope_index(
-        loaded.model,
-        inputs["input_ids"].to(loaded.device),
-        inputs["mm_token_type_ids"].to(loaded.device),
-        inputs["image_grid_thw"].to(loaded.device),
-        inputs["attention_mask"].to(loaded.device),
-    )
+    if "video_grid_thw" in inputs:  # video grids (and Qwen2.5-VL's second_per_grid_ts) go by name
+        expected, deltas = loaded.adapter.media_rope_index(loaded.model, {k: v.to(loaded.device) for k, v in inputs.items() if hasattr(v, "to")})
+    else:
+        expected, deltas = loaded.adapter.rope_index(
+            loaded.model,
+            inputs["input_ids"].to(loaded.device),
+            inputs["mm_token_type_ids"].to(loaded.device),
+            inputs["image_grid_thw"].to(loaded.device),
+            inputs["attention_mask"].to(loaded.device),
+        )
     expected = expected[:, 0].cpu()
     tensors[tensor_name(T.SYNC_EXPECTED_POSITION_IDS)] = expected
     summary.rope_deltas = [int(d) for d in deltas.view(-1).tolist()]
