@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from qdebug.vocab import EventKind
+
 
 @dataclass(slots=True)
 class Event:
@@ -15,7 +17,7 @@ class Event:
     `line` the 1-based source line (None for replays).
     """
 
-    kind: str
+    kind: EventKind
     request_id: str | None
     t: float | None = None
     seq: int = 0
@@ -25,6 +27,9 @@ class Event:
     donor: str | None = None
     line: int | None = None
     message: str = ""
+
+    def __post_init__(self) -> None:
+        self.kind = EventKind(self.kind)  # a kind outside the vocabulary is refused where the event is made
 
     def to_json(self) -> dict:
         """The event as the JSON object the reports write."""

@@ -32,7 +32,7 @@ class RequestOutcome:
     reference: str | None = None  # isolated run's text (None for a runtime log)
     replayed: str | None = None  # text under the replay mode / fault
     observed: str | None = None  # text the production service returned (captures)
-    verdict: str = Verdict.OK
+    verdict: Verdict = Verdict.OK
     donor: str | None = None
     text_offset: int | None = None
     visual_offset: int | None = None
@@ -47,8 +47,14 @@ class RequestOutcome:
     burst_donors: list | None = None  # endpoint replays: one list per burst, whose isolated answer it equalled ([]: none; several: ambiguous)
     local_reference: str | None = None  # endpoint replays with --model: the local model's isolated answer
     # What production's answer (`observed`) says on its own, never the verdict: ok | contaminated | diverged, None without one.
-    observed_verdict: str | None = None
+    observed_verdict: Verdict | None = None
     observed_donor: str | None = None  # whose isolated answer production returned, when observed_verdict is contaminated
+
+    def __post_init__(self) -> None:
+        # A verdict outside the vocabulary (a corrupt .qdr) is refused where it is made.
+        self.verdict = Verdict(self.verdict)
+        if self.observed_verdict is not None:
+            self.observed_verdict = Verdict(self.observed_verdict)
 
     def to_json(self) -> dict:
         """As the `requests` entries of the replay JSON (a NaN, e.g. a server's logprob, as null)."""

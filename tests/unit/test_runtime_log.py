@@ -338,8 +338,12 @@ def test_writer_round_trip_fuzz(tmp_path_factory, specs):
 def test_writer_is_atomic_on_bad_event(tmp_path):
     target = tmp_path / "keep.log"
     target.write_text("previous contents\n")
+    with pytest.raises(ValueError, match="bogus"):
+        Event("bogus", "1")  # an Event's kind is a vocabulary word from the start
+    bad = Event(EventKind.SYNC, "1")
+    bad.kind = "bogus"  # set afterwards, past the check: the writer still refuses it
     with pytest.raises(ValueError, match="unknown event kind"):
-        write_runtime_log([ROUND_TRIP[0], Event("bogus", "1")], target)
+        write_runtime_log([ROUND_TRIP[0], bad], target)
     assert target.read_text() == "previous contents\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.log"]
     with pytest.raises(ValueError, match="donor"):
