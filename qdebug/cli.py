@@ -87,6 +87,7 @@ def attn(
     video: Annotated[Optional[list[Path]], typer.Option("--video", help="A video (a file PyAV decodes, or a folder of frames in name order) for Qwen-VL models (repeatable).")] = None,
     fps: Annotated[Optional[float], typer.Option("--fps", help="Video frames sampled per second (default: a file's own rate; a frame folder is read as 2.0 fps, the processors' default).")] = None,
     max_frames: Annotated[Optional[int], typer.Option("--max-frames", min=1, help="At most this many video frames, spread evenly (default 64).")] = None,
+    use_audio_in_video: Annotated[bool, typer.Option("--use-audio-in-video", help="Qwen2.5-Omni: each video's own sound is read too, interleaved with its frames in time.")] = False,
 ) -> None:
     """Run one request; show generated text, stage checks, top-k per token and attention over the image (or clip, or video)."""
     from qdebug.commands.attn import AttnArgs, run_attn, write_outputs
@@ -99,7 +100,7 @@ def attn(
     args = AttnArgs([image, *(more_images or [])], prompt, model=model, device=device, dtype=dtype, attn_kernel=attn_kernel, max_new_tokens=max_new_tokens,
                     topk=topk, layer=layer, head=head, token=token, png=png, json_out=json_out, save=save, layers=layers, queries=queries,
                     keep_hidden="hidden" in (keep or []), device_map=device_map, prompt_logits=tui or save is not None, audio=list(audio or []),
-                    videos=list(video or []), fps=fps, max_frames=max_frames)
+                    videos=list(video or []), fps=fps, max_frames=max_frames, use_audio_in_video=use_audio_in_video)
     plan = OutputPlan({"--png": png, "--json": json_out, "--save": save}).check()  # before any model work
     report, status = consoles(json_to_stdout=json_out == "-")
     with progress(status, f"loading {model} and tracing…"):

@@ -37,6 +37,7 @@ class AttnArgs(ModelChoice):
     videos: list[Path] = field(default_factory=list)  # videos given with --video (a positional folder or video file is found)
     fps: float | None = None  # --fps: frames sampled per second (default: a file's own rate; a frame folder plays at 2.0)
     max_frames: int | None = None  # --max-frames (default video_input.MAX_FRAMES)
+    use_audio_in_video: bool = False  # --use-audio-in-video (Qwen2.5-Omni: each video's own sound is an audio item too)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,10 +101,12 @@ def _attn_json(trace, *, layer: int | None, head: int | None) -> dict:
             {"path": i.path, "size": list(i.size), "grid_thw": list(i.grid_thw), "span": list(i.span) if i.span else None, "grid": [i.rows, i.cols],
              "text_offset": i.span[0] if i.span else None, "visual_offset": visual.get(i.index),
              "attention_peak": image_peak(i.index)}
-            for i in ([] if trace.request.videos else trace.images)  # a video request's visual items are under "videos"
+            for i in ([] if trace.request.videos and not trace.mixed_media else trace.images)  # a video request's visual items are under "videos"
         ],
         **({"audio": trace.meta.audio} if trace.meta.audio else {}),
-        **({"videos": video_json(trace, layer=layer, head=head)} if trace.request.videos else {}),
+        **({"videos": video_json(trace, layer=layer, head=head)} if trace.request.videos and not trace.mixed_media else {}),
+        # mixed media (Qwen2.5-Omni): every item at its encoder, as sync measured it (runs, rows, exact)
+        **({"media": [m.to_json() for m in trace.stages["sync"].summary.media]} if trace.mixed_media and "sync" in trace.stages else {}),
         "stages": [{"name": s.name, "ok": s.ok} for s in trace.stages.values()],
         "steps": steps,
         "findings": [{k: v for k, v in f.to_json().items() if k in ("kind", "severity", "stage", "message")} for f in trace.findings],
@@ -147,12 +150,23 @@ def run_attn(args: AttnArgs) -> AttnResult:
     from qdebug.commands.audio_input import audio_request, check_modality, split_media
 
     layer_items, queries = parse_layers(args.layers), parse_queries(args.queries)
-    images, clips = split_media(args.images, args.audio)
+    from qdebug.commands.media_input import media_request, mixed_media_model
     from qdebug.commands.video_input import check_video_model, split_videos, video_request
 
-    images, video_paths = split_videos(images, args.videos) if not clips else (images, [])
+    mixed = mixed_media_model(args.model)
+    if args.use_audio_in_video and not mixed:
+        raise InputError(f"--use-audio-in-video: --model {args.model} does not take a video's sound (expected Qwen2.5-Omni)")
     videos: list = []
-    if video_paths:
+    if mixed:  # images, clips and videos together, each at its own encoder
+        request, pil_images, videos = media_request(args.prompt, args.images, args.audio, args.videos, fps=args.fps, max_frames=args.max_frames,
+                                                    use_audio_in_video=args.use_audio_in_video, max_new_tokens=args.max_new_tokens)
+        images = clips = video_paths = []
+    else:
+        images, clips = split_media(args.images, args.audio)
+        images, video_paths = split_videos(images, args.videos) if not clips else (images, [])
+    if mixed:
+        pass
+    elif video_paths:
         check_video_model(args.model)
         request, pil_images = video_request(args.prompt, video_paths, args.max_new_tokens, args.fps, args.max_frames), []
         videos = request.videos
@@ -161,7 +175,8 @@ def run_attn(args: AttnArgs) -> AttnResult:
     else:
         pil_images = [load_image(p) for p in images]  # fail fast on bad images, before loading a model
         request = build_request(args.prompt, images, images=pil_images, max_new_tokens=args.max_new_tokens)
-    check_modality(args.model, request)
+    if not mixed:
+        check_modality(args.model, request)
     quiet_transformers()
     from qdebug.trace.estimate import refuse_if_too_big
 
@@ -196,7 +211,7 @@ def write_outputs(args: AttnArgs, result: AttnResult) -> None:
 
         steps = [args.token] if args.token is not None else list(range(len(trace.steps)))
         audio_png(trace, args.png, steps=steps or [0], layer=args.layer, head=args.head)
-    elif args.png is not None and trace.request.videos:
+    elif args.png is not None and trace.request.videos and not trace.mixed_media:
         from qdebug.render.video_strip import video_png
 
         video_png(trace, [v.frames for v in result.videos], args.png, layer=args.layer, head=args.head)

@@ -33,9 +33,17 @@ def assemble_trace(loaded, request, prepared, rec: Recorder, generated, queries,
     tok = loaded.processor.tokenizer
     ids = prepared.inputs["input_ids"][0].tolist()
     audio = loaded.adapter.modality == "audio"
-    images = image_infos(loaded, request, prepared)
     tensors: dict = {}
-    if audio:  # audio families have the same three input stages, clip-shaped
+    if prepared.media is not None:  # several encoders in one request: one EncoderSpan per item (trace.stages.media)
+        from .stages.media import media_images, media_stages
+
+        images = media_images(loaded, request, prepared)
+        stages = media_stages(loaded, request, prepared, rec, tensors)
+    else:
+        images = image_infos(loaded, request, prepared)
+    if prepared.media is not None:
+        pass
+    elif audio:  # audio families have the same three input stages, clip-shaped
         from .stages.audio import audio_stages
 
         stages, audio_meta = audio_stages(loaded, request, prepared, rec, tensors)
@@ -68,7 +76,7 @@ def assemble_trace(loaded, request, prepared, rec: Recorder, generated, queries,
             images=list(request.image_paths),
             max_new_tokens=request.max_new_tokens,
             image_sha256=[image_digest(im) for im in request.images],
-            audio=list(request.audio_paths) if audio else None,
+            audio=list(request.audio_paths) if audio or (prepared.media is not None and request.audio_paths) else None,
             videos=list(request.video_paths) if request.videos else None,
             video_sha256=[_frames_digest(v.frames) for v in request.videos] if request.videos else None,
         ),

@@ -72,6 +72,8 @@ class Recorder(RecorderSink):
         self.keep_hidden = keep_hidden
         self.hidden_rows = hidden_rows
         self.vision_rows = None  # merged rows, all images (N × dim)
+        # Each declared encoder's calls at prefill, in order: (module path, grid_thw or None, rows), CPU (mixed-media adapters).
+        self.encoder_calls: list[tuple[str, object, object]] = []
         self.decoder_calls = 0
         self.embeds = None  # merged embeddings the decoder received at prefill (seq × dim)
         self.position_ids = None  # position ids the decoder received at prefill (3 × seq)
@@ -140,6 +142,15 @@ class Recorder(RecorderSink):
             return None
         output.pooler_output = replaced
         return output
+
+    def encoder_output(self, module: str, kwargs: dict, output) -> None:
+        """Keep one encoder call's rows (its merged `pooler_output`, else its hidden states) and the grid it was given."""
+        if self.decoder_calls:
+            return  # encoders run before the first decoder call; a later call (none in generate) is not this prefill
+        rows = getattr(output, "pooler_output", None)
+        rows = rows if rows is not None else getattr(output, "last_hidden_state", output)
+        grid = kwargs.get("grid_thw")
+        self.encoder_calls.append((module, to_cpu(grid) if grid is not None else None, to_cpu(rows)))
 
     def decoder_input(self, args, kwargs):
         """At prefill: let faults replace the embeddings, keep them and the position ids, report the sync step."""
@@ -285,6 +296,15 @@ def _layer_output(layer: int) -> Callable:
     return hook
 
 
+def _encoder_output(path: str) -> Callable:
+    def hook(module, args, kwargs, output) -> None:
+        sink = current_recorder()
+        if sink is not None:
+            sink.encoder_output(path, kwargs, output)
+
+    return hook
+
+
 def _layer_input(layer: int) -> Callable:
     def hook(module, args, kwargs) -> None:
         sink = current_recorder()
@@ -303,6 +323,11 @@ def _install(model, adapter) -> list:
         language.register_forward_hook(_decoder_output),
         adapter.lm_head(model).register_forward_hook(_logits_output),
     ]
+    if adapter.mixed_media:  # each declared encoder's calls, seen first (prepend): its own rows, before any fault
+        from qdebug.model.adapters.encoders import module_at
+
+        for path in dict.fromkeys(e.module for e in adapter.encoders()):
+            handles.append(module_at(model, path).register_forward_hook(_encoder_output(path), with_kwargs=True, prepend=True))
     layers = adapter.decoder_layers(model)
     for index, layer in enumerate(layers):
         handles.append(layer.register_forward_hook(_layer_output(index)))

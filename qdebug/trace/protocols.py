@@ -32,6 +32,10 @@ class RecorderSink(Protocol):
     def vision_output(self, output) -> object | None:
         """The vision tower's output (merged rows in `pooler_output`); returns a replacement output or None."""
 
+    def encoder_output(self, module: str, kwargs: dict, output) -> None:
+        """A declared encoder module (its dotted path) ran with `kwargs` (a vision call's `grid_thw`) and gave `output`
+        (installed for adapters whose requests mix modalities: the rows are recorded per call, before any fault)."""
+
     def decoder_input(self, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
         """The language model is about to run (prefill, then one call per step); returns new (args, kwargs) or None."""
 
@@ -63,6 +67,9 @@ class SinkBase(RecorderSink):
     def vision_output(self, output) -> object | None:
         """Keep the vision tower's output as it is."""
         return None
+
+    def encoder_output(self, module: str, kwargs: dict, output) -> None:
+        """Ignore an encoder's call."""
 
     def decoder_input(self, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
         """Keep the decoder's inputs as they are."""

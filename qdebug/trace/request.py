@@ -28,6 +28,8 @@ class Request:
     # Videos (qdebug.trace.video_input.Video), referenced by ("video", index) parts; for Qwen-VL families.
     videos: list = field(default_factory=list)
     video_paths: list[str] = field(default_factory=list)
+    # Qwen2.5-Omni: each video's own audio track is an audio item too, interleaved with its frames in time.
+    use_audio_in_video: bool = False
 
     @property
     def prompt_text(self) -> str:

@@ -45,10 +45,16 @@ class Prepared:
     # Videos: each video's runs of `<|video_pad|>` (one run on Qwen2/2.5-VL; one per temporal slice on Qwen3-VL,
     # whose processor writes `<t seconds>` text between them); `spans` then holds [first run start, last run end).
     video_slices: list[list[tuple[int, int]]] | None = None
+    # Mixed-media requests (Qwen2.5-Omni): every item at its encoder (trace.media.MediaItem), positions included.
+    media: list | None = None
 
     @property
     def visual_positions(self) -> list[int]:
-        """Every placeholder position whose row comes from the encoder, in sequence order."""
+        """Every placeholder position whose row comes from the encoder, in sequence order (mixed media: the images',
+        else every item's: the keys attention is kept over)."""
+        if self.media is not None:
+            images = [p for m in self.media if m.modality == "image" for p in m.positions]
+            return images or sorted(p for m in self.media for p in m.positions)
         if self.video_slices is not None:
             return [p for runs in self.video_slices for s, e in runs for p in range(s, e)]
         return [p for s, e in self.spans for p in range(s, e)]
@@ -58,6 +64,8 @@ def prepare(loaded, request: Request) -> Prepared:
     """Apply the chat template and processor; check one placeholder span per image."""
     processor = loaded.processor
     text = processor.apply_chat_template(request.messages(), add_generation_prompt=True, tokenize=False)
+    if loaded.adapter.mixed_media:  # every declared encoder's items in one request (Qwen2.5-Omni)
+        return _prepare_media(loaded, request, text)
     kwargs = {"images": request.images} if request.images else {}
     if request.audios:  # audio families: each clip resampled to the feature extractor's rate
         rate = int(processor.feature_extractor.sampling_rate)
@@ -85,6 +93,20 @@ def prepare(loaded, request: Request) -> Prepared:
             f"expected one span per {media}"
         )
     return Prepared(text=text, inputs=dict(inputs), spans=spans)
+
+
+def _prepare_media(loaded, request: Request, text: str) -> Prepared:
+    """The processor over every item, and where each item's placeholders are (trace.media)."""
+    from .media import media_items, media_kwargs
+
+    try:
+        inputs = dict(loaded.processor(text=[text], return_tensors="pt", **media_kwargs(loaded, request)))
+    except ValueError as exc:  # the processor's own placeholder count checks
+        raise PlaceholderError(f"prompt and media disagree: {str(exc).splitlines()[0]}") from None
+    items = media_items(loaded, request, inputs)
+    if request.use_audio_in_video:
+        inputs["use_audio_in_video"] = True  # generate's model kwarg: the positions interleave each video with its sound
+    return Prepared(text=text, inputs=inputs, spans=[m.extent for m in items], media=items)
 
 
 def placeholder_spans(ids: list[int], image_token: int) -> list[tuple[int, int]]:
@@ -124,15 +146,9 @@ def run_generate(loaded, inputs: dict, max_new_tokens: int, input_path: str = "i
         else:
             embeds = loaded.adapter.merged_embeddings(loaded.model, device_inputs)
             kwargs = {"input_ids": device_inputs["input_ids"], "inputs_embeds": embeds, "attention_mask": device_inputs["attention_mask"]}
-            if input_path == "embeds" and device_inputs.get("video_grid_thw") is not None:
-                mrope, _ = loaded.adapter.media_rope_index(loaded.model, device_inputs)
-                text = torch.arange(mrope.shape[-1], device=mrope.device).view(1, 1, -1)
-                kwargs["position_ids"] = torch.cat([text, mrope], dim=0)  # [text; t; h; w] as generate builds it
-            elif input_path == "embeds" and device_inputs.get("image_grid_thw") is not None:
-                mrope, _ = loaded.adapter.rope_index(
-                    loaded.model, device_inputs["input_ids"], device_inputs["mm_token_type_ids"],
-                    device_inputs["image_grid_thw"], device_inputs["attention_mask"],
-                )
+            if input_path == "embeds" and (device_inputs.get("video_grid_thw") is not None or device_inputs.get("image_grid_thw") is not None):
+                # the model's own position function over whatever media the request has (images, video, Omni's audio)
+                mrope, _ = loaded.adapter.media_rope_index(loaded.model, device_inputs, **_rope_options(device_inputs))
                 text = torch.arange(mrope.shape[-1], device=mrope.device).view(1, 1, -1)
                 kwargs["position_ids"] = torch.cat([text, mrope], dim=0)  # [text; t; h; w] as generate builds it
             out = loaded.model.generate(**kwargs, max_new_tokens=max_new_tokens, do_sample=False, **want)
@@ -140,6 +156,11 @@ def run_generate(loaded, inputs: dict, max_new_tokens: int, input_path: str = "i
     if scores is not None:
         scores.extend(s[0].detach().to("cpu", torch.float32, copy=True) for s in out.scores)
     return sequences[0, prompt_len:].tolist()
+
+
+def _rope_options(inputs: dict) -> dict:
+    """What a request's position function is told besides its tensors (Qwen2.5-Omni: a video's sound interleaved)."""
+    return {"use_audio_in_video": True} if inputs.get("use_audio_in_video") else {}
 
 
 def trace_request(

@@ -118,6 +118,12 @@ class Trace:
     tensors: dict = field(default_factory=dict)
 
     @property
+    def mixed_media(self) -> bool:
+        """Whether the request mixed modalities, each traced at its own encoder (Qwen2.5-Omni): stages carry `media`."""
+        stage = self.stages.get("preprocess")
+        return stage is not None and getattr(stage.summary, "media", None) is not None
+
+    @property
     def num_layers(self) -> int:
         """How many decoder layers were captured."""
         return sum(1 for n in self.stages if n.startswith("layer."))

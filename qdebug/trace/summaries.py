@@ -100,6 +100,28 @@ class VideoPrep(Summary):
 
 
 @dataclass
+class EncoderSpan(Summary):
+    """One item of a mixed-media request (Qwen2.5-Omni) at its encoder: which modality and item, where its placeholders
+    are, how many rows its grid or feature mask asks for, and (encode, sync) what its encoder gave and where it landed."""
+
+    modality: str | None = None  # image | video | audio (the declaring adapter's `Encoder.modality`)
+    index: int | None = None  # the item among its modality's items, in message order
+    item: int | None = None  # the item among all of the request's items (tensor `encode.<item>`)
+    source: str | None = None
+    grid_thw: list[int] | None = None  # images and video: vision patches (t, h, w)
+    frames: int | None = None  # audio: feature frames the mask keeps
+    runs: list[list[int]] | None = None  # [start, end) of each run of its placeholder (a video's audio interleaves in chunks)
+    expected: int | None = None  # rows its grid (t·h·w / merge²) or feature mask asks for
+    rows: int | None = None  # rows its encoder gave
+    dim: int | None = None
+    stats: TensorStats | None = field(default=None, metadata=_STATS)
+    placeholders: int | None = None
+    exact: bool | None = None  # sync: the rows at its placeholders are its encoder rows, bit for bit
+    max_abs_diff: float | None = None
+    fingerprint: str | None = None
+
+
+@dataclass
 class PreprocessSummary(Summary):
     """What the processor made of the request: the chat text, token count, and image grids or audio frames."""
 
@@ -112,6 +134,8 @@ class PreprocessSummary(Summary):
     spans: list | None = None  # [start, end) of each image's (clip's) placeholder tokens
     image_notes: list[str] | None = None  # what loading did to an image (EXIF orientation, transparency), one line each
     videos: list[VideoPrep] | None = field(default=None, metadata={"item": VideoPrep})  # video requests only
+    media: list[EncoderSpan] | None = field(default=None, metadata={"item": EncoderSpan})  # mixed-media requests only
+    use_audio_in_video: bool | None = None  # mixed-media: each video's own audio track interleaved with its frames
 
 
 @dataclass
@@ -143,6 +167,7 @@ class EncodeSummary(Summary):
 
     images: list[EncodeImage] | None = field(default=None, metadata={"item": EncodeImage})
     audio: list[EncodeClip] | None = field(default=None, metadata={"item": EncodeClip})
+    media: list[EncoderSpan] | None = field(default=None, metadata={"item": EncoderSpan})  # mixed-media requests only
 
 
 @dataclass
@@ -200,6 +225,7 @@ class SyncSummary(Summary):
     rope_deltas: list[int] | None = None
     position_rows: int | None = None  # Qwen3.5: 4 rows of position ids (text row first)
     videos: list[SyncVideo] | None = field(default=None, metadata={"item": SyncVideo})  # video requests only
+    media: list[EncoderSpan] | None = field(default=None, metadata={"item": EncoderSpan})  # mixed-media requests only
 
 
 @dataclass

@@ -29,6 +29,7 @@ class Video:
     total_frames: int  # frames in the source before sampling
     source: str
     notes: list[str] = field(default_factory=list)
+    audio: object = None  # its audio track (trace.audio.Clip), decoded only when asked (Qwen2.5-Omni's use_audio_in_video)
 
     @property
     def size(self) -> tuple[int, int]:

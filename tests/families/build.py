@@ -187,10 +187,86 @@ def build_qwen3_5(path: Path, engine: bool = False) -> Path:
     return path
 
 
+# Qwen2.5-Omni's own placeholders, as its published chat template writes them (image, audio, video).
+OMNI_TOKENS = dict(image_token="<|IMAGE|>", audio_token="<|AUDIO|>", video_token="<|VIDEO|>", vision_bos_token="<|vision_bos|>",
+                   vision_eos_token="<|vision_eos|>", audio_bos_token="<|audio_bos|>", audio_eos_token="<|audio_eos|>")
+OMNI_TEMPLATE = (
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' }}{% if message['content'] is string %}"
+    "{{ message['content'] }}{% else %}{% for content in message['content'] %}"
+    "{% if content['type'] == 'image' %}{{ '<|vision_bos|><|IMAGE|><|vision_eos|>' }}"
+    "{% elif content['type'] == 'audio' %}{{ '<|audio_bos|><|AUDIO|><|audio_eos|>' }}"
+    "{% elif content['type'] == 'video' %}{{ '<|vision_bos|><|VIDEO|><|vision_eos|>' }}"
+    "{% elif content['type'] == 'text' %}{{ content['text'] }}{% endif %}{% endfor %}{% endif %}{{ '<|im_end|>\\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+
+def build_qwen2_5_omni(path: Path, engine: bool = False) -> Path:
+    """A tiny random Qwen2.5-Omni thinker (vision tower for images and video, Whisper-style audio tower, 2 decoder layers)."""
+    import torch
+    from transformers import (Qwen2_5OmniProcessor, Qwen2_5OmniThinkerConfig, Qwen2_5OmniThinkerForConditionalGeneration, Qwen2VLImageProcessor,
+                              Qwen2VLVideoProcessor, WhisperFeatureExtractor)
+
+    from qdebug.demo.build import MAX_PIXELS, MIN_PIXELS
+
+    if engine:
+        raise ValueError("Qwen2.5-Omni is not served by vLLM's CPU build in qdebug's tests")
+    tok = _tokenizer(tuple(OMNI_TOKENS.values()))
+    tok._set_model_specific_special_tokens(special_tokens=OMNI_TOKENS)  # the processor reads tokenizer.image_token etc.
+    tok.chat_template = OMNI_TEMPLATE
+    ids = tok.convert_tokens_to_ids
+    frames = AUDIO_CHUNK_S * AUDIO_RATE // 160
+    config = Qwen2_5OmniThinkerConfig(
+        audio_config=dict(num_mel_bins=80, encoder_layers=2, encoder_attention_heads=2, encoder_ffn_dim=64, d_model=32,
+                          max_source_positions=frames // 2, output_dim=_width(False), n_window=50),
+        vision_config=dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=_width(False), patch_size=14,
+                           spatial_merge_size=2, temporal_patch_size=2, window_size=56, fullatt_block_indexes=[1]),
+        text_config=_text(tok, False, rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]}),
+        audio_token_index=ids("<|AUDIO|>"), image_token_index=ids("<|IMAGE|>"), video_token_index=ids("<|VIDEO|>"),
+        audio_start_token_id=ids("<|audio_bos|>"), audio_end_token_id=ids("<|audio_eos|>"),
+        vision_start_token_id=ids("<|vision_bos|>"), vision_end_token_id=ids("<|vision_eos|>"),
+    )
+    torch.manual_seed(0)
+    Qwen2_5OmniThinkerForConditionalGeneration(config).save_pretrained(path)
+    Qwen2_5OmniProcessor(image_processor=Qwen2VLImageProcessor(min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS),
+                         video_processor=Qwen2VLVideoProcessor(min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS), feature_extractor=WhisperFeatureExtractor(
+                             feature_size=80, sampling_rate=AUDIO_RATE, chunk_length=AUDIO_CHUNK_S),
+                         tokenizer=tok, chat_template=OMNI_TEMPLATE).save_pretrained(path)
+    return path
+
+
+def video_with_sound(path: Path, seconds: int = 6, fps: int = 2, size: int = 112, rate: int = AUDIO_RATE) -> Path:
+    """An MP4 (MPEG-4 video, AAC sound) whose frames darken over time and whose tone rises each second, written with PyAV."""
+    import av
+    import numpy as np
+
+    with av.open(str(path), "w") as out:
+        video = out.add_stream("mpeg4", rate=fps)
+        video.width = video.height = size
+        video.pix_fmt = "yuv420p"
+        sound = out.add_stream("aac", rate=rate)
+        sound.layout = "mono"
+        for i in range(seconds * fps):
+            frame = np.zeros((size, size, 3), np.uint8)
+            frame[..., 2] = 255 - (200 * i) // (seconds * fps)
+            for packet in video.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
+                out.mux(packet)
+        for packet in video.encode():
+            out.mux(packet)
+        t = np.arange(seconds * rate) / rate
+        wave = (0.2 * np.sin(2 * math.pi * (220 + 110 * np.floor(t)) * t)).astype(np.float32)[None]
+        frame = av.AudioFrame.from_ndarray(wave, format="fltp", layout="mono")
+        frame.sample_rate = rate
+        for packet in [*sound.encode(frame), *sound.encode()]:
+            out.mux(packet)
+    return path
+
+
 BUILDERS = {
     "qwen2_vl": build_qwen2_vl,
     "qwen2_5_vl": build_qwen2_5_vl,
     "qwen3_vl": build_qwen3_vl,
     "qwen3_5": build_qwen3_5,
     "qwen2_audio": build_qwen2_audio,
+    "qwen2_5_omni": build_qwen2_5_omni,
 }

@@ -15,10 +15,10 @@ from qdebug.trace.request import build_request
 from qdebug.trace.runner import prepare, trace_request
 from tests.conftest import scene
 
-FAMILIES = ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5", "qwen2_audio"]
+FAMILIES = ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5", "qwen2_audio", "qwen2_5_omni"]
 ARCHITECTURES = {"qwen2_vl": "Qwen2VLForConditionalGeneration", "qwen2_5_vl": "Qwen2_5_VLForConditionalGeneration",
                  "qwen3_vl": "Qwen3VLForConditionalGeneration", "qwen3_5": "Qwen3_5ForConditionalGeneration",
-                 "qwen2_audio": "Qwen2AudioForConditionalGeneration"}
+                 "qwen2_audio": "Qwen2AudioForConditionalGeneration", "qwen2_5_omni": "Qwen2_5OmniThinkerForConditionalGeneration"}
 # Where `diff --vary paths` is documented to part in float32, and the finding kind that says why.
 PATHS_PART = {"qwen3_vl": ("layer.1", "deepstack")}
 # One decoder layer of each kind the family has (softmax attention everywhere; Qwen3.5 adds linear attention).

@@ -23,7 +23,7 @@ def test_recorders_are_recorder_sinks():
     assert isinstance(Recorder(), RecorderSink)
     assert isinstance(BatchRecorder(["a"], [[(1, 3)]], EventLog()), RecorderSink)
     assert _public_methods(RecorderSink) == {
-        "vision_input", "vision_output", "decoder_input", "decoder_output", "layer_output", "layer_input", "logits_output",
+        "vision_input", "vision_output", "encoder_output", "decoder_input", "decoder_output", "layer_output", "layer_input", "logits_output",
         "attention_tap", "flush",
     }
     assert _public_methods(SinkBase) == _public_methods(RecorderSink)  # the no-op base implements every method

@@ -5,13 +5,14 @@ from __future__ import annotations
 from qdebug.errors import ModelLoadError
 
 from .base import Adapter
+from .qwen2_5_omni import ADAPTER as QWEN2_5_OMNI
 from .qwen2_5_vl import ADAPTER as QWEN2_5_VL
 from .qwen2_audio import ADAPTER as QWEN2_AUDIO
 from .qwen2_vl import ADAPTER as QWEN2_VL
 from .qwen3_5 import ADAPTER as QWEN3_5
 from .qwen3_vl import ADAPTER as QWEN3_VL
 
-ADAPTERS: tuple[Adapter, ...] = (QWEN2_VL, QWEN2_5_VL, QWEN3_VL, QWEN3_5, QWEN2_AUDIO)
+ADAPTERS: tuple[Adapter, ...] = (QWEN2_VL, QWEN2_5_VL, QWEN3_VL, QWEN3_5, QWEN2_AUDIO, QWEN2_5_OMNI)
 TEXT_ONLY_QWEN = ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "qwen")
 
 

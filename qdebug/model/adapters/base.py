@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .encoders import Encoder
+
 
 @dataclass(frozen=True)
 class Adapter:
@@ -16,6 +18,15 @@ class Adapter:
     name: str
     model_types: tuple[str, ...]
     modality: str = "image"
+    # Encoders this architecture has (see `Encoder`); empty means the Qwen-VL default of `encoders()`.
+    declared_encoders: tuple[Encoder, ...] = ()
+    # Whether one request may carry several modalities at once, each traced at its own encoder (Qwen2.5-Omni).
+    mixed_media: bool = False
+
+    def encoders(self) -> tuple[Encoder, ...]:
+        """The encoders: declared, else the Qwen-VL pair (images and video through `model.model.visual`)."""
+        return self.declared_encoders or (Encoder("image", "image_token_id", "model.visual", "image_grid_thw"),
+                                           Encoder("video", "video_token_id", "model.visual", "video_grid_thw"))
 
     def model_class(self):
         """The transformers class that loads this architecture."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .base import Adapter
+from .encoders import Encoder
 
 
 class _Merged(Exception):
@@ -75,4 +76,5 @@ class Qwen2AudioAdapter(Adapter):
         raise RuntimeError("the model's forward never reached its decoder")
 
 
-ADAPTER = Qwen2AudioAdapter(name="Qwen2AudioForConditionalGeneration", model_types=("qwen2_audio",), modality="audio")
+ADAPTER = Qwen2AudioAdapter(name="Qwen2AudioForConditionalGeneration", model_types=("qwen2_audio",), modality="audio",
+                            declared_encoders=(Encoder("audio", "audio_token_id", "model.multi_modal_projector"),))

@@ -1,0 +1,114 @@
+"""Qwen2.5-Omni's thinker (`Qwen2_5OmniThinkerForConditionalGeneration`): a vision tower for images and video, a
+Whisper-style audio tower, and a decoder whose MRoPE interleaves a video's audio with its frames in time.
+
+A full Omni checkpoint (`qwen2_5_omni`: thinker, talker and token2wav) is loaded without its speech output and its
+thinker is what qdebug traces; a thinker-only checkpoint (`qwen2_5_omni_thinker`) loads as it is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .base import Adapter
+from .encoders import Encoder
+
+
+class _Merged(Exception):
+    """Raised by a one-shot hook to stop the forward once the merged embeddings exist."""
+
+    def __init__(self, embeds):
+        super().__init__("merged")
+        self.embeds = embeds
+
+
+class _ThinkerLoader:
+    """`from_pretrained` for either checkpoint layout, returning the thinker."""
+
+    @staticmethod
+    def from_pretrained(path, **kwargs):
+        from transformers import AutoConfig, Qwen2_5OmniForConditionalGeneration, Qwen2_5OmniThinkerForConditionalGeneration
+
+        config = AutoConfig.from_pretrained(path, local_files_only=kwargs.get("local_files_only", True),
+                                           trust_remote_code=kwargs.get("trust_remote_code", False))
+        if config.model_type == "qwen2_5_omni_thinker":
+            return Qwen2_5OmniThinkerForConditionalGeneration.from_pretrained(path, **kwargs)
+        config.enable_audio_output = False  # no talker or token2wav: the thinker writes the text qdebug traces
+        return Qwen2_5OmniForConditionalGeneration.from_pretrained(path, config=config, **kwargs).thinker
+
+    @staticmethod
+    def from_config(config, **kwargs):
+        """The thinker built from a config (a full Omni config's `thinker_config`), e.g. on the meta device."""
+        from transformers import Qwen2_5OmniThinkerForConditionalGeneration
+
+        thinker = getattr(config, "thinker_config", None) or config
+        return Qwen2_5OmniThinkerForConditionalGeneration._from_config(thinker, **kwargs)
+
+
+@dataclass(frozen=True)
+class Qwen2_5OmniAdapter(Adapter):
+    """Where Qwen2.5-Omni's thinker keeps its stages."""
+
+    def model_class(self):
+        return _ThinkerLoader
+
+    def language_model(self, model):
+        return model.model.language_model
+
+    def audio_tower(self, model):
+        """The Whisper-style audio encoder (its `_get_feat_extract_output_lengths` maps mask frames to rows)."""
+        return model.model.audio_tower
+
+    def image_token_id(self, config) -> int:
+        return int(config.image_token_index)
+
+    def video_token_id(self, config) -> int:
+        """Id of the per-row video placeholder token (`<|VIDEO|>`)."""
+        return int(config.video_token_index)
+
+    def audio_token_id(self, config) -> int:
+        """Id of the per-row audio placeholder token (`<|AUDIO|>`)."""
+        return int(config.audio_token_index)
+
+    def rows_for_frames(self, model, frames: int) -> int:
+        """Audio rows the model keeps for `frames` unmasked feature frames (the model's own formula)."""
+        import torch
+
+        _, rows = self.audio_tower(model)._get_feat_extract_output_lengths(torch.tensor([frames]))
+        return int(rows[0])
+
+    def rope_index(self, model, input_ids, mm_token_type_ids, image_grid_thw, attention_mask):
+        return model.model.get_rope_index(input_ids, image_grid_thw=image_grid_thw, attention_mask=attention_mask)[0:2]
+
+    def media_rope_index(self, model, inputs: dict, use_audio_in_video: bool = False):
+        """MRoPE ids for images, video (time-aligned with its audio when `use_audio_in_video`) and audio, from the
+        model's own `get_rope_index`."""
+        mask = inputs.get("feature_attention_mask")
+        return model.model.get_rope_index(
+            inputs["input_ids"], image_grid_thw=inputs.get("image_grid_thw"), video_grid_thw=inputs.get("video_grid_thw"),
+            attention_mask=inputs["attention_mask"], use_audio_in_video=use_audio_in_video,
+            audio_seqlens=mask.sum(-1) if mask is not None else None, second_per_grids=inputs.get("video_second_per_grid"),
+        )
+
+    def merged_embeddings(self, model, inputs: dict):
+        """`inputs_embeds` exactly as the thinker's own forward merges every modality: run it, stop at the decoder."""
+        language_model = self.language_model(model)
+
+        def stop(module, args, kwargs):
+            raise _Merged(kwargs["inputs_embeds"])
+
+        handle = language_model.register_forward_pre_hook(stop, with_kwargs=True, prepend=True)
+        try:
+            model(**{k: v for k, v in inputs.items() if k not in ("mm_token_type_ids",)})
+        except _Merged as merged:
+            return merged.embeds
+        finally:
+            handle.remove()
+        raise RuntimeError("the model's forward never reached its decoder")
+
+
+ADAPTER = Qwen2_5OmniAdapter(
+    name="Qwen2_5OmniThinkerForConditionalGeneration", model_types=("qwen2_5_omni_thinker", "qwen2_5_omni"), mixed_media=True,
+    declared_encoders=(Encoder("image", "image_token_index", "model.visual", "image_grid_thw"),
+                       Encoder("audio", "audio_token_index", "model.audio_tower"),
+                       Encoder("video", "video_token_index", "model.visual", "video_grid_thw")),
+)

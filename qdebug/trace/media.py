@@ -1,0 +1,128 @@
+"""A request carrying several modalities at once (Qwen2.5-Omni: images, clips and videos): what the processor is
+given, and where each item's placeholders landed, for every encoder the adapter declares.
+
+Each modality's placeholders are filled by the model in sequence order with that modality's rows in item order
+(`masked_scatter`), so an item's positions are the next `expected` positions of its token: its grid's t·h·w/merge²
+rows (images, video) or the rows the model keeps for its unmasked feature frames (audio). With
+`use_audio_in_video` a video's audio track is one more audio item, at the video's place in the message, and its
+placeholders interleave with the video's in time chunks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from qdebug.errors import PlaceholderError
+
+
+@dataclass
+class MediaItem:
+    """One item of the request at its encoder: modality, its index there, its source and placeholder positions."""
+
+    modality: str
+    index: int
+    item: int
+    source: str
+    expected: int
+    grid_thw: tuple[int, int, int] | None = None
+    frames: int | None = None
+    positions: list[int] = field(default_factory=list)
+
+    @property
+    def runs(self) -> list[tuple[int, int]]:
+        """[start, end) of each contiguous run of its positions."""
+        out: list[tuple[int, int]] = []
+        for p in self.positions:
+            if out and out[-1][1] == p:
+                out[-1] = (out[-1][0], p + 1)
+            else:
+                out.append((p, p + 1))
+        return out
+
+    @property
+    def extent(self) -> tuple[int, int]:
+        """[first position, last position + 1)."""
+        return (self.positions[0], self.positions[-1] + 1) if self.positions else (0, 0)
+
+
+def audio_slots(request) -> list[tuple[object, int | None]]:
+    """The audio the processor is given, in message order: (clip, None) for a clip, (track, v) for video v's own
+    audio track when `use_audio_in_video` (the order the model fills `<|AUDIO|>` placeholders in)."""
+    slots = []
+    for kind, value in request.parts:
+        if kind == "audio":
+            slots.append((request.audios[value], None))
+        elif kind == "video" and request.use_audio_in_video:
+            track = request.videos[value].audio
+            if track is None:
+                raise PlaceholderError(f"video {value} ({request.video_paths[value]}) has no audio track; expected a video file "
+                                       "with sound for --use-audio-in-video")
+            slots.append((track, value))
+    return slots
+
+
+def media_kwargs(loaded, request) -> dict:
+    """Processor arguments for every item: images, audio (clips and video tracks, at the feature extractor's rate)
+    and videos (the frames qdebug sampled, at their sampled rate)."""
+    processor = loaded.processor
+    kwargs: dict = {}
+    if request.images:
+        kwargs["images"] = request.images
+    slots = audio_slots(request)
+    if slots:
+        rate = int(processor.feature_extractor.sampling_rate)
+        kwargs.update(audio=[clip.at_rate(rate) for clip, _ in slots], sampling_rate=rate)
+    if request.videos:
+        rates = {round(float(v.metadata().sampled_fps), 6) for v in request.videos}
+        if len(rates) > 1:  # the Omni processor takes one rate for all videos (seconds per temporal patch)
+            raise PlaceholderError(f"videos sampled at different rates {sorted(rates)} fps; expected one --fps for every video of a request")
+        kwargs.update(videos=[v.frames for v in request.videos], do_sample_frames=False, fps=rates.pop())
+        if request.use_audio_in_video:
+            kwargs.update(load_audio_from_video=True, audio_from_video_indices=[v for _, v in slots])
+    return kwargs
+
+
+def media_items(loaded, request, inputs) -> list[MediaItem]:
+    """Every item, by declared encoder then message order, with the positions its rows go to (PlaceholderError when the
+    prompt's placeholders and the items disagree)."""
+    config, adapter = loaded.config, loaded.adapter
+    ids = inputs["input_ids"][0].tolist()
+    merge = adapter.merge_size(config)
+    frames = inputs["feature_attention_mask"].sum(-1).tolist() if "feature_attention_mask" in inputs else []
+    items: list[MediaItem] = []
+    for enc in adapter.encoders():
+        token = enc.token_id(config)
+        mine = _sources(request, enc.modality)
+        if not mine:
+            continue
+        if token is None:
+            raise PlaceholderError(f"{adapter.name} has no {enc.modality} placeholder ({enc.token_attr}); expected a model that reads {enc.modality}")
+        positions = [i for i, t in enumerate(ids) if t == token]
+        at = 0
+        for k, source in enumerate(mine):
+            if enc.grid_key is not None:
+                grid = tuple(int(x) for x in inputs[enc.grid_key][k])
+                expected, kept = grid[0] * grid[1] * grid[2] // (merge * merge), None
+            else:
+                grid, kept = None, int(frames[k])
+                expected = adapter.rows_for_frames(loaded.model, kept)
+            item = MediaItem(enc.modality, k, len(items), source, expected, grid, kept, positions[at : at + expected])
+            at += expected
+            if len(item.positions) != expected:
+                raise PlaceholderError(f"{enc.modality} {k} ({source}): {len(item.positions)} placeholder(s) left for {expected} rows; "
+                                       f"expected one placeholder per row")
+            items.append(item)
+        if at != len(positions):
+            raise PlaceholderError(f"the templated prompt has {len(positions)} {enc.modality} placeholder(s) for {at} rows; "
+                                   f"expected one placeholder per row of the request's {enc.modality} item(s)")
+    return items
+
+
+def _sources(request, modality: str) -> list[str]:
+    """The names of the request's items of one modality, in message order (audio: clips and video tracks, as slotted)."""
+    if modality == "image":
+        return list(request.image_paths)
+    if modality == "video":
+        return list(request.video_paths)
+    return [request.audio_paths[i] if kind == "audio" else f"{request.video_paths[i]} (audio track)"
+            for kind, i in request.parts if kind == "audio" or (kind == "video" and request.use_audio_in_video)]

@@ -1,0 +1,119 @@
+"""`preprocess`, `encode` and `sync` of a mixed-media request (Qwen2.5-Omni), one EncoderSpan per item, looping over
+the encoders the adapter declares; every figure comes from the processor's inputs and the recorded encoder calls."""
+
+from __future__ import annotations
+
+from qdebug.vocab import FindingKind
+
+from ..schema import Check, ImageInfo, Stage
+from ..stats import fingerprint, tensor_stats
+from ..summaries import EncodeSummary, EncoderSpan, PreprocessSummary, SyncSummary, TensorStats
+from ..tensor_names import TensorKind as T, tensor_name
+
+
+def media_images(loaded, request, prepared) -> list[ImageInfo]:
+    """The image items as ImageInfos (what attention heatmaps are drawn over)."""
+    merge = loaded.adapter.merge_size(loaded.config)
+    out = []
+    for m in prepared.media:
+        if m.modality == "image":
+            t, h, w = m.grid_thw
+            out.append(ImageInfo(m.index, m.source, tuple(request.images[m.index].size), (t, h, w), m.extent, h // merge, w // merge))
+    return out
+
+
+def media_stages(loaded, request, prepared, rec, tensors: dict) -> dict[str, Stage]:
+    """The three input stages of a mixed-media request."""
+    inputs, items = prepared.inputs, prepared.media
+    spans = [_span(m) for m in items]
+    preprocess = Stage("preprocess", PreprocessSummary(
+        text=prepared.text, num_tokens=len(inputs["input_ids"][0]),
+        pixel_values_shape=list(inputs["pixel_values"].shape) if "pixel_values" in inputs else None,
+        input_features_shape=list(inputs["input_features"].shape) if "input_features" in inputs else None,
+        spans=[list(m.extent) for m in items], media=spans, use_audio_in_video=bool(request.use_audio_in_video) or None,
+    ), [Check("every item's placeholders found", all(len(m.positions) == m.expected for m in items), kind=FindingKind.SHAPE_MISMATCH)])
+    rows, notes = item_rows(loaded, inputs, items, rec.encoder_calls)
+    encode_spans, encode_checks = [], [Check(n, False, kind=FindingKind.SHAPE_MISMATCH) for n in notes]
+    for m in items:
+        r = rows.get(m.item)
+        if r is None:
+            continue
+        st = tensor_stats(r)
+        tensors[tensor_name(T.ENCODE, image=m.item)] = r
+        encode_spans.append(EncoderSpan(modality=m.modality, index=m.index, item=m.item, rows=r.shape[0], dim=r.shape[1],
+                                        stats=TensorStats(**st), fingerprint=fingerprint(r)))
+        encode_checks.append(Check(f"{m.modality} {m.index}: no NaN/Inf", st["nan"] == 0 and st["inf"] == 0,
+                                   f"{st['nan']} NaN, {st['inf']} Inf", FindingKind.NAN_INF))
+    encode = Stage("encode", EncodeSummary(media=encode_spans), encode_checks)
+    return {"preprocess": preprocess, "encode": encode, "sync": _sync(loaded, inputs, items, rows, rec, tensors)}
+
+
+def _span(m) -> EncoderSpan:
+    return EncoderSpan(modality=m.modality, index=m.index, item=m.item, source=m.source,
+                       grid_thw=list(m.grid_thw) if m.grid_thw else None, frames=m.frames,
+                       runs=[list(r) for r in m.runs], expected=m.expected)
+
+
+def item_rows(loaded, inputs, items, calls) -> tuple[dict, list[str]]:
+    """Each item's encoder rows (item → rows), and what could not be split. A vision call is the images' or the
+    videos' by the grid it was given (the processor's `image_grid_thw` / `video_grid_thw`); an audio call holds
+    every audio item's rows back to back."""
+    import torch
+
+    out, notes = {}, []
+    for enc in loaded.adapter.encoders():
+        mine = [m for m in items if m.modality == enc.modality]
+        if not mine:
+            continue
+        grids = inputs.get(enc.grid_key) if enc.grid_key else None
+        found = [rows for module, grid, rows in calls if module == enc.module
+                 and (grids is None or (grid is not None and grid.shape == grids.shape and torch.equal(grid, grids.cpu())))]
+        if len(found) != 1:
+            notes.append(f"{enc.modality}: {len(found)} call(s) of {enc.module} recorded for its items (expected 1)")
+            continue
+        sizes = [m.expected for m in mine]
+        if sum(sizes) != found[0].shape[0]:
+            notes.append(f"{enc.modality}: {found[0].shape[0]} encoder rows for {sum(sizes)} placeholders {sizes}")
+            continue
+        out.update({m.item: r for m, r in zip(mine, torch.split(found[0], sizes))})
+    return out, notes
+
+
+def _sync(loaded, inputs, items, rows: dict, rec, tensors: dict) -> Stage:
+    """Per item: its rows at its own placeholders, bit for bit; then the position ids the decoder received against the
+    model's own (Omni's time-aligned MRoPE for a video with its sound included)."""
+    import torch
+
+    embeds = rec.embeds
+    if embeds is not None:
+        tensors[tensor_name(T.SYNC_EMBEDS)] = embeds
+    spans, checks = [], []
+    for m in items:
+        r = rows.get(m.item)
+        span = _span(m)
+        span.placeholders = len(m.positions)
+        if r is not None and embeds is not None and len(m.positions) == r.shape[0]:
+            at = embeds[m.positions]
+            span.rows, span.exact = r.shape[0], bool(torch.equal(at, r.to(at.dtype)))
+            span.max_abs_diff = float((at.float() - r.float()).abs().max()) if r.shape[0] else 0.0
+            span.fingerprint = fingerprint(at)
+        spans.append(span)
+        checks.append(Check(f"{m.modality} {m.index}: rows == placeholders == expected", r is not None and r.shape[0] == len(m.positions) == m.expected,
+                            f"{None if r is None else r.shape[0]} rows, {len(m.positions)} placeholders, {m.expected} expected", FindingKind.SHAPE_MISMATCH))
+        checks.append(Check(f"{m.modality} {m.index}: its rows at its own placeholders", bool(span.exact),
+                            f"max |diff| {span.max_abs_diff}" if span.exact is not None else "not comparable", FindingKind.FINGERPRINT))
+    summary = SyncSummary(media=spans)
+    if rec.position_ids is not None:
+        received = rec.position_ids.cpu()
+        tensors[tensor_name(T.SYNC_POSITION_IDS)] = received
+        summary.position_ids_shape = list(received.shape)
+        device = {k: (v.to(loaded.device) if hasattr(v, "to") else v) for k, v in inputs.items()}
+        expected, deltas = loaded.adapter.media_rope_index(loaded.model, device, use_audio_in_video=bool(inputs.get("use_audio_in_video")))
+        expected = expected[:, 0].cpu()
+        tensors[tensor_name(T.SYNC_EXPECTED_POSITION_IDS)] = expected
+        summary.rope_deltas = [int(d) for d in deltas.view(-1).tolist()]
+        same = expected.shape == received.shape and bool(torch.equal(expected, received))
+        checks.append(Check("MRoPE position ids == get_rope_index", same,
+                            "identical" if same else f"{int((expected != received).any(0).sum()) if expected.shape == received.shape else 'shape'} positions differ",
+                            FindingKind.POSITION_IDS))
+    return Stage("sync", summary, checks)
