@@ -105,7 +105,7 @@ def export_onnx(loaded, out: Path, injects: Injects, opset: int | None = None) -
 
             # prefill: merged embeddings + MRoPE ids (+ deepstack) → logits and every layer's output
             embeds = adapter.merged_embeddings(model, inputs)
-            mrope, _ = adapter.rope_index(model, inputs["input_ids"], inputs["mm_token_type_ids"], inputs["image_grid_thw"], inputs["attention_mask"])
+            mrope, _ = adapter.media_rope_index(model, inputs)  # the family's own position function (by name: Omni's differs)
             seq = torch.export.Dim("seq", min=2, max=1 << 15)
             positions = torch.arange(embeds.shape[1])[None] if injects.text_positions else mrope
             args, names, shapes = [embeds, positions, inputs["attention_mask"]], ["inputs_embeds", "position_ids", "attention_mask"], [{1: seq}, {positions.ndim - 1: seq}, {1: seq}]

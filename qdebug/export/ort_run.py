@@ -201,7 +201,7 @@ def run_export(opened: OpenExport, loaded, inputs: dict) -> OnnxRun:
                 tensors[tensor_name(T.SYNC_POSITION_IDS)] = values["position_ids"].expand(3, seq).clone()
             else:
                 position_input = "mrope"
-                mrope, _ = adapter.rope_index(model, *(inputs[k].to(loaded.device) for k in ("input_ids", "mm_token_type_ids", "image_grid_thw", "attention_mask"))) \
+                mrope, _ = adapter.media_rope_index(model, {k: (v.to(loaded.device) if hasattr(v, "to") else v) for k, v in inputs.items()}) \
                     if inputs.get("image_grid_thw") is not None else (torch.arange(seq).view(1, 1, -1).expand(3, 1, seq), None)
                 values["position_ids"] = mrope.cpu()
                 tensors[tensor_name(T.SYNC_POSITION_IDS)] = values["position_ids"][:, 0].clone()

@@ -235,6 +235,21 @@ def build_qwen2_5_omni(path: Path, engine: bool = False) -> Path:
     return path
 
 
+def build_qwen2_5_omni_full(path: Path, thinker_dir: Path) -> Path:
+    """A full Qwen2.5-Omni checkpoint (`qwen2_5_omni`, no talker) around the thinker at `thinker_dir`, its weights
+    under `thinker.`, with the (empty) speaker file a full checkpoint carries."""
+    import torch
+    from transformers import AutoConfig, AutoProcessor, Qwen2_5OmniConfig, Qwen2_5OmniForConditionalGeneration, Qwen2_5OmniThinkerForConditionalGeneration
+
+    thinker = AutoConfig.from_pretrained(thinker_dir)
+    model = Qwen2_5OmniForConditionalGeneration(Qwen2_5OmniConfig(thinker_config=thinker.to_dict(), enable_audio_output=False))
+    model.thinker.load_state_dict(Qwen2_5OmniThinkerForConditionalGeneration.from_pretrained(thinker_dir).state_dict())
+    model.save_pretrained(path)
+    AutoProcessor.from_pretrained(thinker_dir).save_pretrained(path)
+    torch.save({}, Path(path) / "spk_dict.pt")
+    return path
+
+
 def video_with_sound(path: Path, seconds: int = 6, fps: int = 2, size: int = 112, rate: int = AUDIO_RATE) -> Path:
     """An MP4 (MPEG-4 video, AAC sound) whose frames darken over time and whose tone rises each second, written with PyAV."""
     import av

@@ -128,3 +128,30 @@ def test_bad_requests_are_one_line_errors(family_dir, media, tmp_path):
         code, _, stderr = qdebug(tmp_path, *argv)
         lines = stderr.strip().splitlines()
         assert code != 0 and len(lines) == 1 and words in lines[0] and "Traceback" not in stderr, (argv, stderr)
+
+
+def test_onnx_export_and_diff_on_an_image_request(family_dir, media, tmp_path):
+    """The decoder graphs export and agree with PyTorch; the vision graph (windowed attention, as Qwen2.5-VL's) is
+    named as not exported, never silently missing."""
+    out = tmp_path / "onnx"
+    code, stdout, stderr = qdebug(tmp_path, "export", "onnx", "--model", family_dir(OMNI), "--out", out)
+    assert code == 0, stderr
+    assert "not exported: the vision graph" in " ".join((stdout + stderr).split())
+    code, stdout, stderr = qdebug(tmp_path, "diff", media["image"], "Describe.", "--onnx", out, "--model", family_dir(OMNI), "--max-new-tokens", "2")
+    assert code == 0, stderr + stdout
+    assert "all checks passed" in stdout
+
+
+def test_a_full_omni_checkpoint_is_traced_through_its_thinker(family_dir, family_model, media, tmp_path):
+    """`qwen2_5_omni` (thinker, talker, token2wav) loads without its speech output; its thinker traces as the
+    thinker-only checkpoint with the same weights does."""
+    from qdebug.model.load import load_model
+
+    from .build import build_qwen2_5_omni_full
+
+    full = load_model(str(build_qwen2_5_omni_full(tmp_path / "full", family_dir(OMNI))), "cpu", "float32")
+    assert type(full.model).__name__ == "Qwen2_5OmniThinkerForConditionalGeneration"
+    request = _request(media)
+    got, want = trace_request(full, request), trace_request(family_model(OMNI), request)
+    assert got.generated_ids == want.generated_ids
+    assert torch.equal(got.tensors["sync.embeds"], want.tensors["sync.embeds"])
