@@ -31,13 +31,27 @@ def fmt(value) -> str:
     return str(value)
 
 
+def record_label(rec: dict) -> str:
+    """What a per-item record is about: `image 0`, `clip 1`, `video 0`, or a mixed-media item's `audio 1`."""
+    if "modality" in rec:
+        return f"{rec['modality']} {rec.get('index', '?')}"
+    for key, word in (("video", "video"), ("audio", "clip"), ("image", "image")):
+        if key in rec:
+            return f"{word} {rec[key]}"
+    return "item"
+
+
+_IDENTITY = {"image", "audio", "video", "modality", "index"}  # said by the column header
+
+
 def _records_table(records: list[dict]) -> Table:
-    """A list of per-image dicts, transposed: one row per field, one column per record."""
+    """A list of per-item dicts (images, clips, videos, mixed-media items), transposed: one row per field, one
+    column per record."""
     table = Table(box=None, padding=(0, 1), show_header=True, header_style="bold")
     table.add_column("", style="dim")
     for rec in records:
-        table.add_column(f"image {rec.get('image', '?')}", overflow="fold")
-    keys = [k for k in dict.fromkeys(k for r in records for k in r) if k not in _SKIP and k != "image"]
+        table.add_column(record_label(rec), overflow="fold")
+    keys = [k for k in dict.fromkeys(k for r in records for k in r) if k not in _SKIP and k not in _IDENTITY]
     for key in keys:
         cells = []
         for rec in records:
@@ -75,16 +89,36 @@ def summary_renderables(summary: dict) -> list:
     return out
 
 
+def placeholder_runs(trace) -> dict[int, tuple[int, str]]:
+    """start → (end, label) of every placeholder run the trace's input stages name: each mixed-media item's runs,
+    each video's `<|video_pad|>` runs, each clip's span, else each image's span."""
+    pre = trace.stages.get("preprocess")
+    summary = pre.summary if pre is not None else None
+    runs: dict[int, tuple[int, str]] = {}
+    if summary is not None and getattr(summary, "media", None):
+        for m in summary.media:
+            runs.update({s: (e, f"{m.modality} {m.index}") for s, e in m.runs or []})
+    elif summary is not None and getattr(summary, "videos", None):
+        for v in summary.videos:
+            runs.update({s: (e, f"video {v.video}") for s, e in v.runs or []})
+    elif trace.meta.audio:
+        runs.update({c["span"][0]: (c["span"][1], f"clip {c['index']}") for c in trace.meta.audio if c.get("span")})
+    else:
+        runs.update({img.span[0]: (img.span[1], f"image {img.index}") for img in trace.images if img.span})
+    return runs
+
+
 def tokens_text(trace, limit: int = 400) -> Text:
-    """The prompt's tokens in order, each image's placeholder run shown once as `<image I: N tokens @start>`."""
+    """The prompt's tokens in order, each placeholder run shown once as `<image I: N tokens @start>` (or clip, video,
+    a mixed-media item)."""
     text = Text("tokens ", style="dim")
-    spans = {img.span[0]: img for img in trace.images if img.span}
+    runs = placeholder_runs(trace)
     pos, shown = 0, 0
     while pos < len(trace.tokens) and shown < limit:
-        img = spans.get(pos)
-        if img is not None:
-            start, end = img.span
-            text.append(f"<image {img.index}: {end - start} tokens @{start}>", style="bold cyan")
+        run = runs.get(pos)
+        if run is not None:
+            end, label = run
+            text.append(f"<{label}: {end - pos} tokens @{pos}>", style="bold cyan")
             pos = end
         else:
             text.append(trace.tokens[pos].replace("\n", "⏎").replace("Ċ", "⏎").replace("Ġ", "·"))
