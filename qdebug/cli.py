@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from qdebug.errors import QDebugError
+from qdebug.replay.fault_registry import Command, inject_help  # no torch: the --inject help is read from the registry
 from qdebug.signals import Terminated, terminate_as_interrupt
 from qdebug.vocab import Severity
 
@@ -129,7 +130,7 @@ def replay(
     fmt: Annotated[Optional[str], typer.Option("--format", help="capture | runtime-log (default: detected).")] = None,
     mode: Annotated[str, typer.Option("--mode", help="threads (N threads share one model) | batched (one padded batch).")] = "threads",
     concurrency: Annotated[Optional[int], typer.Option("--concurrency", min=1, help="Threads running at once in threads mode (default 4); with --endpoint, requests in flight at once instead of the arrival_ts schedule.")] = None,
-    inject: Annotated[str, typer.Option("--inject", help="none | shared-visual-buffer | offset-shift:K | temporal-ids-flat")] = "none",
+    inject: Annotated[str, typer.Option("--inject", help=inject_help(Command.REPLAY))] = "none",
     seed: Annotated[int, typer.Option("--seed", help="Seed of the injected interleaving (same seed, same schedule).")] = 0,
     allow_paths: Annotated[bool, typer.Option("--allow-paths", help="Let image paths point outside the capture's folder.")] = False,
     model: Annotated[Optional[str], typer.Option("--model", "-m", help="`demo` (default), a local HF checkpoint directory, or a cached hub id; with --endpoint: also run local references.")] = None,
@@ -227,7 +228,7 @@ def diff(
     second: Annotated[str, typer.Argument(help="PROMPT, or a saved trace B.qdt.")],
     vary: Annotated[str, typer.Option("--vary", help="What B changes: none | paths (token ids vs inputs_embeds) | dtype | attn (eager vs sdpa) | device (cpu vs cuda).")] = "none",
     order: Annotated[str, typer.Option("--order", help="image-first | audio-first | text-first | both: where the image (or clip) goes in the message.")] = "image-first",
-    inject: Annotated[Optional[str], typer.Option("--inject", help="Break B on purpose: mrope-text-only | head-first:LAYER | temporal-ids-flat (a video's temporal position ids all 0).")] = None,
+    inject: Annotated[Optional[str], typer.Option("--inject", help=inject_help(Command.DIFF))] = None,
     model: ModelOpt = "demo",
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = "auto",
@@ -368,7 +369,7 @@ def serve(
     host: Annotated[str, typer.Option("--host", help="Address to bind (default loopback only; 0.0.0.0 exposes it).")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8000,
     traces: Annotated[Optional[Path], typer.Option("--traces", help="Save every answered request's trace (.qdt) and an index.jsonl here.")] = None,
-    inject: Annotated[str, typer.Option("--inject", help="Serve with a fault: none | shared-visual-buffer | offset-shift:K | temporal-ids-flat")] = "none",
+    inject: Annotated[str, typer.Option("--inject", help=inject_help(Command.SERVE))] = "none",
     seed: Annotated[int, typer.Option("--seed", help="Seed of the injected interleaving.")] = 0,
     served_model: Annotated[Optional[str], typer.Option("--served-model", help="Model name in /v1/models and answers (default qdebug-demo, or --model).")] = None,
     wave_window: Annotated[float, typer.Option("--wave-window", help="shared-visual-buffer: seconds within which requests share the buffer.")] = 0.5,

@@ -44,6 +44,13 @@ class EventKind(StrEnum):
     FIRST_TOKEN = "first_token"
 
 
+class EventOrigin(StrEnum):
+    """Who reported an event: the run itself (a log line, the recorder, a buffer), or an injected fault about itself."""
+
+    OBSERVED = "observed"
+    FAULT = "fault"  # the fault's own word: a label for reports, never evidence (offsets and verdicts are measured)
+
+
 class Verdict(StrEnum):
     """One request's verdict in a replay, a runtime log or an endpoint burst."""
 

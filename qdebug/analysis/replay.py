@@ -75,7 +75,7 @@ def report_from_replay(batch: Batch, run: ReplayRun) -> ReplayReport:
         trace = run.traces.get(rid)
         _fill_replayed(out, trace, run.batched.get(rid), run.references[rid], candidates)
         # A fault's own events are labels, never evidence: the verdict rests on the rows the decoder received.
-        out.injected = sorted({e.message for e in events if e.request_id == rid and e.message.startswith("injected")})
+        out.injected = sorted({e.message for e in events if e.request_id == rid and e.is_fault_label})
         findings += _judge_replayed(out, trace, rows, references)
     report = ReplayReport(
         source=batch.source, kind="capture", mode=run.settings.mode, inject=run.settings.inject, seed=run.settings.seed,
@@ -83,11 +83,6 @@ def report_from_replay(batch: Batch, run: ReplayRun) -> ReplayReport:
         interrupted=run.interrupted, traces=dict(run.traces), references=dict(run.references),
     )
     return report
-
-
-def _is_fault_label(event) -> bool:
-    """Whether an event is what an injected fault said about itself (a label, never evidence)."""
-    return event.message.startswith("injected")
 
 
 def contaminating_overwrites(report: ReplayReport) -> set[int]:
@@ -99,7 +94,7 @@ def contaminating_overwrites(report: ReplayReport) -> set[int]:
     index = getattr(report, "log_index", None)
     if index is not None:  # a log's findings come from its index, which decided over the whole log, not this page
         return {e.seq for e, contaminating in index.findings(report.event_filter) if contaminating}
-    events = [e for e in report.events if not _is_fault_label(e)] if report.kind == "capture" else list(report.events)
+    events = [e for e in report.events if not e.is_fault_label] if report.kind == "capture" else list(report.events)
     return {e.seq for e in contaminating_events(events)}
 
 
@@ -109,8 +104,8 @@ def _event_findings(events) -> list[Finding]:
     An event-level "contamination" is an overwrite before the sync step; the matrix decides contamination here.
     Events a fault emitted about itself are labels: they become "injected" notes, never desync findings.
     """
-    labels = [e for e in events if _is_fault_label(e)]
-    from_events = findings_from_events([e for e in events if not _is_fault_label(e)])
+    labels = [e for e in events if e.is_fault_label]
+    from_events = findings_from_events([e for e in events if not e.is_fault_label])
     seen = set()
     for e in labels:
         if (e.request_id, e.message) not in seen:

@@ -28,7 +28,8 @@ def run_engine_diff(args, models: dict | None = None) -> DiffRun:
     from qdebug.model.load import load_model
     from qdebug.replay.endpoint import EndpointSettings, check_endpoint_settings
 
-    from .diff import DiffSide, _requests, _trace
+    from .diff_inputs import diff_requests
+    from .diff_side import DiffSide, trace_side
 
     settings = EndpointSettings(url=args.engine, served_model=args.served_model, api_key_env=args.api_key_env, timeout=args.timeout)
     base, key = check_endpoint_settings(settings)
@@ -36,7 +37,7 @@ def run_engine_diff(args, models: dict | None = None) -> DiffRun:
     if folder is not None and not folder.is_dir():
         raise InputError(f"--engine-traces {args.engine_traces}: expected the folder the server writes traces to "
                          "(its QDEBUG_VLLM_TRACE_DIR), on a filesystem this machine can read")
-    requests = _requests(args)
+    requests = diff_requests(args)
     quiet_transformers()
     cache: dict = {} if models is None else models
     results = []
@@ -52,7 +53,7 @@ def run_engine_diff(args, models: dict | None = None) -> DiffRun:
             if k not in cache:
                 with loading(args.model):
                     cache[k] = load_model(args.model, side.device, side.dtype, side.attn_kernel)
-            local, found = _trace(cache[k], side, request)
+            local, found = trace_side(cache[k], side, request)
             _same_prompt(local, engine)
             info = engine.meta.engine or {}
             label = f"B {info.get('name', 'engine')} {info.get('version', '')} {engine.meta.model.get('dtype', '')} ({args.engine})"

@@ -8,7 +8,7 @@ def run_onnx_diff(args, models: dict | None = None) -> list:
     from qdebug.analysis.diff import diff_traces
     from qdebug.analysis.onnx_findings import ONNX_TOLERANCE, explain_onnx, mark_unexposed
     from qdebug.commands.common import quiet_transformers
-    from qdebug.commands.diff import _requests, is_trace_file
+    from qdebug.commands.diff_inputs import diff_requests, is_trace_file
     from qdebug.commands.diff_run import Comparison
     from qdebug.errors import InputError
     from qdebug.export.as_trace import onnx_trace
@@ -24,7 +24,7 @@ def run_onnx_diff(args, models: dict | None = None) -> list:
     if is_trace_file(args.first) or is_trace_file(args.second):
         raise InputError("--onnx runs a request: expected IMAGE PROMPT, not saved traces")
     manifest = find_manifest(args.onnx)  # refuse a bad export before loading any model
-    requests = _requests(args)
+    requests = diff_requests(args)
     quiet_transformers()
     from qdebug.model.load import load_model
 

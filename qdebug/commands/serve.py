@@ -31,9 +31,9 @@ class ServeArgs(ModelChoice):
 
 def check_serve_args(args: ServeArgs) -> None:
     """Refuse a bad fault, a traces path that is a file, or a port that is taken, before loading anything."""
-    from qdebug.replay.engine import parse_inject
+    from qdebug.replay.fault_registry import Command, parse_inject
 
-    parse_inject(args.inject)
+    parse_inject(args.inject, Command.SERVE)  # a preset serve cannot plant is refused here, never served without it
     if not 0 <= args.port <= 65535:
         raise InputError(f"--port {args.port}: expected 0..65535")
     if args.wave_window <= 0:

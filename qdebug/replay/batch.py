@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from qdebug.vocab import EventKind
+from qdebug.vocab import EventKind, EventOrigin
 
 
 @dataclass(slots=True)
@@ -14,7 +14,8 @@ class Event:
     `t` is seconds (absolute or relative; None when the source has no clock: then `seq` orders events).
     `offset` is the buffer/visual token offset; `text_offset` the textual offset for desyncs;
     `tokens` a token count; `donor` the request whose data overwrote this one (overwrites);
-    `line` the 1-based source line (None for replays).
+    `line` the 1-based source line (None for replays); `origin` says whether a fault reported it about itself (a
+    label, never evidence).
     """
 
     kind: EventKind
@@ -27,9 +28,16 @@ class Event:
     donor: str | None = None
     line: int | None = None
     message: str = ""
+    origin: EventOrigin = EventOrigin.OBSERVED
 
     def __post_init__(self) -> None:
         self.kind = EventKind(self.kind)  # a kind outside the vocabulary is refused where the event is made
+        self.origin = EventOrigin(self.origin)
+
+    @property
+    def is_fault_label(self) -> bool:
+        """Whether an injected fault reported this about itself (a label for reports, never evidence)."""
+        return self.origin == EventOrigin.FAULT
 
     def to_json(self) -> dict:
         """The event as the JSON object the reports write."""
@@ -44,7 +52,7 @@ class Event:
             "donor": self.donor,
             "line": self.line,
             "message": self.message,
-        }
+        } | ({"origin": self.origin} if self.origin != EventOrigin.OBSERVED else {})  # absent when observed: older JSON unchanged
 
 
 @dataclass

@@ -14,8 +14,8 @@ from qdebug.trace.tensor_names import TensorKind as T
 from .batch import Batch
 from .batched import BatchedRow, run_batched
 from .events import EventLog, RequestEvents
-from .faults import OffsetShift, SharedBufferClient, TemporalIdsFlat
-from .shared_buffer import ScheduleCancelled, SharedVisualBuffer, draw_schedule
+from .fault_registry import Command, PlantContext, Planter, parse_inject
+from .shared_buffer import ScheduleCancelled
 
 MODES = ("threads", "batched")
 
@@ -43,27 +43,13 @@ class ReplayRun:
     interrupted: bool = False
 
 
-def parse_inject(spec: str) -> tuple[str, int]:
-    """`none`, `shared-visual-buffer`, `temporal-ids-flat` or `offset-shift:K` → (name, K)."""
-    if spec in ("none", "shared-visual-buffer", "temporal-ids-flat"):
-        return spec, 0
-    if spec.startswith("offset-shift:"):
-        value = spec.split(":", 1)[1]
-        try:
-            return "offset-shift", int(value)
-        except ValueError:
-            pass
-    raise InputError(f"--inject {spec}: expected none, shared-visual-buffer, temporal-ids-flat or offset-shift:K (K an integer)")
-
-
 def check_settings(settings: ReplaySettings) -> None:
     """Refuse combinations that make no sense before any work starts."""
     if settings.mode not in MODES:
         raise InputError(f"--mode {settings.mode}: expected one of {', '.join(MODES)}")
     if settings.concurrency < 1:
         raise InputError(f"--concurrency {settings.concurrency}: expected at least 1")
-    name, _ = parse_inject(settings.inject)
-    if settings.mode == "batched" and name != "none":
+    if parse_inject(settings.inject, Command.REPLAY) is not None and settings.mode == "batched":
         raise InputError(f"--inject {settings.inject} acts on one request's sync step; use --mode threads")
 
 
@@ -120,23 +106,14 @@ def replay(
 
 
 def _replay_threads(loaded, items, settings: ReplaySettings, run: ReplayRun, options, progress, cancel, fault_factory=None) -> None:
-    """Replay in waves of `concurrency` threads sharing one model; faults are per request, the buffer per wave."""
-    name, shift = parse_inject(settings.inject)
-    pad = None
-    if name == "offset-shift":
-        import torch
-
-        token = loaded.adapter.image_token_id(loaded.config)
-        pad = loaded.adapter.embed_tokens(loaded.model)(torch.tensor([token], device=loaded.device)).detach()
+    """Replay in waves of `concurrency` threads sharing one model; the --inject preset plants its fault per wave and request."""
+    injection = parse_inject(settings.inject, Command.REPLAY)
+    planter = injection.planter(PlantContext(Command.REPLAY, loaded, settings.seed)) if injection is not None else Planter()
     for start in range(0, len(items), settings.concurrency):
         wave = items[start : start + settings.concurrency]
-        buffer = None
-        if name == "shared-visual-buffer":
-            # Only requests with images pass through the buffer; one without must never hold a turn it cannot take.
-            users = [rid for rid, req in wave if req.images]
-            buffer = SharedVisualBuffer(draw_schedule(users, settings.seed * 1_000_003 + start))
+        planter.wave(wave, start)
         threads = [
-            threading.Thread(target=_worker, args=(loaded, rid, req, name, shift, pad, buffer, run, options, progress, fault_factory), daemon=True)
+            threading.Thread(target=_worker, args=(loaded, rid, req, planter, run, options, progress, fault_factory), daemon=True)
             for rid, req in wave
         ]
         for t in threads:
@@ -148,33 +125,25 @@ def _replay_threads(loaded, items, settings: ReplaySettings, run: ReplayRun, opt
                     if cancel.is_set():
                         raise KeyboardInterrupt
         except KeyboardInterrupt:
-            if buffer is not None:
-                buffer.cancel()
+            planter.cancel()
             for t in threads:
                 t.join(30)
             raise
 
 
-def _worker(loaded, rid, request, name, shift, pad, buffer, run: ReplayRun, options, progress, fault_factory=None) -> None:
+def _worker(loaded, rid, request, planter: Planter, run: ReplayRun, options, progress, fault_factory=None) -> None:
     events = run.events.for_request(rid)
-    faults: tuple[Fault, ...] = ()
-    if name == "shared-visual-buffer" and request.images:
-        faults = (SharedBufferClient(buffer, rid, events),)
-    elif name == "offset-shift":
-        faults = (OffsetShift(shift, pad, events),)
-    elif name == "temporal-ids-flat":
-        faults = (TemporalIdsFlat(),)
-    if fault_factory is not None:
-        faults += tuple(fault_factory(rid, events))
     try:
+        faults: tuple[Fault, ...] = tuple(planter.faults(rid, request, events))  # a preset's failure is this request's error
+        if fault_factory is not None:
+            faults += tuple(fault_factory(rid, events))
         trace = trace_request(loaded, request, options, faults=faults, listener=events)
     except ScheduleCancelled:
         run.errors[rid] = "interrupted"
         return
     except Exception as exc:
         run.errors[rid] = f"replay failed: {first_line(exc)}"
-        if buffer is not None and request.images:
-            buffer.skip(rid)
+        planter.failed(rid, request)
         return
     run.traces[rid] = trace
     progress("replay", rid, _clean(trace, run.references.get(rid)))

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from qdebug.trace.protocols import FaultBase
-from qdebug.vocab import EventKind
+from qdebug.vocab import EventKind, EventOrigin
 
 from .shared_buffer import SharedVisualBuffer
 
@@ -43,10 +43,12 @@ class OffsetShift(FaultBase):
         out[0, target[inside]] = rows[inside]
         rec.sync_offset = rec.image_positions[0] + self.shift
         # The fault's own word, a label for reports; where the rows landed is measured from the embeddings.
-        self.events(EventKind.DESYNC, offset=rec.sync_offset, text_offset=rec.image_positions[0], message=f"injected: offset-shift:{self.shift}")
+        self.events(EventKind.DESYNC, offset=rec.sync_offset, text_offset=rec.image_positions[0], message=f"injected: offset-shift:{self.shift}",
+                    origin=EventOrigin.FAULT)
         if not bool(inside.all()):
             bad = int(target[~inside][0])
-            self.events(EventKind.INDEX_OUT_OF_BOUNDS, offset=bad, tokens=seq, message=f"injected: offset-shift:{self.shift} pushed rows past the sequence")
+            self.events(EventKind.INDEX_OUT_OF_BOUNDS, offset=bad, tokens=seq, message=f"injected: offset-shift:{self.shift} pushed rows past the sequence",
+                        origin=EventOrigin.FAULT)
         return out
 
 

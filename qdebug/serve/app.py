@@ -19,7 +19,7 @@ from fastapi.responses import JSONResponse
 from qdebug import strict_json
 from qdebug.atomic import link_new
 from qdebug.errors import first_line
-from qdebug.replay.engine import parse_inject
+from qdebug.replay.fault_registry import Command, PlantContext, Planter, parse_inject
 from qdebug.replay.events import EventLog
 
 
@@ -39,7 +39,9 @@ class Tracer:
 
     def __init__(self, loaded, settings: ServeSettings) -> None:
         self.loaded, self.settings = loaded, settings
-        self.fault, self.shift = parse_inject(settings.inject)
+        injection = parse_inject(settings.inject, Command.SERVE)
+        self.planter = (injection.planter(PlantContext(Command.SERVE, loaded, settings.seed, settings.wave_window))
+                        if injection is not None else Planter())
         self.events = EventLog()
         # A random tag per server process: ids stay unique across restarts, and a temporary name is never shared.
         self.run_tag = secrets.token_hex(4)
@@ -48,17 +50,6 @@ class Tracer:
         self._index_lock = threading.Lock()
         self.written = 0  # traces filed by this run (said on exit)
         self._empty = tempfile.mkdtemp(prefix="qdebug-serve-")  # image paths resolve here: nothing, so only data URLs load
-        self.gate = None
-        self.pad = None
-        if self.fault == "shared-visual-buffer":
-            from .waves import WaveGate
-
-            self.gate = WaveGate(settings.seed, settings.wave_window)
-        elif self.fault == "offset-shift":
-            import torch
-
-            token = loaded.adapter.image_token_id(loaded.config)
-            self.pad = loaded.adapter.embed_tokens(loaded.model)(torch.tensor([token], device=loaded.device)).detach()
 
     def parse(self, body: dict):
         """The body as a qdebug Request, or (None, reason) when it cannot be served."""
@@ -83,21 +74,10 @@ class Tracer:
         rid = f"chatcmpl-qd-{self.run_tag}-{number}"
         request.request_id = rid
         events = self.events.for_request(rid)
-        faults: tuple = ()
-        client = None
-        if self.gate is not None and request.images:
-            from .waves import ServedBufferClient
+        faults = tuple(self.planter.faults(rid, request, events))
+        from qdebug.replay.wave_gate import ServedBufferClient
 
-            client = ServedBufferClient(self.gate, rid, events)
-            faults = (client,)
-        elif self.fault == "offset-shift":
-            from qdebug.replay.faults import OffsetShift
-
-            faults = (OffsetShift(self.shift, self.pad, events),)
-        elif self.fault == "temporal-ids-flat":
-            from qdebug.replay.faults import TemporalIdsFlat
-
-            faults = (TemporalIdsFlat(),)
+        client = next((f for f in faults if isinstance(f, ServedBufferClient)), None)  # its wave and donors go in index.jsonl
         trace = trace_request(self.loaded, request, RecordPolicy(attn_layers=None), faults=faults, listener=events)
         self._file(number, rid, client_tag, trace, client)
         return 200, self._completion(rid, body, request, trace)

@@ -168,8 +168,8 @@ class Recorder(RecorderSink):
                     embeds, changed = new, True
         given = kwargs.get("position_ids")
         if given is not None:
-            for fault in self.faults:  # position-id faults (Fault implementations older than the hook lack it)
-                new = getattr(fault, "on_position_ids", lambda rec, ids: None)(self, given)
+            for fault in self.faults:  # every Fault has the hook (FaultBase's is a no-op)
+                new = fault.on_position_ids(self, given)
                 if new is not None:
                     given, changed = new, True
         self.embeds = to_cpu(embeds[0]) if embeds is not None else None

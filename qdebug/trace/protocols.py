@@ -3,7 +3,7 @@
 - `RecorderSink`: what the forward hooks of `trace/hooks.py` call on the calling thread's recorder
   (`Recorder` for one request, `replay.batched.BatchRecorder` for a padded batch).
 - `Fault`: an object passed as `faults=` to the Recorder that may replace the encoder's rows or the decoder's
-  input embeddings (`replay/faults.py`, `serve/waves.py`).
+  input embeddings (`replay/faults.py`, `replay/wave_gate.py`; chosen by `--inject` through `replay/fault_registry.py`).
 - `AttentionTap`: a wrapper around the attention kernel (`model/attention.py`), such as the Recorder's own tap,
   the layout watch and the head-first layout fault.
 - `LinearTap`: the same around a linear-attention (gated delta rule) kernel call (`model/linear_attention.py`):

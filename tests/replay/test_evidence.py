@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import pytest
 
 from qdebug.trace.protocols import FaultBase
+from qdebug.vocab import EventOrigin
 from tests.replay.conftest import SAMPLE
 
 
@@ -31,7 +32,7 @@ class Liar(FaultBase):
     events: object  # the request's event sink
 
     def on_decoder_input(self, rec, embeds):
-        self.events("desync", offset=rec.image_positions[0] + 3, text_offset=rec.image_positions[0], message="injected: liar")
+        self.events("desync", offset=rec.image_positions[0] + 3, text_offset=rec.image_positions[0], message="injected: liar", origin=EventOrigin.FAULT)
         self.events("stitch", offset=rec.image_positions[0] + 3, tokens=len(rec.image_positions))
         return None
 

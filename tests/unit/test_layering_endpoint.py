@@ -2,7 +2,7 @@
 
 from tests.imports import UI_LIBRARIES, forbidden_imports
 
-MODULES = ["qdebug.replay.endpoint", "qdebug.analysis.endpoint", "qdebug.analysis.offsets", "qdebug.serve.app", "qdebug.serve.waves"]
+MODULES = ["qdebug.replay.endpoint", "qdebug.analysis.endpoint", "qdebug.analysis.offsets", "qdebug.serve.app", "qdebug.replay.wave_gate"]
 
 
 def test_endpoint_and_serve_import_no_ui_libraries():

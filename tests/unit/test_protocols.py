@@ -46,7 +46,7 @@ def test_family_recorders_are_family_sinks_fed_by_the_recorder():
 def test_every_fault_class_is_a_fault():
     from qdebug.replay.faults import OffsetShift, SharedBufferClient, TemporalIdsFlat
     from qdebug.replay.shared_buffer import SharedVisualBuffer
-    from qdebug.serve.waves import ServedBufferClient, WaveGate
+    from qdebug.replay.wave_gate import ServedBufferClient, WaveGate
 
     def events(kind, **fields):
         return None
@@ -112,3 +112,10 @@ def test_trace_names_no_event_kind(path):
     names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
     imported = {a.name for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
     assert "EventKind" not in names | imported
+
+
+def test_the_recorder_calls_every_fault_hook_directly():
+    """Every fault subclasses FaultBase, so the Recorder calls `on_position_ids` as it calls the other hooks."""
+    assert FaultBase().on_position_ids(None, object()) is None
+    source = (REPO / "qdebug" / "trace" / "hooks.py").read_text(encoding="utf-8")
+    assert "fault.on_position_ids(self, given)" in source and 'getattr(fault, "on_position_ids"' not in source

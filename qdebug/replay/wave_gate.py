@@ -1,4 +1,4 @@
-"""The shared-visual-buffer fault over HTTP: requests that reach the sync step together share one buffer.
+"""The shared-visual-buffer fault over HTTP (`qdebug serve`): requests that reach the sync step together share one buffer.
 
 Requests arrive at a server one by one, so there is no burst list to draw a schedule from up front. A request
 whose rows are ready joins the open wave; the wave closes `window` seconds after its first member joined, and
