@@ -20,7 +20,7 @@ from qdebug.vocab import FindingKind, Severity, Verdict
 
 from .detectors.divergence import topk_overlap
 from .replay import observed_evidence
-from .verdicts import settle_by_text
+from .verdicts import burst_verdict, settle_by_text
 
 CLOSE = 0.75  # word-level similarity at which an answer reads as another request's
 MARGIN = 0.25  # ... when it is at least this much closer to that request's answer than to its own
@@ -99,7 +99,7 @@ def report_from_endpoint(batch: Batch, run: EndpointRun, local: dict | None = No
         answers = [burst.get(rid) for burst in run.bursts]
         out.burst_answers = [a.text if a is not None and a.error is None else None for a in answers]
         out.burst_donors = []
-        verdicts, donors, errors = [], [], []
+        verdicts, errors = [], []
         others = {k: v for k, v in refs.items() if k != rid}
         for a in answers:
             if a is None or a.error is not None:  # one entry per burst, so burst_donors[i] is burst i's
@@ -110,7 +110,6 @@ def report_from_endpoint(batch: Batch, run: EndpointRun, local: dict | None = No
             verdict, candidates = judge(a.text, ref.text, others)
             verdicts.append(verdict)
             out.burst_donors.append(candidates)
-            donors.extend(candidates)
             for d in candidates:
                 matches[rid][d] += 1
             if verdict == Verdict.OK:
@@ -123,8 +122,8 @@ def report_from_endpoint(batch: Batch, run: EndpointRun, local: dict | None = No
             out.first_token_kl, out.first_token_topk_overlap = first_token_shift(ref.first_top, first.first_top)
         contaminated_runs += verdicts.count(Verdict.CONTAMINATED)
         error_runs += verdicts.count(Verdict.ERROR)
-        if donors:
-            out.verdict = Verdict.CONTAMINATED
+        out.verdict = burst_verdict(verdicts)  # the one ranking (analysis.verdicts); each verdict's finding below
+        if out.verdict == Verdict.CONTAMINATED:
             out.donor = agreed_donor(out.burst_donors)
             hits = verdicts.count(Verdict.CONTAMINATED)
             findings.append(Finding(FindingKind.CONTAMINATION, Severity.ERROR,
@@ -132,15 +131,12 @@ def report_from_endpoint(batch: Batch, run: EndpointRun, local: dict | None = No
                 f"({burst_donor_text(out.burst_donors, out.burst_answers)}; donor: {out.donor or SEVERAL}); its own is {ref.text!r}",
                 request_id=rid, donor=out.donor,
             ))
-        elif Verdict.DIVERGED in verdicts:
-            out.verdict = Verdict.DIVERGED
+        elif out.verdict == Verdict.DIVERGED:
             nondeterministic += 1
             varied = sorted({t for t in out.burst_answers if t is not None and t.strip() != ref.text.strip()})
             findings.append(Finding(FindingKind.NONDETERMINISM, Severity.WARNING,
                                     f"request {rid}: {verdicts.count(Verdict.DIVERGED)}/{len(verdicts)} burst answer(s) differ from its isolated answer "
                                     f"{ref.text!r} and match no other request ({', '.join(repr(v) for v in varied[:3])})", request_id=rid))
-        elif verdicts and all(v == Verdict.ERROR for v in verdicts):
-            out.verdict = Verdict.ERROR
         if errors:
             out.error = errors[0]
             for cause in sorted(set(errors)):

@@ -16,6 +16,13 @@ def worst(*verdicts: Verdict) -> Verdict:
     return max(verdicts, key=VERDICT_RANK.__getitem__)
 
 
+def burst_verdict(verdicts: list[Verdict]) -> Verdict:
+    """A request's verdict over its burst answers by the one ranking: the worst answered verdict (a failed burst
+    request hides nothing the answered ones showed), error only when none answered, ok with no burst."""
+    answered = [v for v in verdicts if v != Verdict.ERROR]
+    return worst(*answered) if answered else (Verdict.ERROR if verdicts else Verdict.OK)
+
+
 def settle_by_text(current: Verdict, by_text: Verdict) -> Verdict:
     """`current` as raised by what answer texts alone say.
 

@@ -35,3 +35,13 @@ def test_judge_request_stream_first_then_its_own_answer():
 def test_what_production_answered_is_no_evidence_for_the_verdict():
     # One rule in every mode: the verdict judges this replay; production's `observed` answer is judged beside it.
     assert "observed" not in RequestEvidence.__dataclass_fields__
+
+
+def test_a_burst_verdict_is_the_worst_answered_one_by_the_shared_ranking():
+    from qdebug.analysis.verdicts import burst_verdict
+    from qdebug.vocab import Verdict
+
+    ok, div, err, con = Verdict.OK, Verdict.DIVERGED, Verdict.ERROR, Verdict.CONTAMINATED
+    assert burst_verdict([ok, div, con]) == con and burst_verdict([ok, div]) == div and burst_verdict([ok, ok]) == ok
+    assert burst_verdict([err, ok]) == ok  # a failed burst request hides nothing the answered ones showed
+    assert burst_verdict([err, div]) == div and burst_verdict([err, err]) == err and burst_verdict([]) == ok
