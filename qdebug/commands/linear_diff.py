@@ -8,7 +8,7 @@ from contextlib import nullcontext
 def linear_taps(loaded, faults: tuple, prompt_len: int):
     """(context factory activating `faults` and the watch, the watch or None); `faults` are an --inject's linear taps."""
     adapter = loaded.adapter
-    if not hasattr(adapter, "layer_types"):
+    if adapter.layer_types(loaded.config) is None:
         return nullcontext, None
     from qdebug.analysis.detectors.linear_layout import LinearLayoutWatch
     from qdebug.model.linear_attention import install, linear_tapping

@@ -105,7 +105,7 @@ def linear_recording(loaded) -> Iterator[LinearRecorder | None]:
     """A linear-attention recorder of a hybrid model, tapping this thread's kernel calls for the duration (None for
     other families); its decoder input comes through the thread's Recorder (`Recorder.family`)."""
     adapter = loaded.adapter
-    if not hasattr(adapter, "layer_types"):
+    if adapter.layer_types(loaded.config) is None:
         yield None
         return
     install(adapter.linear_kernel_module())

@@ -199,3 +199,16 @@ def test_the_vocabulary_check_flags_planted_literals():
         'ok = {"status": "ok"}\n'
     )
     assert spelled_words(clean) == []
+
+
+def test_no_module_asks_an_adapter_what_it_has_by_hasattr():
+    """Adapters declare what they have (encoders, layer types, linear dims) on the base class; code outside
+    qdebug/model/adapters/ asks the declaration, never `hasattr(adapter, ...)`."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "qdebug"
+    pattern = re.compile(r"hasattr\([^)]*adapter")
+    bad = [f"{p.relative_to(root)}:{i}" for p in root.rglob("*.py") if "adapters" not in p.parts
+           for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
+    assert not bad, bad

@@ -100,6 +100,19 @@ class Adapter:
             embeds = embeds.masked_scatter(mask, rows)
         return embeds
 
+    def layer_types(self, config) -> list[str] | None:
+        """The kind of each decoder layer (`full_attention`, `linear_attention`) for hybrid decoders; None when every
+        layer is softmax attention (then nothing linear is recorded, watched or injected)."""
+        return None
+
+    def linear_kernel_module(self) -> str | None:
+        """The module whose gated-delta-rule functions qdebug taps (hybrid decoders only)."""
+        return None
+
+    def linear_dims(self, config) -> dict | None:
+        """Key/value head counts and head dims of the linear-attention layers (hybrid decoders only)."""
+        return None
+
     def head_dim(self, config) -> int:
         """Per-head width of the decoder attention."""
         text = self.text_config(config)

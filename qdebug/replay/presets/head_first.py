@@ -51,9 +51,9 @@ class HeadFirstPreset(Preset):
 def _is_linear(loaded, layer: int) -> bool:
     """Whether `layer` is a linear-attention layer of a hybrid model."""
     adapter = loaded.adapter
-    if not hasattr(adapter, "layer_types"):
-        return False
     types = adapter.layer_types(loaded.config)
+    if types is None:
+        return False
     return layer < len(types) and types[layer] == "linear_attention"
 
 
