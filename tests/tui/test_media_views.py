@@ -70,3 +70,27 @@ async def test_omni_trace_names_every_item_at_its_encoder(omni_trace):
         assert f"{m.modality} {m.index}" in pre and f"<{m.modality} {m.index}: {e - s} tokens @{s}>" in pre
     sync = await _detail(omni_trace, "sync")
     assert all(word in sync for word in ("image 0", "audio 0", "video 0", "exact"))
+
+
+async def test_video_attention_is_drawn_per_temporal_slice_with_the_analysis_peak(video_trace):
+    """The attention panel of a video: one heatmap per slice, its time, and the peak the analysis finds for that query."""
+    import re
+
+    from qdebug.analysis.attention import attention_grid
+    from qdebug.analysis.video_attention import video_peak
+    from qdebug.tui.widgets.attention_view import AttentionView
+
+    app = build_app(trace=video_trace)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, RequestScreen) and app.screen.query_one(StageList).rows, what="the stages")
+        names = [r.name for r in app.screen.query_one(StageList).rows]
+        for _ in range(names.index("layer.0")):
+            await pilot.press("down")
+        await pilot.pause()
+        text = " ".join(text_of(app.screen.query_one(AttentionView), width=SIZE[0]).split())
+    t = video_trace.images[0].grid_thw[0]
+    assert f"video 0 ({t} slices of" in text and all(f"slice {k} t=" in text for k in range(t))
+    pos = int(re.search(r"query pos (\d+)", text).group(1))
+    grids = attention_grid(video_trace, 0, queries=[pos], layer=0, per_slice=True)
+    peak = video_peak(video_trace, 0, grids=grids)
+    assert f"peak {peak.label()} (slice {peak.slice})" in text

@@ -91,6 +91,10 @@ def attention_renderable(view: View, width: int, height: int, plain: bool = Fals
         return audio_attention_renderable(view, width)
     if not trace.images:
         return Text("attention: this request has no image", style="dim")
+    if trace.request.videos and not trace.mixed_media:  # a video: one heatmap per temporal slice
+        from .video_attention import video_attention_renderable
+
+        return video_attention_renderable(view, width, height, plain, _choice(view))
     index = min(view.sel.image, len(trace.images) - 1)
     img = trace.images[index]
     pos = view.pos
