@@ -119,7 +119,7 @@ def scan_only(path: str | os.PathLike) -> dict:
     importlib.import_module("qdebug.replay.formats.log_columns")  # loaded first: pyarrow's import is not the scan's time
 
     t0, c0 = time.perf_counter(), time.process_time()
-    stats = scan_files([Path(path)], lambda rows: None)
+    stats = scan_files([Path(path)], lambda table: None, as_tables=True)
     return {"lines": stats.total_lines, "seconds": time.perf_counter() - t0, "cpu": time.process_time() - c0}
 
 
@@ -130,8 +130,10 @@ from qdebug.analysis.log_report import report_from_index
 t0, c0 = time.perf_counter(), time.process_time()
 index, reused, _ = open_log_index([sys.argv[1]])
 report = report_from_index(index)
+size = sum(p.stat().st_size for p in index.path.iterdir() if p.is_file())
+# process_time counts every thread of this process: the scan's worker threads included
 out = {"seconds": time.perf_counter() - t0, "cpu": time.process_time() - c0, "reused": reused,
-       "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "index_bytes": os.path.getsize(index.path),
+       "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "index_bytes": size,
        "lines": index.meta["total_lines"], "events": index.meta["events"], "requests": index.request_count(),
        "findings": index.finding_counts()}
 print(json.dumps(out))
@@ -145,7 +147,21 @@ def qdebug_run(path: str | os.PathLike, cache: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def bench(n_lines: int, seed: int, keep: str | None) -> None:
+def check_reference(path: Path, cache: str) -> bool:
+    """Whether the cached index equals, table by table, the line-by-line reference (tests/logs/reference_index.py)."""
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root))
+    os.environ["QDEBUG_CACHE_DIR"] = cache
+    from qdebug.analysis.log_index_build import open_log_index
+    from tests.logs.reference_index import index_tables, reference_tables
+
+    index, _reused, _ = open_log_index([path])
+    got, want = index_tables(index), reference_tables(path)
+    index.close()
+    return all(got[t] == want[t] for t in want)
+
+
+def bench(n_lines: int, seed: int, keep: str | None, check: bool) -> None:
     """Generate one log and print every figure for it."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(keep) if keep else Path(tmp) / "synthetic.log"
@@ -159,6 +175,7 @@ def bench(n_lines: int, seed: int, keep: str | None) -> None:
         again = qdebug_run(path, str(Path(tmp) / "cache"))
         scan = scan_only(path)  # after the children: a child's peak RSS starts from its parent's (Linux keeps it across exec)
         base2 = naive(path)  # again after, so machine load drifting during the run shows
+        equal = check_reference(path, str(Path(tmp) / "cache")) if check else None
     n = base["lines"]
     best_naive = min(base["seconds"], base2["seconds"])
     print(f"disk read (4 MiB chunks):  {disk['mb_per_s']:,.0f} MiB/s = {disk['lines'] / disk['seconds']:,.0f} lines/s")
@@ -175,6 +192,8 @@ def bench(n_lines: int, seed: int, keep: str | None) -> None:
     print(f"index size:                {built['index_bytes'] / 2**20:.0f} MiB ({built['index_bytes'] / size:.0%} of the log)")
     print(f"re-open (cached index):    {again['seconds']:.3f} s (reused={again['reused']})")
     print(f"events {built['events']:,}, requests {built['requests']:,}, findings {built['findings']}")
+    if equal is not None:
+        print(f"index equals the line-by-line reference, table by table: {'yes' if equal else 'NO'}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -183,13 +202,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--lines", default="1000000,10000000", help="comma-separated log sizes in lines")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--keep", help="write the (last) log here and keep it (default: a temp file, removed)")
+    ap.add_argument("--check", type=int, default=1_000_000, metavar="LINES",
+                    help="compare the index with the line-by-line reference, table by table, for logs up to this size (0: never)")
     ap.add_argument("--quick", action="store_true", help="one 20,000-line log, seconds: checks the benchmark still runs (figures mean little)")
     args = ap.parse_args(argv)
     if args.quick:
         args.lines = "20000"
     for n in (int(x) for x in args.lines.split(",")):
         try:
-            bench(n, args.seed, args.keep)
+            bench(n, args.seed, args.keep, n <= args.check)
         except KeyboardInterrupt:
             print(f"\ninterrupted during the {n:,}-line run: figures above are what was measured")
             return

@@ -157,6 +157,9 @@ def replay(
     kind: Annotated[Optional[list[str]], typer.Option("--kind", help="Logs: only events of a kind: overwrite | desync | shape | oob (repeatable).")] = None,
     jsonl: Annotated[Optional[str], typer.Option("--jsonl", help="Write the events as JSON Lines to PATH, or `-` for stdout.")] = None,
     exit_zero: Annotated[bool, typer.Option("--exit-zero", help="Exit 0 even when the replay finds contamination, desync, divergence or errors (reports only).")] = False,
+    index_only: Annotated[bool, typer.Option("--index-only", help="Logs: only write their index (Parquet + manifest.json) to --out DIR, to ship and read later with `qdebug replay DIR...`.")] = False,
+    out: Annotated[Optional[Path], typer.Option("--out", help="With --index-only: the folder the index goes to.")] = None,
+    host: Annotated[Optional[str], typer.Option("--host", help="With --index-only: the host name the index records (default: this machine's).")] = None,
 ) -> None:
     """Replay a captured burst (or read a runtime log) and show who got whose visual tokens, at which offsets, when.
 
@@ -170,6 +173,10 @@ def replay(
 
     if json_out == "-" and jsonl == "-":
         _fail("--json - and --jsonl - would both write to stdout (expected a file for one of them)", 2)
+    if index_only or out is not None or host is not None:
+        from qdebug.commands.log_replay import index_only_command
+
+        raise typer.Exit(index_only_command([file, *(more_files or [])], index_only, out, host, consoles(json_to_stdout=False)[1]))
     plan = OutputPlan({"--emit-log": emit_log, "--timeline-png": timeline_png, "--save": save, "--json": json_out, "--jsonl": jsonl}).check()
     report_console, status = consoles(json_to_stdout="-" in (json_out, jsonl))
     if endpoint is not None:

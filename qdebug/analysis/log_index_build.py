@@ -1,125 +1,119 @@
-"""Build (or reopen) a runtime log's index: scan, aggregate per-request verdict inputs as we go, store on disk.
+"""Build (or reopen) a runtime log's index: scan into Parquet partitions, derive verdicts and findings in SQL.
 
-Memory holds only the requests still open (between their first mention and their first token, capped);
-every event, closed request and candidate overwrite goes straight to the SQLite index.
+Memory holds one chunk's columns (and DuckDB's bounded working set when the verdicts are derived): every event goes
+straight to the Parquet file of its log's partition as the scan hands it over.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import socket
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from qdebug.replay.formats.log_scan import KIND_CODE, ScanStats, log_paths, order_files, scan_files
-from qdebug.replay.log_index import CODE_OF_VERDICT, LogIndex, cache_dir, cache_key
-from qdebug.vocab import EventKind, Verdict
+from qdebug.replay.formats.log_scan import ScanStats, log_paths, order_files, scan_files
+from qdebug.replay.log_index import LogIndex, cache_dir, cache_key
+from qdebug.replay.log_parquet import MANIFEST, IndexWriter
 
-# Open requests kept in memory at most; beyond it the oldest half is written out (a later mention merges).
-MAX_OPEN = 50_000
-_OVER, _WRITE, _SYNC, _DESYNC, _FIRST = (KIND_CODE[k] for k in (EventKind.BUFFER_OVERWRITE, EventKind.BUFFER_WRITE, EventKind.SYNC, EventKind.DESYNC, EventKind.FIRST_TOKEN))
-_ERRORS = {KIND_CODE[EventKind.SHAPE_MISMATCH], KIND_CODE[EventKind.INDEX_OUT_OF_BOUNDS]}
-_FINDING_KINDS = _ERRORS | {_DESYNC}
-_ERROR_CODE, _DESYNC_CODE = CODE_OF_VERDICT[Verdict.ERROR], CODE_OF_VERDICT[Verdict.DESYNC]
+# What qdebug writes in an index folder: a cache entry holding only these is ours to replace when it is broken.
+_OURS = ("manifest.json", "requests.parquet", "findings.parquet", ".manifest.json.tmp", ".spill")
 
 
-class _Aggregator:
-    """Per-request state while a request is open: first mention, severity, last desync/write offsets, last sync."""
-
-    def __init__(self, index: LogIndex):
-        self.index = index
-        self.open: dict[str, list] = {}
-        self.next_ord = 0
-        self.closed: list[tuple] = []
-
-    def _state(self, rid: str, line: int) -> list:
-        s = self.open.get(rid)
-        if s is None:
-            # [ord, line, rank, has_d, d_text, d_vis, has_w, w_vis, last_stitch]
-            s = self.open[rid] = [self.next_ord, line, 0, 0, None, None, 0, None, None]
-            self.next_ord += 1
-            if len(self.open) > MAX_OPEN:
-                self._evict(len(self.open) // 2)
-        return s
-
-    def _evict(self, n: int) -> None:
-        """Write out the n oldest open requests (closing and evicting write the same row)."""
-        for rid in list(self.open)[:n]:
-            self._close(rid)
-
-    def feed(self, rows: list) -> None:
-        """Take one chunk of event rows: store them, update open requests, note findings and overwrites."""
-        self.index.add_events(rows)
-        overwrites, findings = [], []
-        state, opened = self._state, self.open
-        for seq, line, _t, kind, rid, donor, offset, text_offset, _tokens, _msg in rows:
-            if kind == _OVER:
-                d = state(donor, line)
-                state(rid, line)
-                d[6], d[7] = 1, offset  # the overwrite is the donor's own write
-                if donor != rid:
-                    overwrites.append((seq, rid, donor))
-                continue
-            if kind in _FINDING_KINDS:
-                findings.append(seq)
-            if rid is None:
-                continue
-            s = opened.get(rid) or state(rid, line)
-            if kind == _WRITE:
-                s[6], s[7] = 1, offset
-            elif kind == _SYNC:
-                s[8] = seq
-            elif kind == _DESYNC:
-                s[3], s[4], s[5] = 1, text_offset, offset
-                s[2] = max(s[2], _DESYNC_CODE)
-            elif kind in _ERRORS:
-                s[2] = max(s[2], _ERROR_CODE)
-            elif kind == _FIRST:
-                self._close(rid)
-        if overwrites:
-            self.index.add_overwrites(overwrites)
-        if findings:
-            self.index.add_findings(findings)
-        if self.closed:
-            self.index.add_requests(self.closed)
-            self.closed = []
-
-    def _close(self, rid: str) -> None:
-        o, line, rank, has_d, d_text, d_vis, has_w, w_vis, last = self.open.pop(rid)
-        self.closed.append((o, rid, line, rank, has_d, d_text, d_vis, has_w, w_vis, last))
-
-    def flush(self) -> None:
-        """Write every request still open."""
-        for rid in list(self.open):
-            self._close(rid)
-        self.index.add_requests(self.closed)
-        self.closed = []
+def default_host() -> str:
+    """This machine's name, as an index records it when --host is not given."""
+    return socket.gethostname() or "localhost"
 
 
-def build_index(paths: list[Path], target: Path, progress: Callable[[int, int, int], None] | None = None) -> tuple[LogIndex, bool]:
-    """Scan the files (in time order) into a new index at target; (index, interrupted by Ctrl-C)."""
-    index = LogIndex.create(target)
-    agg = _Aggregator(index)
-    stats = ScanStats()
+def build_index(paths: list[Path], target: Path, progress: Callable[[int, int, int], None] | None = None,
+                host: str | None = None, stats: ScanStats | None = None,
+                reuse: tuple[Path, dict] | None = None) -> tuple[LogIndex, bool]:
+    """Scan the files (in time order) into a new index folder at target; (index, interrupted by Ctrl-C).
+
+    `reuse` (folder, manifest): an index of the first of these files, whose partitions are taken as they are; only
+    the files after them are read (a rotated log appended to the list adds a partition).
+    """
+    target.mkdir(parents=True, exist_ok=True)
+    writer = IndexWriter(target, host or default_host())
+    stats = stats if stats is not None else ScanStats()
+    keys = {str(p): cache_key([p]) for p in paths}
+    todo = paths
+    if reuse is not None:
+        folder, old = reuse
+        writer.reuse_parts(folder, old["parts"])
+        todo = paths[len(old["parts"]):]
+        stats.total_lines, stats.unknown_lines, stats.events = old["total_lines"], old["unknown_lines"], old["events"]
+        stats.bytes_read, stats.bytes_total = old["bytes_read"], old["bytes_total"]
+        stats.files, stats.changes = list(old["files"]), list(old["changes"])
     interrupted = False
     t0 = time.perf_counter()
+    started = {"files": len(stats.files)}
+
+    def on_table(table) -> None:
+        # a new partition each time the scan moves on to the next file
+        while started["files"] < len(stats.files):
+            path = stats.files[started["files"]]["path"]
+            writer.begin_part(path, keys.get(path, ""))
+            started["files"] += 1
+        writer.add(table)
+
     try:
-        scan_files(paths, agg.feed, progress, stats)
+        scan_files(todo, on_table, progress, stats, as_tables=True)
     except KeyboardInterrupt:
         interrupted = True
-    agg.flush()
-    index.finish({
+    while started["files"] < len(stats.files):  # files with no events still get their (empty) partition
+        path = stats.files[started["files"]]["path"]
+        writer.begin_part(path, keys.get(path, ""))
+        started["files"] += 1
+    meta = {
         "complete": not interrupted, "sources": [str(p) for p in paths], "files": stats.files,
         "total_lines": stats.total_lines, "unknown_lines": stats.unknown_lines, "events": stats.events,
         "bytes_read": stats.bytes_read, "bytes_total": stats.bytes_total, "changes": stats.changes,
-        "build_seconds": round(time.perf_counter() - t0, 3),
-    })
-    return index, interrupted
+        "build_seconds": round(time.perf_counter() - t0, 3), "reused_parts": 0 if reuse is None else len(reuse[1]["parts"]),
+    }
+    try:
+        writer.finish(meta)
+    except KeyboardInterrupt:  # (SIGTERM too) while the SQL ran: the events are stored, so finish for this run's
+        interrupted = True     # report, uncached; a second Ctrl-C stops for good
+        writer.finish({**meta, "complete": False})
+    except Exception as exc:  # DuckDB's own word for an interrupted query
+        if type(exc).__name__ != "InterruptException":
+            raise
+        interrupted = True
+        writer.finish({**meta, "complete": False})
+    return LogIndex.open(target, partial=True), interrupted
+
+
+def index_logs(sources: list[str | os.PathLike], out: Path, host: str | None = None,
+               progress: Callable[[int, int, int], None] | None = None, stats: ScanStats | None = None) -> tuple[LogIndex, bool]:
+    """`--index-only`: index the logs into the folder `out` (made, or emptied of a previous index of ours)."""
+    from qdebug.errors import ReplayFormatError
+
+    paths = order_files(log_paths(list(sources)))
+    if out.exists() and (not out.is_dir() or out.is_symlink() or any(p.name not in _OURS and not _is_part(p.name) for p in out.iterdir())):
+        raise ReplayFormatError(f"--out {out}: already exists and is not a log index (expected a new or empty folder, "
+                                "or one a previous --index-only wrote)")
+    parent = out.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".building", dir=parent))
+    try:
+        index, interrupted = build_index(paths, tmp, progress, host, stats)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    index.close()
+    if interrupted:  # never left where a fleet job would ship it
+        _remove_at_exit(tmp)
+        return LogIndex.open(tmp, partial=True), True
+    _put_in_place(tmp, out)
+    return LogIndex.open(out), False
 
 
 def open_log_index(
     sources: list[str | os.PathLike], progress: Callable[[int, int, int], None] | None = None, use_cache: bool = True,
+    stats: ScanStats | None = None,
 ) -> tuple[LogIndex, bool, bool]:
     """The index of one or more runtime logs: (index, reused from the cache, interrupted while building).
 
@@ -129,56 +123,104 @@ def open_log_index(
     paths = order_files(log_paths(list(sources)))
     key = cache_key(paths)
     folder = cache_dir()
-    cached = folder / f"{key}.sqlite"
+    cached = folder / key
     if use_cache:
         found = LogIndex.open(cached)
         if found is not None:
             return found, True, False
-        if cached.is_symlink() or (cached.exists() and not cached.is_file()):
-            use_cache = False  # a folder or link there is not ours to replace: build for this run only
+        if os.path.lexists(cached) and not _ours(cached):
+            use_cache = False  # a link, a file or someone's folder there is not ours to replace: build for this run only
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{key}.", suffix=".building", dir=folder)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", suffix=".building", dir=folder))
     except OSError:  # no writable cache: build in a private temp folder, used for this run only
-        fd, tmp = tempfile.mkstemp(prefix="qdebug-log-", suffix=".sqlite")
+        tmp = Path(tempfile.mkdtemp(prefix="qdebug-log-"))
         use_cache = False
-    os.close(fd)
-    tmp_path = Path(tmp)
     try:
-        index, interrupted = build_index(paths, tmp_path, progress)
+        index, interrupted = build_index(paths, tmp, progress, stats=stats, reuse=_earlier_index(folder, paths) if use_cache else None)
     except BaseException:
-        tmp_path.unlink(missing_ok=True)
+        shutil.rmtree(tmp, ignore_errors=True)
         raise
     if use_cache and not interrupted:
         index.close()
         try:
-            os.replace(tmp_path, cached)
+            _put_in_place(tmp, cached)
         except OSError:  # the cache entry cannot be replaced (permissions, a race with another run): use this build
-            use_cache = False
+            index = LogIndex.open(tmp)
         else:
             reopened = LogIndex.open(cached)
             if reopened is not None:
                 return reopened, False, False
-            tmp_path = cached
-    index.close()
-    index = LogIndex.open(tmp_path) or _open_partial(tmp_path)
-    if not use_cache or interrupted:
-        _unlink_at_exit(tmp_path)
+            index, tmp = LogIndex.open(cached, partial=True), cached
+    _remove_at_exit(tmp)
     return index, False, interrupted
 
 
-def _open_partial(path: Path) -> LogIndex:
-    """An interrupted (incomplete) index, opened for this run's report only."""
+def _earlier_index(folder: Path, paths: list[Path]) -> tuple[Path, dict] | None:
+    """A cached index of the first of these files (the same files, unchanged: their own keys match), the longest one:
+    its partitions are reused and only the files after them read."""
     import json
-    import sqlite3
 
-    conn = sqlite3.connect(path, check_same_thread=False)
-    index = LogIndex(path, conn)
-    index.meta = {k: json.loads(v) for k, v in conn.execute("SELECT key, value FROM meta")}
-    return index
+    from qdebug.replay.log_codes import INDEX_VERSION
+    from qdebug.replay.log_parquet import check_index
+
+    if len(paths) < 2:
+        return None
+    keys = [cache_key([p]) for p in paths]
+    best = None
+    try:
+        entries = [e for e in folder.iterdir() if not e.name.startswith(".") and e.is_dir() and not e.is_symlink()]
+    except OSError:
+        return None
+    for entry in entries:
+        try:
+            parts = json.loads((entry / MANIFEST).read_text(encoding="utf-8")).get("parts")
+            n = len(parts)
+            if not (0 < n < len(paths)) or [p.get("key") for p in parts] != keys[:n] or (best and n <= len(best[1]["parts"])):
+                continue
+        except (OSError, ValueError, AttributeError, TypeError):  # not an index of ours: never reused
+            continue
+        manifest, _problem = check_index(entry, INDEX_VERSION)
+        if manifest is not None and manifest.get("changes") == []:  # a file that grew or shrank while read: read it again
+            best = (entry, manifest)
+    return best
 
 
-def _unlink_at_exit(path: Path) -> None:
+def drop_cached(path: Path) -> None:
+    """Remove a cache entry of ours that turned out unreadable (the next open rebuilds it)."""
+    if _ours(path):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _is_part(name: str) -> bool:
+    return name.startswith("events-") and name.endswith(".parquet")
+
+
+def _ours(path: Path) -> bool:
+    """A real folder holding a manifest and only what qdebug writes in an index: a broken one of ours, replaceable."""
+    try:
+        if path.is_symlink() or not path.is_dir():
+            return False
+        names = [p.name for p in path.iterdir()]
+    except OSError:
+        return False
+    return MANIFEST in names and all(n in _OURS or _is_part(n) for n in names)
+
+
+def _put_in_place(tmp: Path, target: Path) -> None:
+    """Move a finished index folder to target, replacing a previous (broken or older) index of ours there."""
+    if os.path.lexists(target):
+        stale = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".stale", dir=target.parent))
+        os.replace(target, stale / "old")
+        try:
+            os.replace(tmp, target)
+        finally:
+            shutil.rmtree(stale, ignore_errors=True)
+    else:
+        os.replace(tmp, target)
+
+
+def _remove_at_exit(path: Path) -> None:
     import atexit
 
-    atexit.register(path.unlink, missing_ok=True)
+    atexit.register(shutil.rmtree, path, ignore_errors=True)

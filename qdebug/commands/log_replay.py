@@ -41,8 +41,12 @@ def make_filter(since: str | None, until: str | None, request: str | None, kinds
 
 
 def is_runtime_log(files: list[Path], fmt: str | None) -> bool:
-    """Whether the inputs are runtime logs (several files always are; one file by --format or detection)."""
+    """Whether the inputs are runtime logs or log indexes (folders; several files always are; one file by --format
+    or detection)."""
     from qdebug.replay.formats.detect import FORMATS, detect_format
+
+    if any(p.is_dir() for p in files) and fmt in (None, "runtime-log"):
+        return True  # index folders (`--index-only --out DIR`), read as one
 
     if fmt is not None and fmt not in FORMATS:
         return False  # read_batch names the bad --format
@@ -54,25 +58,102 @@ def is_runtime_log(files: list[Path], fmt: str | None) -> bool:
 
 
 def run_log_replay(files: list[Path], flt, console=None, use_cache: bool = True):
-    """Index (or reopen) the logs with a progress bar on a terminal; Ctrl-C stops and reports what was read."""
-    from qdebug.analysis.log_index_build import open_log_index
+    """Index (or reopen) the logs with a progress bar on a terminal; Ctrl-C stops and reports what was read.
+
+    Folders are log indexes (one per host, from `--index-only`), read as one without re-reading any log.
+    """
     from qdebug.analysis.log_report import report_from_index
 
-    if console is not None and console.is_terminal:
-        from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+    if any(p.is_dir() for p in files):
+        from qdebug.replay.log_index import LogIndex
 
-        columns = (TextColumn("reading {task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                   TextColumn("{task.fields[lines]:,} lines"), TimeRemainingColumn())
-        with Progress(*columns, console=console, transient=True) as bar:
-            task = bar.add_task(files[0].name + (f" (+{len(files) - 1})" if len(files) > 1 else ""), total=None, lines=0)
+        if not all(p.is_dir() for p in files):
+            raise InputError("give either runtime logs or index folders, not both (expected index each host's logs "
+                             "with --index-only, then read the folders together)")
+        return report_from_index(LogIndex.open_folders(files), flt, False)
+    from qdebug.analysis.log_index_build import drop_cached, open_log_index
+    from qdebug.errors import ReplayFormatError
 
-            def on_progress(done: int, total: int, lines: int) -> None:
-                bar.update(task, completed=done, total=total, lines=lines)
+    with _progress(files, console) as (on_progress, stats):
+        index, reused, interrupted = open_log_index(files, on_progress, use_cache, stats)
+    try:
+        return report_from_index(index, flt, interrupted)
+    except ReplayFormatError:  # a cached Parquet file whose footer reads but whose pages do not: a cache miss after all
+        if not reused:
+            raise
+        index.close()
+        drop_cached(index.path)
+    with _progress(files, console) as (on_progress, stats):
+        index, _reused, interrupted = open_log_index(files, on_progress, use_cache, stats)
+    return report_from_index(index, flt, interrupted)
 
-            index, _reused, interrupted = open_log_index(files, on_progress, use_cache)
-    else:
-        index, _reused, interrupted = open_log_index(files, None, use_cache)
-    if flt.active:
-        index.ensure_filter_indexes()
-    report = report_from_index(index, flt, interrupted)
-    return report
+
+def run_index_only(files: list[Path], out: Path, host: str | None, console=None):
+    """`--index-only`: index the logs into the folder out (for shipping); returns the index and whether Ctrl-C cut it."""
+    from qdebug.analysis.log_index_build import index_logs
+
+    with _progress(files, console) as (on_progress, stats):
+        return index_logs(files, out, host, on_progress, stats)
+
+
+class _progress:
+    """(progress callback or None, ScanStats): a Rich bar on a terminal showing bytes, lines/s and the disk's share."""
+
+    def __init__(self, files: list[Path], console):
+        from qdebug.replay.formats.log_scan import ScanStats
+
+        self.files, self.console, self.stats, self.bar = files, console, ScanStats(), None
+
+    def __enter__(self):
+        if self.console is None or not self.console.is_terminal:
+            return None, self.stats
+        import time
+
+        from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+        columns = (TextColumn("reading {task.description}"), BarColumn(), DownloadColumn(), TextColumn("{task.fields[rate]}"),
+                   TimeRemainingColumn())
+        self.bar = Progress(*columns, console=self.console, transient=True)
+        self.bar.__enter__()
+        files, stats, bar = self.files, self.stats, self.bar
+        task = bar.add_task(files[0].name + (f" (+{len(files) - 1})" if len(files) > 1 else ""), total=None, rate="")
+        start = time.perf_counter()
+
+        def on_progress(done: int, total: int, lines: int) -> None:
+            bar.update(task, completed=done, total=total, rate=rate_text(lines, done, time.perf_counter() - start, stats.read_seconds))
+
+        return on_progress, stats
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+
+
+def rate_text(lines: int, done: int, seconds: float, read_seconds: float) -> str:
+    """"1.9 M lines/s · 62% of disk read rate": the disk's rate is the bytes/s of the scan's own raw read calls
+    (time inside read() alone), so the share says how much of the time reading could take the indexing takes."""
+    if seconds <= 0 or lines <= 0:
+        return ""
+    text = f"{lines / seconds / 1e6:.1f} M lines/s"
+    if read_seconds > 0 and done > 0:
+        text += f" · {min(1.0, read_seconds / seconds):.0%} of disk read rate"
+    return text
+
+
+def index_only_command(files: list[Path], index_only: bool, out: Path | None, host: str | None, status) -> int:
+    """`qdebug replay --index-only LOG... --out DIR [--host NAME]`: write the index, say where; the exit code."""
+    if not index_only or out is None:
+        raise InputError("--out and --host go with --index-only (expected `qdebug replay --index-only LOG... --out DIR`)")
+    if host is not None and (not host.strip() or "/" in host or len(host) > 200):
+        raise InputError(f"--host {host!r}: not a host name (expected a name without '/', as ids are shown host/id)")
+    if any(p.is_dir() for p in files):
+        raise InputError("--index-only reads runtime logs (expected log files, not index folders)")
+    index, interrupted = run_index_only(files, out, host, status)
+    meta = index.meta
+    if interrupted:
+        status.print(f"interrupted after {meta['total_lines']:,} lines: no index written to {out}")
+        return 130
+    status.print(f"indexed {meta['total_lines']:,} lines ({meta['events']:,} events, {index.request_count():,} requests) "
+                 f"of host {meta['host']} into {out}")
+    index.close()
+    return 0

@@ -179,16 +179,16 @@ def _binned(report, fig, top, lanes) -> None:
         top.text(0.5, 0.5, "this log has no timestamps to bin by", ha="center", transform=top.transAxes)
         return
     span_ms = max(1.0, (t_hi - t_lo) * 1000)
-    y_hi = conn.execute("SELECT max(offset + coalesce(tokens, 1)) FROM events WHERE kind IN " + _WRITES).fetchone()[0] or 1
+    y_hi = conn.execute('SELECT max("offset" + coalesce(tokens, 1)) FROM events WHERE kind IN ' + _WRITES).fetchone()[0] or 1
     bins_x, bins_y = 240, 64
     grid = np.zeros((bins_y, bins_x))
-    cur = conn.execute(f"SELECT t, offset FROM events WHERE kind IN {_WRITES} AND t IS NOT NULL AND offset IS NOT NULL")
+    cur = conn.execute(f'SELECT t, "offset" FROM events WHERE kind IN {_WRITES} AND t IS NOT NULL AND "offset" IS NOT NULL')
     while rows := cur.fetchmany(100_000):
         arr = np.asarray(rows, dtype=float)
         h, _, _ = np.histogram2d(arr[:, 1], (arr[:, 0] - t_lo) * 1000, bins=(bins_y, bins_x), range=((0, y_hi), (0, span_ms)))
         grid += h
     top.imshow(np.log1p(grid), origin="lower", aspect="auto", cmap="Greys", extent=(0, span_ms, 0, y_hi))
-    bad = conn.execute("SELECT e.t, e.offset FROM contam c JOIN events e ON e.seq = c.seq WHERE e.t IS NOT NULL LIMIT 20000").fetchall()
+    bad = conn.execute('SELECT e.t, e."offset" FROM contam c JOIN events e ON e.seq = c.seq WHERE e.t IS NOT NULL LIMIT 20000').fetchall()
     if bad:
         arr = np.asarray([(t, o if o is not None else 0) for t, o in bad], dtype=float)
         top.scatter((arr[:, 0] - t_lo) * 1000, arr[:, 1], s=6, color=EVENT_LOOK[EventKind.BUFFER_OVERWRITE].colour, label="contaminating overwrite", zorder=3)

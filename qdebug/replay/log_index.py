@@ -1,66 +1,25 @@
-"""LogIndex: a runtime log's events, requests and findings in SQLite, built once per file version (see cache_key)."""
+"""LogIndex: a runtime log's events, requests and findings (Parquet, read with DuckDB), built once per file version (see cache_key)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
-import sqlite3
 import stat
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from qdebug import strict_json
-from qdebug.vocab import EVENT_KINDS, VERDICT_RANK, EventKind, Verdict
+from qdebug.vocab import EVENT_KINDS, EventKind
 
 from .batch import Event
 
-# Bump when the parser or the tables change: an index built by another version is rebuilt, never misread.
-INDEX_VERSION = 2
-# A request's stored verdict code (column `rank`): its place in vocab.VERDICT_RANK among the verdicts a log can
-# give (never `diverged`), so SQL's max() and ORDER BY rank keep the shared ranking. On disk: ok 0, error 1, desync 2, contaminated 3.
-VERDICT_OF_CODE = tuple(v for v in sorted(VERDICT_RANK, key=VERDICT_RANK.__getitem__) if v != Verdict.DIVERGED)
-CODE_OF_VERDICT = {v: code for code, v in enumerate(VERDICT_OF_CODE)}
+from .log_codes import CODE_OF_VERDICT, INDEX_VERSION, VERDICT_OF_CODE  # noqa: F401 (read from here too)
+
 KIND_ALIASES = {"overwrite": EventKind.BUFFER_OVERWRITE, EventKind.DESYNC: EventKind.DESYNC, "shape": EventKind.SHAPE_MISMATCH, "oob": EventKind.INDEX_OUT_OF_BOUNDS}
 
-# STRICT tables with CHECKs: SQLite itself refuses text where numbers belong and event kinds or verdict codes out of
-# range, so an index whose tables are exactly these (checked on open, `_schema_ok`) holds only values we can read.
-_STRICT = " STRICT" if sqlite3.sqlite_version_info >= (3, 37) else ""
-_SCHEMA = """
-CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL){strict};
-CREATE TABLE events(seq INTEGER PRIMARY KEY, line INTEGER, t REAL, kind INTEGER NOT NULL CHECK(kind BETWEEN 0 AND {kinds}),
-                    rid TEXT, donor TEXT, offset INTEGER, text_offset INTEGER, tokens INTEGER, message TEXT){strict};
-CREATE TABLE requests(ord INTEGER PRIMARY KEY, rid TEXT NOT NULL UNIQUE, line INTEGER,
-                      rank INTEGER NOT NULL CHECK(rank BETWEEN 0 AND {ranks}),
-                      has_d INTEGER, d_text INTEGER, d_vis INTEGER, has_w INTEGER, w_vis INTEGER,
-                      last_stitch INTEGER, donor TEXT, donor_seq INTEGER){strict};
-CREATE TABLE overwrites(seq INTEGER PRIMARY KEY, victim TEXT, donor TEXT){strict};
-CREATE TABLE contam(seq INTEGER PRIMARY KEY, victim TEXT, donor TEXT){strict};
-CREATE TABLE findings(seq INTEGER PRIMARY KEY){strict};
-""".format(strict=_STRICT, kinds=len(EVENT_KINDS) - 1, ranks=len(VERDICT_OF_CODE) - 1)
-_UPSERT = """
-INSERT INTO requests(ord, rid, line, rank, has_d, d_text, d_vis, has_w, w_vis, last_stitch) VALUES (?,?,?,?,?,?,?,?,?,?)
-ON CONFLICT(rid) DO UPDATE SET
-  rank = max(rank, excluded.rank),
-  d_text = CASE WHEN excluded.has_d THEN excluded.d_text ELSE d_text END,
-  d_vis = CASE WHEN excluded.has_d THEN excluded.d_vis ELSE d_vis END,
-  has_d = max(has_d, excluded.has_d),
-  w_vis = CASE WHEN excluded.has_w THEN excluded.w_vis ELSE w_vis END,
-  has_w = max(has_w, excluded.has_w),
-  last_stitch = coalesce(excluded.last_stitch, last_stitch)
-"""
-_FINALISE = """
-INSERT INTO contam SELECT o.seq, o.victim, o.donor FROM overwrites o JOIN requests r ON r.rid = o.victim
-  WHERE r.last_stitch IS NULL OR o.seq < r.last_stitch;
-CREATE INDEX contam_victim ON contam(victim, seq);
-UPDATE requests SET rank = {contaminated},
-  donor_seq = (SELECT max(seq) FROM contam c WHERE c.victim = requests.rid)
-  WHERE rid IN (SELECT victim FROM contam);
-UPDATE requests SET donor = (SELECT donor FROM contam c WHERE c.seq = requests.donor_seq) WHERE donor_seq IS NOT NULL;
-INSERT INTO findings SELECT seq FROM contam;
-""".format(contaminated=CODE_OF_VERDICT[Verdict.CONTAMINATED])
-_EVENT_COLS = "e.seq, e.line, e.t, e.kind, e.rid, e.donor, e.offset, e.text_offset, e.tokens, e.message"
+_EVENT_COLS = 'e.seq, e.line, e.t, e.kind, e.rid, e.donor, e."offset", e.text_offset, e.tokens, e.message'
 
 
 def cache_dir() -> Path:
@@ -130,7 +89,7 @@ class EventFilter:
             codes = [EVENT_KINDS.index(k) for k in self.kinds]
             conds.append(f"{alias}.kind IN ({','.join('?' * len(codes))})")
             params += codes
-        return (" AND ".join(conds) or "1"), params
+        return (" AND ".join(conds) or "true"), params
 
     @property
     def active(self) -> bool:
@@ -138,151 +97,168 @@ class EventFilter:
         return bool(self.kinds) or any(v is not None for v in (self.since, self.until, self.request))
 
 
-def _expected_tables() -> dict[str, str]:
-    conn = sqlite3.connect(":memory:")
-    conn.executescript(_SCHEMA)
-    tables = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'"))
-    conn.close()
-    return tables
-
-
-_TABLES = _expected_tables()
-# meta keys whose values are read as numbers (counts, sizes)
-_META_NUMBERS = ("version", "total_lines", "unknown_lines", "events", "bytes_read", "bytes_total", "build_seconds")
-
-
-def _schema_ok(conn: sqlite3.Connection) -> bool:
-    """Whether the database's tables are exactly the ones this qdebug creates (same columns, types and checks)."""
-    return dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'")) == _TABLES
-
-
-def _read_meta(conn: sqlite3.Connection) -> dict | None:
-    """The meta table as values, or None when one is not what `finish` writes (ValueError for non-JSON text)."""
-    meta = {k: json.loads(v) for k, v in conn.execute("SELECT key, value FROM meta")}
-    for key in _META_NUMBERS:
-        value = meta.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
-            return None
-    sources, files = meta.get("sources", []), meta.get("files", [])
-    if not isinstance(sources, list) or not all(isinstance(s, str) for s in sources):
-        return None
-    changes = meta.get("changes", [])
-    if not isinstance(changes, list) or not all(
-            isinstance(c, dict) and isinstance(c.get("path"), str) and c.get("change") in ("grew", "shrank")
-            and all(_count(c.get(k)) for k in ("size_at_start", "size_at_end", "bytes_read")) for c in changes):
-        return None
-    if not isinstance(files, list) or not all(
-            isinstance(f, dict) and isinstance(f.get("path"), str) and all(_count(f.get(k)) for k in ("first_line", "lines")) for f in files):
-        return None
-    return meta
-
-
-def _count(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def event_from_row(row) -> Event:
     """An Event from an events-table row."""
     seq, line, t, kind, rid, donor, offset, text_offset, tokens, message = row
     if message is None:
-        from .formats.log_scan import fast_message
+        from .formats.log_line import fast_message
 
         message = fast_message(kind, rid, offset, tokens)
     return Event(EVENT_KINDS[kind], rid, t=t, seq=seq, offset=offset, text_offset=text_offset, tokens=tokens,
                  donor=donor, line=line, message=message or "")
 
 
-class LogIndex:
-    """An SQLite index of one runtime log (or several, merged): write once with the add_* calls, then query."""
+class _Cursor:
+    """A DuckDB result read like an sqlite3 cursor: fetchone, fetchall, fetchmany, and iteration (in pages)."""
 
-    def __init__(self, path: Path, conn: sqlite3.Connection):
-        self.path = path
+    def __init__(self, result, conn: _Conn):
+        self.result = result
         self.conn = conn
-        self.meta: dict = {}
+
+    def fetchone(self):
+        with self.conn.reading():
+            return self.result.fetchone()
+
+    def fetchall(self):
+        with self.conn.reading():
+            return self.result.fetchall()
+
+    def fetchmany(self, size: int = 1):
+        with self.conn.reading():
+            return self.result.fetchmany(size)
+
+    def __iter__(self):
+        while rows := self.fetchmany(10_000):
+            yield from rows
+
+
+class _Conn:
+    """The index's tables as SQL (views events, requests, findings, contam): a fresh cursor per query, so threads
+    (the TUI's workers) each read on their own. A file that cannot be read is a ReplayFormatError naming it."""
+
+    def __init__(self, db, path: Path):
+        self.db = db
+        self.path = path
+
+    def execute(self, sql: str, params=()) -> _Cursor:
+        with self.reading():
+            return _Cursor(self.db.cursor().execute(sql, list(params)), self)
+
+    @contextmanager
+    def reading(self):
+        """Turns DuckDB's read errors (a Parquet page that does not decode) into one-line errors."""
+        import duckdb
+
+        try:
+            yield
+        except duckdb.Error as exc:
+            from qdebug.errors import ReplayFormatError
+
+            first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+            raise ReplayFormatError(f"log index {self.path} cannot be read: {first} (expected Parquet files as qdebug "
+                                    "wrote them: index the logs again)") from None
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def _text(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _merged_meta(manifests: list[dict]) -> dict:
+    """One meta for several hosts' indexes: sums of the counts, the lists one after another, the hosts in order."""
+    if len(manifests) == 1:
+        return {**manifests[0], "hosts": [manifests[0]["host"]]}
+    meta: dict = {"complete": all(m.get("complete") is True for m in manifests), "version": INDEX_VERSION,
+                  "hosts": [m["host"] for m in manifests]}
+    for key in ("total_lines", "unknown_lines", "events", "bytes_read", "bytes_total"):
+        meta[key] = sum(int(m.get(key) or 0) for m in manifests)
+    for key in ("sources", "files", "changes"):
+        meta[key] = [x for m in manifests for x in m.get(key, [])]
+    meta["build_seconds"] = round(sum(float(m.get("build_seconds") or 0) for m in manifests), 3)
+    return meta
+
+
+class LogIndex:
+    """A runtime log's index (or several hosts' indexes read as one), queried with SQL in an embedded DuckDB."""
+
+    def __init__(self, path: Path, folders: list[tuple[Path, dict]]):
+        from .log_sql import connect
+
+        self.path = path
+        self.meta = _merged_meta([m for _, m in folders])
+        self.hosts = self.meta["hosts"]
+        self.conn = _Conn(connect(), path)
+        self._views(folders)
 
     @classmethod
-    def create(cls, path: Path) -> LogIndex:
-        """A new, empty index at path (tuned for one bulk load: no journal, no fsync until finish)."""
-        path.unlink(missing_ok=True)
-        conn = sqlite3.connect(path, check_same_thread=False)
-        conn.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA cache_size=-16000;" + _SCHEMA)
-        conn.execute("BEGIN")
-        return cls(path, conn)
+    def open(cls, path: Path, partial: bool = False) -> LogIndex | None:
+        """The index in folder `path`, or None (a cache miss: rebuild) when it is missing, unfinished (unless
+        `partial`), of another version, or not exactly qdebug's files (a broken or hostile folder)."""
+        from .log_parquet import check_index
+
+        manifest, _problem = check_index(path, INDEX_VERSION, partial)
+        return None if manifest is None else cls(path, [(path, manifest)])
 
     @classmethod
-    def open(cls, path: Path) -> LogIndex | None:
-        """A finished index at path, or None (a cache miss: rebuild) when it is missing, not a regular file, unreadable,
-        unfinished, of another version, or not exactly qdebug's tables and meta (a broken or hostile file)."""
-        try:
-            if not stat.S_ISREG(os.stat(path).st_mode):
-                return None
-            # rw (never create): filter indexes can be added later; a write-protected file opens read-only.
-            conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=rw", uri=True, check_same_thread=False)
-        except (OSError, sqlite3.Error):
-            return None
-        try:
-            meta = _read_meta(conn) if _schema_ok(conn) else None
-        except (sqlite3.Error, ValueError, RecursionError):  # not a database, non-JSON meta...
-            meta = None
-        if meta is None or meta.get("version") != INDEX_VERSION or meta.get("complete") is not True:
-            conn.close()
-            return None
-        index = cls(path, conn)
-        index.meta = meta
-        return index
+    def open_folders(cls, paths: list[Path]) -> LogIndex:
+        """Several index folders (hosts) read as one; ReplayFormatError naming the first that is no index."""
+        from qdebug.errors import ReplayFormatError
+
+        from .log_parquet import FORMAT, check_index
+
+        folders = []
+        for path in paths:
+            manifest, problem = check_index(path, INDEX_VERSION)
+            if manifest is None:
+                shown = str(path) if len(str(path)) <= 200 else str(path)[:200] + "..."
+                raise ReplayFormatError(f"{shown} is not a log index: {problem} (expected a folder written by "
+                                        f"`qdebug replay --index-only LOG --out DIR`, {FORMAT} version {INDEX_VERSION})")
+            folders.append((path, manifest))
+        hosts = [m["host"] for _, m in folders]
+        if len(set(hosts)) < len(hosts):
+            dup = next(h for h in hosts if hosts.count(h) > 1)
+            raise ReplayFormatError(f"two indexes are of host {dup!r} (expected one index per host: index each host's "
+                                    "logs together, or give --host NAME)")
+        return cls(paths[0], folders)
+
+    def _views(self, folders: list[tuple[Path, dict]]) -> None:
+        """Views over the Parquet files: seq and ord run on from one host to the next; ids are host/id with several hosts."""
+        from .log_parquet import FINDINGS, REQUESTS
+        from .log_sql import sql_list
+
+        many = len(folders) > 1
+        events, requests, findings = [], [], []
+        seq_base = ord_base = 0
+        for folder, m in folders:
+            host = _text(m["host"])
+
+            def q(col: str) -> str:
+                return f"{host} || '/' || {col}" if many else col
+            msg = _fast_message_sql() if many else "message"
+            cols = (f'seq + {seq_base} AS seq, line, t, kind, {q("rid")} AS rid, {q("donor")} AS donor, "offset", '
+                    f"text_offset, tokens, {msg} AS message, {host} AS host")
+            events.append(f"SELECT {cols} FROM read_parquet({sql_list([folder / p['file'] for p in m['parts']])})")
+            findings.append(f"SELECT {cols}, contaminating FROM read_parquet({sql_list([folder / FINDINGS])})")
+            requests.append(f"SELECT ord + {ord_base} AS ord, {q('rid')} AS rid, line, rank, has_d, d_text, d_vis, has_w, "
+                            f"w_vis, last_stitch + {seq_base} AS last_stitch, {q('donor')} AS donor, "
+                            f"donor_seq + {seq_base} AS donor_seq, {host} AS host FROM read_parquet({sql_list([folder / REQUESTS])})")
+            seq_base += sum(p["rows"] for p in m["parts"])
+            ord_base += int(m.get("requests", 0))
+        db = self.conn.db
+        db.execute("CREATE VIEW events AS " + " UNION ALL ".join(events))
+        db.execute("CREATE VIEW requests AS " + " UNION ALL ".join(requests))
+        db.execute("CREATE VIEW findings AS " + " UNION ALL ".join(findings))
+        db.execute("CREATE VIEW contam AS SELECT seq, rid AS victim, donor FROM findings WHERE contaminating")
 
     def close(self) -> None:
         """Close the database."""
         self.conn.close()
 
-    # -- writing ---------------------------------------------------------------------------------------
-    def add_events(self, rows: list) -> None:
-        """Append event rows (seq, line, t, kind code, rid, donor, offset, text_offset, tokens, message)."""
-        # Binding a parameter costs about as much as storing it: the common rows bind only their non-NULL columns
-        # (omitted columns are NULL, so the stored rows are the same; rowid order does not depend on insert order).
-        short = [r[:5] for r in rows if r[5] is None and r[6] is None and r[7] is None and r[8] is None and r[9] is None]
-        mid = [r[:5] + (r[6], r[8]) for r in rows if r[5] is None and r[6] is not None and r[7] is None and r[9] is None]
-        if len(short) + len(mid) == len(rows):
-            rest = ()
-        else:
-            rest = [r for r in rows if not (r[5] is None and r[7] is None and r[9] is None and (r[6] is not None or r[8] is None))]
-        if short:
-            self.conn.executemany("INSERT INTO events(seq, line, t, kind, rid) VALUES (?,?,?,?,?)", short)
-        if mid:
-            self.conn.executemany("INSERT INTO events(seq, line, t, kind, rid, offset, tokens) VALUES (?,?,?,?,?,?,?)", mid)
-        if rest:
-            self.conn.executemany("INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?)", rest)
-
-    def add_requests(self, rows: list) -> None:
-        """Merge per-request aggregates (a request seen again later merges into its first row)."""
-        self.conn.executemany(_UPSERT, rows)
-
-    def add_overwrites(self, rows: list) -> None:
-        """Overwrites of one request's buffer by another: (seq, victim, donor); finish() decides which count."""
-        self.conn.executemany("INSERT INTO overwrites VALUES (?,?,?)", rows)
-
-    def add_findings(self, seqs: list) -> None:
-        """Events that are findings on their own (desync, shape mismatch, index out of bounds)."""
-        self.conn.executemany("INSERT INTO findings VALUES (?)", [(s,) for s in seqs])
-
-    def finish(self, meta: dict) -> None:
-        """Decide contamination (overwrites before the victim's last sync), store meta, commit."""
-        self.conn.executescript(_FINALISE)
-        meta = {**meta, "version": INDEX_VERSION}
-        self.conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", [(k, strict_json.dumps(v)) for k, v in meta.items()])
-        self.conn.commit()
-        self.meta = meta
-
     # -- reading ---------------------------------------------------------------------------------------
     def ensure_filter_indexes(self) -> None:
-        """Indexes for filtered reads, made on first use (kept when the file is writable)."""
-        for ddl in ("CREATE INDEX IF NOT EXISTS ev_rid ON events(rid)", "CREATE INDEX IF NOT EXISTS ev_donor ON events(donor)",
-                    "CREATE INDEX IF NOT EXISTS ev_kind ON events(kind, seq)", "CREATE INDEX IF NOT EXISTS ev_t ON events(t)"):
-            try:
-                self.conn.execute(ddl)
-            except sqlite3.OperationalError:  # read-only index: filters still work, by scanning
-                return
-        self.conn.commit()
+        """Nothing to make: filtered reads scan the Parquet columns (row groups skipped by their statistics)."""
 
     def count_events(self, flt: EventFilter | None = None) -> int:
         """How many events (pass the filter)."""
@@ -293,10 +269,14 @@ class LogIndex:
 
     def events(self, flt: EventFilter | None = None, offset: int = 0, limit: int = -1) -> Iterator[Event]:
         """Events in source order, one page (offset, limit) at a time if asked, streamed from disk."""
-        where, params = (flt or EventFilter()).where()
-        cur = self.conn.execute(
-            f"SELECT {_EVENT_COLS} FROM events e WHERE {where} ORDER BY e.seq LIMIT ? OFFSET ?", [*params, limit, offset]
-        )
+        flt = flt or EventFilter()
+        where, params = flt.where()
+        if not flt.active:  # seq runs 0, 1, 2... with no gap: a page is a range of it (no sort of every event)
+            where, params = "e.seq >= ?" + ("" if limit < 0 else " AND e.seq < ?"), [offset] + ([] if limit < 0 else [offset + limit])
+            page = ""
+        else:
+            page = ("" if limit < 0 else f" LIMIT {int(limit)}") + f" OFFSET {int(offset)}"
+        cur = self.conn.execute(f"SELECT {_EVENT_COLS} FROM events e WHERE {where} ORDER BY e.seq{page}", params)
         return (event_from_row(r) for r in cur)
 
     def request_count(self) -> int:
@@ -307,47 +287,43 @@ class LogIndex:
         """(id, verdict, donor, text_offset, visual_offset, line) in order of first mention (or worst first)."""
         cols = ("SELECT rid, rank, donor, CASE WHEN has_d THEN d_text END, "
                 "CASE WHEN has_d THEN d_vis WHEN has_w THEN w_vis END, line FROM requests")
+        cap = "" if limit < 0 else f" LIMIT {int(limit)}"
         if request is not None:
             parts = [(f"{cols} WHERE rid = ?", [request])]
-        elif worst_first:  # the few flagged ones sorted, then the rest in order (no sort of every request)
-            parts = [(f"{cols} WHERE rank > 0 ORDER BY rank DESC, ord LIMIT ?", [limit]),
-                     (f"{cols} WHERE rank = 0 ORDER BY ord LIMIT ?", [limit])]
+        elif worst_first:  # the few flagged ones sorted, then the rest in order
+            parts = [(f"{cols} WHERE rank > 0 ORDER BY rank DESC, ord{cap}", []),
+                     (f"{cols} WHERE rank = 0 ORDER BY ord{cap}", [])]
         else:
-            parts = [(f"{cols} ORDER BY ord LIMIT ?", [limit])]
+            parts = [(f"{cols} WHERE ord < ? ORDER BY ord" if limit >= 0 else f"{cols} ORDER BY ord", [limit] if limit >= 0 else [])]
 
         def rows():
             left = limit
             for sql, params in parts:
                 if left == 0:
                     return
-                if params and params[-1] == limit:
-                    params = [*params[:-1], left]
                 for rid, rank, donor, t, v, line in self.conn.execute(sql, params):
                     yield rid, VERDICT_OF_CODE[rank], donor, t, v, line
                     left -= 1
+                    if left == 0:
+                        return
         return rows()
 
     def verdict_counts(self) -> dict[str, int]:
         """Requests per verdict."""
-        rows = self.conn.execute("SELECT rank, count(*) FROM requests GROUP BY rank").fetchall()
+        rows = self.conn.execute("SELECT rank, count(*) FROM requests GROUP BY rank ORDER BY rank").fetchall()
         return {VERDICT_OF_CODE[rank]: n for rank, n in rows}
 
     def findings(self, flt: EventFilter | None = None, limit: int = -1) -> Iterator[tuple[Event, bool]]:
         """(event, contaminating) for every event that is a finding, in source order."""
         where, params = (flt or EventFilter()).where()
-        cur = self.conn.execute(
-            f"SELECT {_EVENT_COLS}, c.seq IS NOT NULL FROM findings f JOIN events e ON e.seq = f.seq "
-            f"LEFT JOIN contam c ON c.seq = f.seq WHERE {where} ORDER BY f.seq LIMIT ?", [*params, limit],
-        )
+        cap = "" if limit < 0 else f" LIMIT {int(limit)}"
+        cur = self.conn.execute(f"SELECT {_EVENT_COLS}, e.contaminating FROM findings e WHERE {where} ORDER BY e.seq{cap}", params)
         return ((event_from_row(r[:10]), bool(r[10])) for r in cur)
 
     def finding_counts(self) -> dict[str, int]:
         """Findings per kind (contamination, desync, shape_mismatch, index_out_of_bounds)."""
-        n_contam = self.conn.execute("SELECT count(*) FROM contam").fetchone()[0]
-        rows = self.conn.execute(
-            "SELECT e.kind, count(*) FROM findings f JOIN events e ON e.seq = f.seq "
-            "WHERE f.seq NOT IN (SELECT seq FROM contam) GROUP BY e.kind"
-        ).fetchall()
+        n_contam = self.conn.execute("SELECT count(*) FROM findings WHERE contaminating").fetchone()[0]
+        rows = self.conn.execute("SELECT kind, count(*) FROM findings WHERE NOT contaminating GROUP BY kind ORDER BY kind").fetchall()
         counts = {EVENT_KINDS[k]: n for k, n in rows}
         if n_contam:
             counts = {"contamination": n_contam, **counts}
@@ -357,7 +333,7 @@ class LogIndex:
         """(victim, donor, the overwrite that decided it) for every contaminated request, in order of mention."""
         where, params = ("AND r.rid = ?", [request]) if request is not None else ("", [])
         cur = self.conn.execute(
-            f"SELECT r.rid, r.donor, {_EVENT_COLS} FROM requests r JOIN events e ON e.seq = r.donor_seq "
+            f"SELECT r.rid, r.donor, {_EVENT_COLS} FROM requests r JOIN findings e ON e.seq = r.donor_seq "
             f"WHERE r.donor_seq IS NOT NULL {where} ORDER BY r.ord", params,
         )
         return ((row[0], row[1], event_from_row(row[2:])) for row in cur)
@@ -365,11 +341,29 @@ class LogIndex:
     def per_minute(self, kind: str = EventKind.BUFFER_OVERWRITE, contaminating_only: bool = False) -> list[tuple[int, int]]:
         """(minute since the epoch, count) of one kind of event, for events with a time."""
         if contaminating_only:
-            sql = "SELECT CAST(e.t / 60 AS INTEGER) m, count(*) FROM contam c JOIN events e ON e.seq = c.seq WHERE e.t IS NOT NULL GROUP BY m ORDER BY m"
+            sql = "SELECT floor(t / 60)::BIGINT m, count(*) FROM findings WHERE contaminating AND t IS NOT NULL GROUP BY m ORDER BY m"
             return self.conn.execute(sql).fetchall()
-        sql = "SELECT CAST(t / 60 AS INTEGER) m, count(*) FROM events WHERE kind = ? AND t IS NOT NULL GROUP BY m ORDER BY m"
+        sql = "SELECT floor(t / 60)::BIGINT m, count(*) FROM events WHERE kind = ? AND t IS NOT NULL GROUP BY m ORDER BY m"
         return self.conn.execute(sql, [EVENT_KINDS.index(kind)]).fetchall()
 
     def time_range(self) -> tuple[float | None, float | None]:
         """The first and last event time (None when the log has no timestamps)."""
         return tuple(self.conn.execute("SELECT min(t), max(t) FROM events").fetchone())
+
+
+def _fast_message_sql() -> str:
+    """SQL for an event's message: the stored one, else (a fast-shape line) the one log_line.fast_message rebuilds."""
+    from .formats.log_line import _FAST_MESSAGE
+
+    cases = " ".join(f"WHEN {kind} THEN {_text(fmt.split('{rid}')[0])} || rid || {_message_tail(fmt)}"
+                     for kind, fmt in _FAST_MESSAGE.items())
+    return f"coalesce(message, CASE kind {cases} END)"
+
+
+def _message_tail(fmt: str) -> str:
+    tail = fmt.split("{rid}")[1]
+    if "{tokens}" not in tail:
+        return _text(tail)
+    before, rest = tail.split("{tokens}")
+    middle, after = rest.split("{offset}")
+    return f"{_text(before)} || tokens || {_text(middle)} || \"offset\" || {_text(after)}"

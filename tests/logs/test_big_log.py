@@ -107,7 +107,8 @@ def test_ctrl_c_on_the_installed_command_reports_what_was_read(big_log, tmp_path
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     # wait until rows reach the index on disk (some lines read), then interrupt mid-read
-    while proc.poll() is None and time.monotonic() < deadline and not any(p.stat().st_size > 2**20 for p in cache.glob("*.building")):
+    while proc.poll() is None and time.monotonic() < deadline and not any(
+            p.stat().st_size > 2**20 for p in cache.glob("*.building/events-*.parquet")):
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=300)
@@ -115,4 +116,4 @@ def test_ctrl_c_on_the_installed_command_reports_what_was_read(big_log, tmp_path
     assert "interrupted after" in stderr and "Traceback" not in stderr
     doc = json.loads(out.read_text())
     assert doc["interrupted"] is True and doc["events"]
-    assert not list(cache.glob("*.sqlite"))  # nothing cached from a partial read
+    assert not list(cache.glob("[!.]*/manifest.json"))  # nothing cached from a partial read

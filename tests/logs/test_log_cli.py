@@ -115,7 +115,7 @@ def test_ctrl_c_stops_and_reports_what_was_read(cache, tmp_path):
     assert interrupted and not reused
     assert 0 < index.meta["total_lines"] < 300_000
     assert index.meta["complete"] is False
-    assert not list(cache.glob("*.sqlite"))  # an interrupted index is never reused
+    assert not list(cache.glob("[!.]*/manifest.json"))  # an interrupted index is never reused
     again, reused, interrupted = open_log_index([p])
     assert not reused and not interrupted and again.meta["total_lines"] == 300_000
     assert open_log_index([p])[1]  # now cached

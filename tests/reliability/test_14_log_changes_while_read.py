@@ -103,7 +103,8 @@ def test_sigterm_mid_read_stops_promptly_with_the_pages_in_memory(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "qdebug", "replay", str(log), "--json", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
-    while proc.poll() is None and time.monotonic() < deadline and not any(p.stat().st_size > 8 << 20 for p in cache.glob("*.building")):
+    while proc.poll() is None and time.monotonic() < deadline and not any(
+            p.stat().st_size > 1 << 20 for p in cache.glob("*.building/events-*.parquet")):
         time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
     sent = time.monotonic()

@@ -1,14 +1,13 @@
 """Vectorised recognition of a chunk of log lines with pyarrow (RE2 kernels): the common shapes become columns.
 
-Same rows as `log_scan._scan_lines` (the line-by-line reference): the fast shapes come out of RE2 passes over the
+Same rows as `log_line._scan_lines` (the line-by-line reference): the fast shapes come out of RE2 passes over the
 chunk's lines as Arrow columns, no Python object per line; lines that might be events in another shape (and fast
-lines with an impossible date) go to `log_scan._scan_line`.
+lines with an impossible date) go to `log_line._scan_line`.
 """
 
 from __future__ import annotations
 
 import re
-from operator import itemgetter
 
 import numpy as np
 import pyarrow as pa
@@ -16,8 +15,22 @@ import pyarrow.compute as pc
 
 from qdebug.vocab import EventKind
 
-from . import log_scan
-from .log_scan import KIND_CODE
+from . import log_line
+from .log_line import KIND_CODE
+
+
+def _lean_pool() -> None:
+    """Arrow's allocations from jemalloc (else the system's): mimalloc, the default, keeps per-thread caches that
+    grew the scan's memory by half as much again once chunks were recognised on two threads (measured at 10 M lines)."""
+    if pa.default_memory_pool().backend_name != "mimalloc":
+        return
+    try:
+        pa.set_memory_pool(pa.jemalloc_memory_pool())
+    except NotImplementedError:  # a pyarrow built without jemalloc
+        pa.set_memory_pool(pa.system_memory_pool())
+
+
+_lean_pool()
 
 # The fast shapes, one line each with its "\n" (each Arrow value is a line and its terminator), as two RE2 patterns
 # without captures (RE2 matches those with its DFA, several times faster than extracting groups): the short shapes
@@ -30,55 +43,66 @@ _NUM = r"[0-9]{1,18}"
 _SHORT = (_HEAD + r"(?:VisualEncoder::encode_image" + _RID + r"start|Generator::decode" + _RID + r"first_token)\r?\n$")
 _LONG = (_HEAD + r"(?:VisualEncoder::write_buffer" + _RID + r"wrote|TokenSynchronizer::stitch" + _RID + r"consumed) "
          + _NUM + r" tokens at offset " + _NUM + r"\r?\n$")
+_EITHER = f"(?:{_SHORT})|(?:{_LONG})"
 _WHERE = {b"VisualEncoder::encode_image:": EventKind.ENCODE_START, b"Generator::decode:": EventKind.FIRST_TOKEN,
           b"VisualEncoder::write_buffer:": EventKind.BUFFER_WRITE, b"TokenSynchronizer::stitch:": EventKind.SYNC}
 _WHERE_KEYS = pa.array(list(_WHERE), pa.binary())
 _WHERE_CODES = np.array([KIND_CODE[k] for k in _WHERE.values()], np.int64)
 _EXC_KEYS = (b"TokenStreamDesync", b"VisualEmbeddingShapeMismatch", b"CrossAttentionIndexOutOfBounds")
 _EVENT_WORD = r"wrote|encode_image|first|stitch|concat|consumed"
+_MAYBE_EVENT = f"request_id.*(?:{_EVENT_WORD})|(?:{_EVENT_WORD}).*request_id"
 _BLANK = r"^[ \t\r\x0b\x0c]*\n$"  # bytes.isspace() (or empty): neither an event nor an unknown line
 _MAYBE_BLANK = re.compile(rb"\n[ \t\r\x0b\x0c\n]").search  # a quick look first: most chunks have none
 
 
-def scan_block_columns(buf: bytes, stop: int, line0: int, seq: int, clock) -> tuple[list, int, int, int]:
-    """The rows of the lines in buf[1:stop] (numbered from line0 + 1): rows, next seq, lines, unknown; equal to
-    `log_scan._scan_lines` on the same lines (the reference)."""
+# The events table's columns, as stored (one Parquet schema for every index part) and as a chunk's scan returns them.
+EVENT_SCHEMA = pa.schema([("seq", pa.int64()), ("line", pa.int64()), ("t", pa.float64()), ("kind", pa.int8()),
+                          ("rid", pa.string()), ("donor", pa.string()), ("offset", pa.int64()), ("text_offset", pa.int64()),
+                          ("tokens", pa.int64()), ("message", pa.string())])
+
+
+def scan_block_table(buf: bytes, stop: int, line0: int, seq: int, clock) -> tuple[pa.Table, int, int, int]:
+    """The events of the lines in buf[1:stop] as an Arrow table (EVENT_SCHEMA, in line order), next seq, lines,
+    unknown: the fast shapes stay columns end to end; only the rare other lines become Python rows."""
     nl = np.flatnonzero(np.frombuffer(buf, np.uint8, stop) == 10)
     lines = pa.Array.from_buffers(pa.binary(), len(nl) - 1, [None, pa.py_buffer((nl + 1).astype(np.int32)), pa.py_buffer(buf)])
     n_lines = len(lines)
     blank = (pc.sum(pc.match_substring_regex(lines, _BLANK)).as_py() or 0) if _MAYBE_BLANK(buf, 0, stop) else 0
     exc = _exception_lines(buf, stop, nl)
     fast, slow = [], [exc]
-    for pattern, long in ((_SHORT, False), (_LONG, True)):
-        at = _mask(pc.match_substring_regex(lines, pattern))
-        if len(at):
-            at = np.setdiff1d(at, exc, assume_unique=True)  # an exception's name (as the id) is the reference's to judge
-            cols, ok = _fields(lines.take(pa.array(at)), long, clock)
-            fast.append((at[ok], cols))
-            slow.append(at[~ok])
+    # One RE2 pass over every line for both shapes; which shape a matched line is, a substring test on those alone.
+    at = np.setdiff1d(_mask(pc.match_substring_regex(lines, _EITHER)), exc, assume_unique=True)  # an exception's name
+    if len(at):  # (as the id) is the reference's to judge
+        matched = lines.take(pa.array(at))
+        is_long = pc.match_substring(matched, b" tokens at offset ").to_numpy(zero_copy_only=False)
+        for long in (False, True):
+            pick = is_long if long else ~is_long
+            if pick.any():
+                cols, ok = _fields(matched.filter(pa.array(pick)), long, clock)
+                fast.append((at[pick][ok], cols))
+                slow.append(at[pick][~ok])
     taken = np.concatenate([at for at, _ in fast]) if fast else np.empty(0, np.int64)
     # Other lines with a request id and an event word may be events of another shape: the reference decides.
-    rest = np.setdiff1d(_mask(pc.match_substring(lines, b"request_id")), taken, assume_unique=True)
-    if len(rest):
-        slow.append(rest[_mask(pc.match_substring_regex(lines.take(pa.array(rest)), _EVENT_WORD))])
+    # (one RE2 pass for both conditions, cheaper than a substring pass and a second one over its hits)
+    slow.append(np.setdiff1d(_mask(pc.match_substring_regex(lines, _MAYBE_EVENT)), taken, assume_unique=True))
     slow_rows = []
     for i in np.unique(np.concatenate(slow)).tolist():
-        row = log_scan._scan_line(buf[nl[i] + 1 : nl[i + 1]], i + line0 + 1, 0, clock)  # its seq is given below
+        row = log_line._scan_line(buf[nl[i] + 1 : nl[i + 1]], i + line0 + 1, 0, clock)  # its seq is given below
         if row is not None:
             slow_rows.append((i, row))
     order = np.argsort(taken, kind="stable")
     at = taken[order]
+    table = _fast_table(fast, order, at + line0 + 1)
     if slow_rows:
-        every = np.sort(np.concatenate([at, np.array([i for i, _ in slow_rows], np.int64)]))
-        seqs = seq + np.searchsorted(every, at)
-    else:
-        seqs = np.arange(seq, seq + len(at))
-    rows = list(zip(seqs.tolist(), (at + line0 + 1).tolist(), *_ordered(fast, order))) if len(at) else []
-    if slow_rows:
-        slow_seqs = (seq + np.searchsorted(every, [i for i, _ in slow_rows])).tolist()
-        rows += [(s,) + row[1:] for s, (_, row) in zip(slow_seqs, slow_rows)]
-        rows.sort(key=itemgetter(0))  # two sorted runs: one merge
-    return rows, seq + len(rows), n_lines, n_lines - blank - len(rows)
+        where = np.array([i for i, _ in slow_rows], np.int64)
+        cols = list(zip(*(row for _, row in slow_rows)))
+        slow_table = pa.table([pa.array(np.zeros(len(where), np.int64)), pa.array(where + line0 + 1),
+                               *(pa.array(c, f.type) for c, f in zip(cols[2:], list(EVENT_SCHEMA)[2:]))], schema=EVENT_SCHEMA)
+        table = pa.concat_tables([table, slow_table])
+        table = table.take(pc.sort_indices(table.column("line")))  # two sorted runs in line order
+    n = table.num_rows
+    table = table.set_column(0, "seq", pa.array(np.arange(seq, seq + n, dtype=np.int64)))
+    return table, seq + n, n_lines, n_lines - blank - n
 
 
 def _mask(flags: pa.BooleanArray) -> np.ndarray:
@@ -115,18 +139,22 @@ def _fields(lines: pa.BinaryArray, long: bool, clock) -> tuple[list, np.ndarray]
     return [t[ok], kind, rid.filter(keep), tokens, offset], ok
 
 
-def _ordered(fast: list, order: np.ndarray) -> list:
-    """The fast rows' columns t..message, the short and long shapes' rows merged in line order (as Python values)."""
+def _fast_table(fast: list, order: np.ndarray, lines: np.ndarray) -> pa.Table:
+    """The fast rows as an EVENT_SCHEMA table, the short and long shapes' rows merged in line order (seq set later)."""
+    n = len(order)
+    if not n:
+        return EVENT_SCHEMA.empty_table()
+
     def col(k):
         return [c[k] for _, c in fast]
-    t = np.concatenate(col(0))[order].tolist()
-    kind = np.concatenate(col(1))[order].tolist()
     take = pa.array(order)
-    rid = pc.cast(pa.concat_arrays(col(2)).take(take), pa.string()).to_pylist()
-    tokens = pa.concat_arrays(col(3)).take(take).to_pylist()
-    offset = pa.concat_arrays(col(4)).take(take).to_pylist()
-    none = [None] * len(order)
-    return [t, kind, rid, none, offset, none, tokens, none]
+    nulls = pa.nulls(n, pa.int64())
+    return pa.table([
+        pa.array(np.zeros(n, np.int64)), pa.array(lines.astype(np.int64)), pa.array(np.concatenate(col(0))[order]),
+        pa.array(np.concatenate(col(1))[order].astype(np.int8)), pc.cast(pa.concat_arrays(col(2)).take(take), pa.string()),
+        pa.nulls(n, pa.string()), pa.concat_arrays(col(4)).take(take), nulls, pa.concat_arrays(col(3)).take(take),
+        pa.nulls(n, pa.string()),
+    ], schema=EVENT_SCHEMA)
 
 
 def _ints(digits: pa.Array) -> pa.Array:

@@ -1,13 +1,13 @@
 """Fast chunked scan of runtime logs (plain or .gz, several files in time order) into compact event rows.
 
 Same events as `recognise_line` (a fast path for the common line shapes, the general recogniser for the
-rest), but read in large chunks, recognised column-wise (`log_columns`) and emitted as plain tuples.
+rest: `log_line`), but read in large chunks and recognised column-wise (`log_columns`), as Arrow tables.
 """
 
 from __future__ import annotations
 
 import os
-import re
+import time
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -15,35 +15,11 @@ from pathlib import Path
 
 from qdebug.errors import ReplayFormatError
 from qdebug.input_files import refuse_special
-from qdebug.vocab import EVENT_KINDS, EventKind
 
-from .runtime_log import MAX_LINE_BYTES, _prefix, open_log, recognise_line
+from .log_line import KIND_CODE, Row, _scan_line, _scan_lines, _seconds_cache, fast_message  # noqa: F401 (also read from here)
+from .runtime_log import MAX_LINE_BYTES, _prefix, open_log
 
-CHUNK_BYTES = 4 << 20
-KIND_CODE = {kind: i for i, kind in enumerate(EVENT_KINDS)}
-_ENCODE, _WRITE, _SYNC, _FIRST = (KIND_CODE[k] for k in (EventKind.ENCODE_START, EventKind.BUFFER_WRITE, EventKind.SYNC, EventKind.FIRST_TOKEN))
-
-# The shapes a busy service prints millions of times, recognised by splitting on spaces (several times faster
-# than a regex): `<ISO time>Z LEVEL <where>: request_id=<id> <words>`. Ids are plain ([0-9A-Za-z-]) so none
-# can hide a keyword the general recogniser would react to; anything else goes to recognise_line.
-_LEVEL_WORDS = frozenset((b"DEBUG", b"INFO", b"WARN", b"WARNING", b"ERROR", b"TRACE"))
-_SHORT = {b"VisualEncoder::encode_image:": (_ENCODE, b"start"), b"Generator::decode:": (_FIRST, b"first_token")}
-_LONG = {b"VisualEncoder::write_buffer:": (_WRITE, b"wrote"), b"TokenSynchronizer::stitch:": (_SYNC, b"consumed")}
-_TAIL = [b"tokens", b"at", b"offset"]
-_EXC_KEYS = (b"TokenStreamDesync", b"VisualEmbeddingShapeMismatch", b"CrossAttentionIndexOutOfBounds")
-_EXC_SEARCH = re.compile(b"|".join(_EXC_KEYS)).search
-# Without an exception name, a line is an event only if it has one of these words (as recognise_line decides).
-_EVENT_WORD = re.compile(rb"wrote|encode_image|first|stitch|concat|consumed").search
-# The fast shapes' messages are stored as NULL and rebuilt from the fields on reading (see fast_message).
-_FAST_MESSAGE = {
-    _ENCODE: "VisualEncoder::encode_image: request_id={rid} start",
-    _WRITE: "VisualEncoder::write_buffer: request_id={rid} wrote {tokens} tokens at offset {offset}",
-    _SYNC: "TokenSynchronizer::stitch: request_id={rid} consumed {tokens} tokens at offset {offset}",
-    _FIRST: "Generator::decode: request_id={rid} first_token",
-}
-
-# Row: (seq, line, t, kind code, request id, donor, offset, text_offset, tokens, message or None: see fast_message)
-Row = tuple
+CHUNK_BYTES = 2 << 20  # per chunk in flight, a few times this in memory while it is recognised
 
 
 @dataclass
@@ -57,19 +33,7 @@ class ScanStats:
     bytes_total: int = 0  # the files' sizes when the scan began (what it reads, however they change meanwhile)
     files: list[dict] = field(default_factory=list)  # {path, first_line, lines}
     changes: list[dict] = field(default_factory=list)  # {path, change: grew|shrank, size_at_start, size_at_end, bytes_read}
-
-
-def _seconds_cache() -> tuple[dict, Callable[[bytes], float | None]]:
-    """(cache, fill): epoch seconds of `YYYY-MM-DDTHH:MM:SS`, cached per second (a log repeats each many times)."""
-    cache: dict[bytes, float | None] = {}
-
-    def seconds(stamp: bytes) -> float | None:
-        if len(cache) > 200_000:
-            cache.clear()
-        t = cache[stamp] = _prefix(stamp.decode("ascii"))[0]
-        return t
-
-    return cache, seconds
+    read_seconds: float = 0.0  # time inside the raw read calls: bytes_read / read_seconds is the disk's (or cache's) rate
 
 
 def first_timestamp(path: Path, max_lines: int = 200) -> float | None:
@@ -123,7 +87,8 @@ def _chunks(f, progress: Callable[[int], None] | None) -> Iterator[list[bytes]]:
         yield [carry]
 
 
-def _blocks(f, progress: Callable[[int], None] | None, limit: int | None = None) -> Iterator[tuple[bytes, int, bool]]:
+def _blocks(f, progress: Callable[[int], None] | None, limit: int | None = None,
+            stats: ScanStats | None = None) -> Iterator[tuple[bytes, int, bool]]:
     """(buf, stop, overlong) per chunk: buf[0] is a newline, the complete lines are buf[1:stop], each ending in one.
 
     Same lines as `_chunks` (the reference): overlong says an over-long line followed them (one unknown line).
@@ -133,8 +98,12 @@ def _blocks(f, progress: Callable[[int], None] | None, limit: int | None = None)
     skipping = False
     raw = getattr(f, "fileobj", None) or f  # a .gz reports progress in compressed bytes
     left = limit
+    clock = time.perf_counter
     while True:
+        t0 = clock()
         data = f.read(CHUNK_BYTES if left is None else min(CHUNK_BYTES, left))
+        if stats is not None:
+            stats.read_seconds += clock() - t0
         if left is not None:
             left -= len(data)
         if progress is not None:
@@ -157,54 +126,72 @@ def _blocks(f, progress: Callable[[int], None] | None, limit: int | None = None)
         yield b"\n" + carry + b"\n", len(carry) + 2, False
 
 
+# A plain file at least this big is recognised by a pool of worker processes (one per core), chunks in flight in
+# parallel while this process reads ahead and stores; smaller ones are not worth the workers' start (about 0.3 s).
+POOL_MIN_BYTES = 48 << 20
+
+
 def scan_files(
     paths: list[Path],
     on_rows: Callable[[list[Row]], None],
     progress: Callable[[int, int, int], None] | None = None,
     stats: ScanStats | None = None,
+    as_tables: bool = False,
 ) -> ScanStats:
-    """Read the files in order, call on_rows with each chunk's event rows; progress(bytes, total, lines).
+    """Read the files in order, call on_rows with each chunk's events; progress(bytes, total, lines).
 
-    A KeyboardInterrupt stops the scan after the rows handed over so far (stats say how far it got).
+    The events are row tuples, or (as_tables) Arrow tables in log_columns.EVENT_SCHEMA with no Python object per
+    line. A KeyboardInterrupt stops the scan after the events handed over so far (stats say how far it got).
     """
-    from .log_columns import scan_block_columns  # pyarrow loads only when a log is read
+    from .log_columns import scan_block_table  # pyarrow loads only when a log is read
+    from .log_pool import ChunkPool
 
     stats = stats if stats is not None else ScanStats()
     sizes = [p.stat().st_size for p in paths]
-    total_bytes = stats.bytes_total = sum(sizes)
-    done_before = 0
+    # a stats already holding files (an index appended to) goes on from where they ended
+    total_bytes = stats.bytes_total = stats.bytes_total + sum(sizes)
+    done_before = stats.bytes_read
     clock = _seconds_cache()
-    seq = 0
-    for path, size in zip(paths, sizes):
-        shown = str(path) if len(str(path)) <= 200 else str(path)[:200] + "..."
-        entry = {"path": str(path), "first_line": stats.total_lines + 1, "lines": 0}
-        stats.files.append(entry)
+    seq = stats.events
+    big = sum(s for p, s in zip(paths, sizes) if is_regular(p)) >= POOL_MIN_BYTES
+    with ChunkPool(big) as pool:
+        for path, size in zip(paths, sizes):
+            shown = str(path) if len(str(path)) <= 200 else str(path)[:200] + "..."
+            entry = {"path": str(path), "first_line": stats.total_lines + 1, "lines": 0}
+            stats.files.append(entry)
 
-        def tick(pos: int, _base=done_before) -> None:
-            stats.bytes_read = _base + pos
-            if progress is not None:
-                progress(stats.bytes_read, total_bytes, stats.total_lines)
+            def tick(pos: int, _base=done_before) -> None:
+                stats.bytes_read = _base + pos
+                if progress is not None:
+                    progress(stats.bytes_read, total_bytes, stats.total_lines)
 
-        try:
-            with open_log(path) as f:
-                plain = getattr(f, "fileobj", None) is None  # a .gz is read whole (its stream says where it ends)
-                for buf, stop, overlong in _blocks(f, tick, size if plain and is_regular(path) else None):
-                    rows, seq, lines, unknown = scan_block_columns(buf, stop, stats.total_lines, seq, clock)
-                    if overlong:  # counted once as an unknown line, after the chunk's complete lines
-                        lines += 1
-                        unknown += 1
-                    stats.total_lines += lines
-                    entry["lines"] += lines
-                    stats.unknown_lines += unknown
-                    stats.events = seq
-                    if rows:
-                        on_rows(rows)
-                _note_change(stats, path, size, os.fstat((getattr(f, "fileobj", None) or f).fileno()).st_size, stats.bytes_read - done_before)
-        except (OSError, EOFError, zlib.error) as exc:  # EOFError, zlib.error: a truncated or corrupt .gz
-            reason = getattr(exc, "strerror", None) or exc
-            raise ReplayFormatError(f"cannot read runtime log {shown}: {reason} (expected a readable log file)") from None
-        done_before += size
+            try:
+                with open_log(path) as f:
+                    plain = getattr(f, "fileobj", None) is None  # a .gz is read whole (its stream says where it ends)
+                    blocks = _blocks(f, tick, size if plain and is_regular(path) else None, stats)
+                    for table, lines, unknown, overlong in pool.scan(blocks, scan_block_table, clock):
+                        if overlong:  # counted once as an unknown line, after the chunk's complete lines
+                            lines += 1
+                            unknown += 1
+                        table = pool.renumber(table, stats.total_lines, seq)
+                        seq += table.num_rows
+                        stats.total_lines += lines
+                        entry["lines"] += lines
+                        stats.unknown_lines += unknown
+                        stats.events = seq
+                        if table.num_rows:
+                            on_rows(table if as_tables else _rows(table))
+                    _note_change(stats, path, size, os.fstat((getattr(f, "fileobj", None) or f).fileno()).st_size, stats.bytes_read - done_before)
+            except (OSError, EOFError, zlib.error) as exc:  # EOFError, zlib.error: a truncated or corrupt .gz
+                reason = getattr(exc, "strerror", None) or exc
+                raise ReplayFormatError(f"cannot read runtime log {shown}: {reason} (expected a readable log file)") from None
+            done_before += size
     return stats
+
+
+def _rows(table) -> list[Row]:
+    """An events table as row tuples."""
+    return list(zip(*(table.column(i).to_pylist() for i in range(table.num_columns))))
 
 
 def is_regular(path: Path) -> bool:
@@ -224,74 +211,6 @@ def _note_change(stats: ScanStats, path: Path, start: int, end: int, read: int) 
     if change and is_regular(path):
         stats.changes.append({"path": str(path), "change": change, "size_at_start": start,
                               "size_at_end": end, "bytes_read": read})
-
-
-def _scan_line(raw: bytes, line_no: int, seq: int, clock) -> Row | None:
-    """One line's event row (numbered line_no, seq), or None when it is no event (unknown, or blank)."""
-    cache, seconds = clock
-    if b"request_id" in raw:
-        parts = raw.split(b" ")
-        n = len(parts)
-        if (n == 5 or n == 10) and parts[1] in _LEVEL_WORDS and parts[3][:11] == b"request_id=":
-            shape = (_SHORT if n == 5 else _LONG).get(parts[2])
-            last = parts[-1]
-            if last[-1:] == b"\r":
-                last = last[:-1]
-            stamp, rid = parts[0], parts[3][11:]
-            if (
-                shape is not None and stamp[-1:] == b"Z" and 0 < len(rid) <= 64 and (rid.isdigit() or (
-                    rid.replace(b"-", b"").isalnum() and _EXC_SEARCH(raw) is None))
-                and (last == shape[1] if n == 5 else (
-                    parts[4] == shape[1] and parts[6:9] == _TAIL and parts[5].isdigit() and last.isdigit()
-                    and len(parts[5]) <= 18 and len(last) <= 18))
-            ):
-                key = stamp[:19]
-                t = cache.get(key, -1.0)
-                if t == -1.0:
-                    t = seconds(key)
-                frac = stamp[20:-1]
-                if t is not None and (
-                    len(stamp) == 20 or (stamp[19:20] == b"." and 0 < len(frac) <= 9 and frac.isdigit())
-                ):
-                    if frac:
-                        t = t + int(frac) / 10 ** len(frac)
-                    if n == 5:
-                        return (seq, line_no, t, shape[0], rid.decode(), None, None, None, None, None)
-                    return (seq, line_no, t, shape[0], rid.decode(), None, int(last), None, int(parts[5]), None)
-    elif not (_EXC_KEYS[0] in raw or _EXC_KEYS[1] in raw or _EXC_KEYS[2] in raw):
-        return None
-    if len(raw) >= MAX_LINE_BYTES or (_EVENT_WORD(raw) is None and _EXC_SEARCH(raw) is None):
-        return None
-    found = recognise_line(raw.decode("utf-8", "replace"), line_no, seq)
-    if found is None:
-        return None
-    e = found[0]
-    return (seq, line_no, e.t, KIND_CODE[e.kind], e.request_id, e.donor, e.offset, e.text_offset, e.tokens, e.message)
-
-
-def _scan_lines(lines: list, line0: int, seq: int, clock) -> tuple[list[Row], int, int]:
-    """Reference scan, line by line (what log_columns.scan_block_columns must equal): rows, next seq, unknown count."""
-    rows: list[Row] = []
-    unknown = 0
-    line_no = line0
-    for raw in lines:
-        line_no += 1
-        if raw is None:
-            unknown += 1
-            continue
-        row = _scan_line(raw, line_no, seq, clock)
-        if row is None:
-            if raw and not raw.isspace():
-                unknown += 1
-            continue
-        rows.append(row)
-        seq += 1
-    return rows, seq, unknown
-
-
-def fast_message(kind: int, rid: str | None, offset: int | None, tokens: int | None) -> str:
-    """The message of a fast-path row (stored as NULL: its text follows from the kind and fields)."""
-    return _FAST_MESSAGE[kind].format(rid=rid, offset=offset, tokens=tokens)
 
 
 def log_paths(paths: list[str | os.PathLike]) -> list[Path]:

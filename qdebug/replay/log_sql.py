@@ -1,0 +1,118 @@
+"""Verdicts and findings of a log, in SQL (DuckDB) over its events' Parquet: what the old per-event Python loop decided.
+
+A request's row: its first mention (an overwrite mentions its writer, the donor, just before its victim), the worst of
+its own events (desync 2, shape mismatch or index out of bounds 1), its last desync's offsets, its last own buffer write
+(an overwrite is the donor's write), its last sync. An overwrite by another request contaminates the victim when it
+comes before the victim's last sync (or the victim never synced); the victim's donor is the last such overwrite's.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from qdebug.vocab import EventKind, Verdict
+
+from .log_codes import kind_code, verdict_code
+
+
+def connect(memory_mb: int = 64, database: str = ":memory:"):
+    """A DuckDB bounded in memory (it spills to a temp folder beyond) on at most two threads."""
+    import duckdb
+
+    con = duckdb.connect(database)
+    con.execute(f"SET memory_limit = '{memory_mb}MB'")
+    con.execute("SET threads = 2")
+    con.execute("SET preserve_insertion_order = false")  # every query that needs an order says ORDER BY
+    return con
+
+
+def sql_list(paths: list[Path]) -> str:
+    """A DuckDB list literal of file paths."""
+    return "[" + ", ".join("'" + str(p).replace("'", "''") + "'" for p in paths) + "]"
+
+
+# (memory limit MB, threads) tried in turn: DuckDB spills most work to disk, but a hash aggregate over a million
+# requests can still run out at the smallest limit (seen at 10 M lines, 64 MB, two threads); a bigger limit on one
+# thread then finishes it. A bound the index can always be built under beats a tighter one that sometimes fails.
+_BUDGETS = ((96, 2), (256, 1), (2048, 1))
+
+
+def derive_tables(parts: list[Path], requests: Path, findings: Path, tmp: Path) -> None:
+    """Write requests.parquet and findings.parquet from the events partitions (absolute seq and line numbers)."""
+    import duckdb
+
+    for i, (memory_mb, threads) in enumerate(_BUDGETS):
+        try:
+            return _derive(parts, requests, findings, tmp, memory_mb, threads)
+        except duckdb.OutOfMemoryException:
+            if i == len(_BUDGETS) - 1:
+                raise
+
+
+def _derive(parts: list[Path], requests: Path, findings: Path, tmp: Path, memory_mb: int, threads: int) -> None:
+    """derive_tables within one memory limit and thread count."""
+    over, write, sync, desync, shape, oob = (kind_code(k) for k in (
+        EventKind.BUFFER_OVERWRITE, EventKind.BUFFER_WRITE, EventKind.SYNC, EventKind.DESYNC,
+        EventKind.SHAPE_MISMATCH, EventKind.INDEX_OUT_OF_BOUNDS))
+    error, desynced, contaminated = (verdict_code(v) for v in (Verdict.ERROR, Verdict.DESYNC, Verdict.CONTAMINATED))
+    # A database file in the index folder (removed after), not an in-memory one: its tables (a row per request, a
+    # million at 10 M lines) are paged to disk by the buffer manager instead of failing at the memory limit.
+    work = tmp / ".derive.duckdb"
+    con = connect(memory_mb, database=str(work))
+    con.execute(f"SET threads = {threads}")
+    con.execute(f"SET temp_directory = '{_q(tmp / '.spill')}'")
+    try:
+        con.execute(f"CREATE VIEW ev AS SELECT * FROM read_parquet({sql_list(parts)})")
+        # Each mention of a request: pos orders them (an overwrite's donor, pos 2*seq, before its victim, 2*seq + 1);
+        # kind -1 marks the donor's own write. A million requests' states must fit the memory limit, so each aggregate is
+        # a fixed-size number: (pos, line) and (seq, offset + 1, 0 for none) packed into one HUGEINT, max/min of which
+        # picks the first mention's line and the last write's offset (arg_min/arg_max states are several times larger).
+        con.execute(f"""
+            CREATE TABLE agg AS
+            WITH m AS (
+              SELECT rid, seq * 2 + 1 AS pos, seq, line, kind, "offset" FROM ev WHERE rid IS NOT NULL
+              UNION ALL
+              SELECT donor, seq * 2, seq, line, -1, "offset" FROM ev WHERE kind = {over} AND donor IS NOT NULL)
+            SELECT rid, min((pos::HUGEINT << 64) | line) AS first,
+                   max(CASE WHEN kind = {desync} THEN {desynced} WHEN kind IN ({shape}, {oob}) THEN {error} ELSE 0 END) AS rank,
+                   max((seq::HUGEINT << 64) | coalesce("offset" + 1, 0)) FILTER (WHERE kind IN ({write}, -1)) AS w,
+                   max(seq) FILTER (WHERE kind = {sync}) AS last_stitch
+            FROM m GROUP BY rid""")
+        con.execute(f"""
+            CREATE TABLE des AS SELECT rid, arg_max_null(text_offset, seq) AS d_text, arg_max_null("offset", seq) AS d_vis
+            FROM ev WHERE kind = {desync} AND rid IS NOT NULL GROUP BY rid""")
+        con.execute(f"""
+            CREATE TABLE contam AS
+            SELECT e.seq, e.rid AS victim, e.donor FROM ev e JOIN agg r ON r.rid = e.rid
+            WHERE e.kind = {over} AND e.donor <> e.rid AND (r.last_stitch IS NULL OR e.seq < r.last_stitch)""")
+        con.execute(f"""
+            COPY (
+              SELECT (row_number() OVER (ORDER BY a.first) - 1)::BIGINT AS ord, a.rid,
+                     (a.first & 18446744073709551615)::BIGINT AS line,
+                     (CASE WHEN c.donor_seq IS NOT NULL THEN {contaminated} ELSE a.rank END)::TINYINT AS rank,
+                     d.rid IS NOT NULL AS has_d, d.d_text::BIGINT AS d_text, d.d_vis::BIGINT AS d_vis, a.w IS NOT NULL AS has_w,
+                     (nullif(a.w & 18446744073709551615, 0) - 1)::BIGINT AS w_vis,
+                     a.last_stitch::BIGINT AS last_stitch, c.donor, c.donor_seq::BIGINT AS donor_seq
+              FROM agg a
+              LEFT JOIN des d ON d.rid = a.rid
+              LEFT JOIN (SELECT victim, max(seq) AS donor_seq, arg_max(donor, seq) AS donor FROM contam GROUP BY victim) c
+                ON c.victim = a.rid
+              ORDER BY a.first
+            ) TO '{_q(requests)}' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 262144)""")
+        con.execute(f"""
+            COPY (
+              SELECT e.*, c.seq IS NOT NULL AS contaminating
+              FROM (SELECT * FROM ev WHERE kind IN ({desync}, {shape}, {oob}, {over})) e LEFT JOIN contam c ON c.seq = e.seq
+              WHERE e.kind <> {over} OR c.seq IS NOT NULL
+              ORDER BY e.seq
+            ) TO '{_q(findings)}' (FORMAT parquet, COMPRESSION zstd)""")
+    finally:
+        con.close()
+        for leftover in (work, tmp / ".derive.duckdb.wal"):
+            leftover.unlink(missing_ok=True)
+        shutil.rmtree(tmp / ".spill", ignore_errors=True)
+
+
+def _q(path: Path) -> str:
+    return str(path).replace("'", "''")
