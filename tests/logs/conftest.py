@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from qdebug.replay.formats.log_synth import generate_log
+from tests.logs.log_synth import generate_log
 
 BIG_LINES = 2_000_000
 

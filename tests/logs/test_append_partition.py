@@ -4,7 +4,7 @@ already indexed are reused as they are, only the new file is read, and the index
 from __future__ import annotations
 
 from qdebug.analysis.log_index_build import build_index, open_log_index
-from qdebug.replay.formats.log_synth import generate_log
+from tests.logs.log_synth import generate_log
 
 from .reference_index import index_tables
 

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from qdebug.analysis.log_index_build import index_logs, open_log_index
 from qdebug.analysis.log_report import iter_cells, iter_findings
 from qdebug.cli import app
-from qdebug.replay.formats.log_synth import generate_log
+from tests.logs.log_synth import generate_log
 from qdebug.replay.log_index import LogIndex
 
 runner = CliRunner()

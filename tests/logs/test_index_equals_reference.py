@@ -10,7 +10,7 @@ import pytest
 
 from qdebug.analysis.log_index_build import build_index
 from qdebug.replay.formats import log_scan
-from qdebug.replay.formats.log_synth import generate_log
+from tests.logs.log_synth import generate_log
 
 from .reference_index import index_tables, reference_tables
 

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from qdebug.analysis.log_index_build import open_log_index
 from qdebug.cli import app
-from qdebug.replay.formats.log_synth import generate_log
+from tests.logs.log_synth import generate_log
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_data" / "burst.log"
 runner = CliRunner()

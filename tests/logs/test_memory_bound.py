@@ -5,7 +5,7 @@ from __future__ import annotations
 import tracemalloc
 
 from qdebug.analysis.log_index_build import open_log_index
-from qdebug.replay.formats.log_synth import generate_log
+from tests.logs.log_synth import generate_log
 
 
 def _peak(path) -> int:

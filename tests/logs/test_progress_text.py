@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from qdebug.commands.log_replay import rate_text
 from qdebug.replay.formats.log_scan import ScanStats, scan_files
-from qdebug.replay.formats.log_synth import generate_log
+from tests.logs.log_synth import generate_log
 
 
 def test_rate_text_says_lines_per_second_and_the_disk_share():

@@ -25,7 +25,7 @@ def test_log_png_is_written(cache, tmp_path):
 
 
 def test_large_log_png_is_binned(cache, tmp_path):
-    from qdebug.replay.formats.log_synth import generate_log
+    from tests.logs.log_synth import generate_log
 
     log, png = tmp_path / "svc.log", tmp_path / "big.png"
     generate_log(log, 30_000, seed=4)

@@ -11,7 +11,7 @@ from pathlib import Path
 from qdebug.analysis.log_index_build import open_log_index
 from qdebug.analysis.log_report import report_from_index
 from qdebug.replay.formats import log_scan
-from qdebug.replay.formats.log_synth import generate_log
+from tests.logs.log_synth import generate_log
 
 from .conftest import qdebug
 from .hostile import strict_json

@@ -36,7 +36,7 @@ async def test_small_log_shows_timeline_and_sparse_cells(tmp_path, monkeypatch):
 
 
 async def test_large_log_pages_events_from_the_index(tmp_path, monkeypatch):
-    from qdebug.replay.formats.log_synth import generate_log
+    from tests.logs.log_synth import generate_log
 
     log = tmp_path / "svc.log"
     truth = generate_log(log, 40_000, seed=9)

@@ -61,37 +61,11 @@ def order_files(paths: list[Path]) -> list[Path]:
     return [p for _, _, p in with_t] + [p for t, _, p in keyed if t is None]
 
 
-def _chunks(f, progress: Callable[[int], None] | None) -> Iterator[list[bytes]]:
-    """Lists of complete lines (no newline) from a binary file; an over-long line becomes one None."""
-    carry = b""
-    skipping = False
-    raw = getattr(f, "fileobj", None) or f  # a .gz reports progress in compressed bytes
-    while True:
-        data = f.read(CHUNK_BYTES)
-        if progress is not None:
-            progress(raw.tell())
-        if not data:
-            break
-        if skipping:
-            cut = data.find(b"\n")
-            if cut < 0:
-                continue
-            data, skipping = data[cut + 1 :], False
-        lines = (carry + data).split(b"\n") if carry else data.split(b"\n")
-        carry = lines.pop()
-        if len(carry) >= MAX_LINE_BYTES:
-            lines.append(None)  # counted once as an unknown line; the rest of it is skipped
-            carry, skipping = b"", True
-        yield lines
-    if carry:
-        yield [carry]
-
-
 def _blocks(f, progress: Callable[[int], None] | None, limit: int | None = None,
             stats: ScanStats | None = None) -> Iterator[tuple[bytes, int, bool]]:
     """(buf, stop, overlong) per chunk: buf[0] is a newline, the complete lines are buf[1:stop], each ending in one.
 
-    Same lines as `_chunks` (the reference): overlong says an over-long line followed them (one unknown line).
+    Overlong says an over-long line followed them (counted once as an unknown line).
     At most `limit` bytes are read (a log still being written ends where it ended when the scan began).
     """
     carry = b""
