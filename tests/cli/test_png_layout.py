@@ -64,7 +64,7 @@ def test_timeline_png_labels_cross_no_bar_and_no_label(tmp_path, source):
 
 def test_timeline_png_of_a_busy_log_fits(tmp_path, monkeypatch):
     """Many requests and writes: labels give way (and are counted) rather than overlap or leave the picture."""
-    from qdebug.replay.formats.log_synth import generate_log
+    from tests.logs.log_synth import generate_log
 
     monkeypatch.setenv("QDEBUG_CACHE_DIR", str(tmp_path / "cache"))
     log, png = tmp_path / "svc.log", tmp_path / "t.png"
@@ -74,7 +74,7 @@ def test_timeline_png_of_a_busy_log_fits(tmp_path, monkeypatch):
 
 
 def test_timeline_png_of_a_large_log_is_binned_and_fits(tmp_path, monkeypatch):
-    from qdebug.replay.formats.log_synth import generate_log
+    from tests.logs.log_synth import generate_log
 
     monkeypatch.setenv("QDEBUG_CACHE_DIR", str(tmp_path / "cache"))
     log, png = tmp_path / "svc.log", tmp_path / "t.png"

@@ -72,7 +72,7 @@ class _Place:
         self.port: int | None = None
 
     def logs(self) -> None:
-        from qdebug.replay.formats.log_synth import generate_log
+        from tests.logs.log_synth import generate_log
 
         if not (self.tmp / "svc.log").exists():
             for name, seed in (("svc.log", 1), ("svc.log.1", 2), ("svc.log.2", 3)):
