@@ -28,6 +28,24 @@ def step_stage(step: int) -> str:
     return f"step.{step}"
 
 
+EVERY_STEP = "step.*"  # a breakpoint that matches every generation step's stage
+
+
+def is_layer_stage(name: str) -> bool:
+    """Whether `name` is a decoder layer's stage (`layer.N`)."""
+    return name.startswith("layer.")
+
+
+def is_step_stage(name: str) -> bool:
+    """Whether `name` is a generation step's stage (`step.K`)."""
+    return name.startswith("step.")
+
+
+def stage_number(name: str) -> int:
+    """N of a `layer.N` stage name, K of a `step.K` one."""
+    return int(name.split(".")[1])
+
+
 class EventKind(StrEnum):
     """What happened to one request at one time (replays and runtime logs alike).
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from qdebug.errors import IncompatibleTracesError
 from qdebug.findings import Finding
 from qdebug.trace.tensor_names import TensorKind as T
-from qdebug.vocab import FindingKind, Severity, StageVerdict
+from qdebug.vocab import FindingKind, Severity, StageName, StageVerdict, is_layer_stage, is_step_stage, layer_stage, step_stage
 
 from .detectors.divergence import kl, topk_overlap
 from .tolerances import Tolerance, tolerance_for
@@ -154,15 +154,15 @@ def _compare_layer(a, b, tol: Tolerance, layer: int, kinds: list[str]) -> StageD
     """A decoder layer's prefill output: every row when both traces kept them, else the last prompt row."""
     full_a, full_b = a.tensor_or_none(T.LAYER_HIDDEN, layer=layer), b.tensor_or_none(T.LAYER_HIDDEN, layer=layer)
     if full_a is not None and full_b is not None:
-        return _compare(full_a, full_b, tol, f"layer.{layer}", kinds)
+        return _compare(full_a, full_b, tol, layer_stage(layer), kinds)
     last_a, last_b = a.tensor_or_none(T.LAYER_LAST, layer=layer), b.tensor_or_none(T.LAYER_LAST, layer=layer)
     if last_a is None and full_a is not None:
         last_a = full_a[-1:]
     if last_b is None and full_b is not None:
         last_b = full_b[-1:]
     if last_a is None or last_b is None:
-        return StageDiff(f"layer.{layer}", float("nan"), float("nan"), float("nan"), StageVerdict.MISSING, detail="not captured in both runs")
-    result = _compare(last_a, last_b, tol, f"layer.{layer}", kinds, offset=len(kinds) - last_a.shape[0])
+        return StageDiff(layer_stage(layer), float("nan"), float("nan"), float("nan"), StageVerdict.MISSING, detail="not captured in both runs")
+    result = _compare(last_a, last_b, tol, layer_stage(layer), kinds, offset=len(kinds) - last_a.shape[0])
     result.detail = "last prompt row only (a trace was saved without --keep hidden); other rows not compared"
     return result
 
@@ -204,17 +204,17 @@ def diff_traces(a, b, *, atol: float | None = None, rtol: float | None = None, a
     stages: list[StageDiff] = []
     findings: list[Finding] = list(extra_findings)
 
-    stages.append(StageDiff("preprocess", 0.0, 0.0, 1.0, StageVerdict.OK, detail="same input ids and image grids"))
+    stages.append(StageDiff(StageName.PREPROCESS, 0.0, 0.0, 1.0, StageVerdict.OK, detail="same input ids and image grids"))
     enc_a = [a.tensor_or_none(T.ENCODE, image=i.index) for i in a.images]
     enc_b = [b.tensor_or_none(T.ENCODE, image=i.index) for i in b.images]
     if not a.images and a.meta.audio:  # audio families: one encode tensor per clip
         enc_a, enc_b = ([t.tensor_or_none(T.ENCODE, image=c["index"]) for c in a.meta.audio] for t in (a, b))
     if (a.images or a.meta.audio) and all(t is not None for t in enc_a + enc_b):
-        stages.append(_encoder_rows_at_positions(_compare(torch.cat(enc_a), torch.cat(enc_b), tol, "encode"), a, kinds))
+        stages.append(_encoder_rows_at_positions(_compare(torch.cat(enc_a), torch.cat(enc_b), tol, StageName.ENCODE), a, kinds))
     else:
-        stages.append(StageDiff("encode", 0.0, 0.0, 1.0, StageVerdict.OK, detail="no images"))
+        stages.append(StageDiff(StageName.ENCODE, 0.0, 0.0, 1.0, StageVerdict.OK, detail="no images"))
 
-    sync = _compare(a.tensor_or_none(T.SYNC_EMBEDS), b.tensor_or_none(T.SYNC_EMBEDS), tol, "sync", kinds)
+    sync = _compare(a.tensor_or_none(T.SYNC_EMBEDS), b.tensor_or_none(T.SYNC_EMBEDS), tol, StageName.SYNC, kinds)
     pa, pb = a.tensor_or_none(T.SYNC_POSITION_IDS), b.tensor_or_none(T.SYNC_POSITION_IDS)
     if pa is not None and pb is not None and not torch.equal(pa, pb):
         moved = (pa != pb).any(0) if pa.shape == pb.shape else None
@@ -227,14 +227,14 @@ def diff_traces(a, b, *, atol: float | None = None, rtol: float | None = None, a
             sync.token_index, sync.token_kind = first, kinds[first]
         b_text_only = pb.shape == pa.shape and bool((pb[0] == pb[1]).all() and (pb[1] == pb[2]).all())
         findings.append(Finding(
-            kind=FindingKind.POSITION_IDS, severity=Severity.ERROR, stage="sync",
+            kind=FindingKind.POSITION_IDS, severity=Severity.ERROR, stage=StageName.SYNC,
             message=sync.detail + (": B got plain 1-D text positions, not the MRoPE (t, h, w) ids" if b_text_only else ""),
         ))
     stages.append(sync)
 
     for layer in range(a.meta.num_layers):
         stages.append(_compare_layer(a, b, tol, layer, kinds))
-    stages.append(_compare(a.tensor_or_none(T.STEP_LOGITS, step=0), b.tensor_or_none(T.STEP_LOGITS, step=0), tol, "logits"))
+    stages.append(_compare(a.tensor_or_none(T.STEP_LOGITS, step=0), b.tensor_or_none(T.STEP_LOGITS, step=0), tol, StageName.LOGITS))
 
     steps: list[StepDiff] = []
     first_apart = None
@@ -249,16 +249,16 @@ def diff_traces(a, b, *, atol: float | None = None, rtol: float | None = None, a
         agree = bool(sa and sb and sa.token_id == sb.token_id)
         steps.append(StepDiff(k, sa.token if sa else None, sb.token if sb else None, kl(la, lb) if both else None, overlap, agree,
                               sa.topk.rows() if sa else [], sb.topk.rows() if sb else []))
-        stages.append(_compare(la, lb, tol, f"step.{k}") if both else StageDiff(f"step.{k}", float("nan"), float("nan"), float("nan"), StageVerdict.MISSING, detail="generated by one run only"))
+        stages.append(_compare(la, lb, tol, step_stage(k)) if both else StageDiff(step_stage(k), float("nan"), float("nan"), float("nan"), StageVerdict.MISSING, detail="generated by one run only"))
         if not agree and first_apart is None:
             first_apart = k
 
-    partial = [s.name for s in stages if s.name.startswith("layer.") and s.detail.startswith("last prompt row only")]
+    partial = [s.name for s in stages if is_layer_stage(s.name) and s.detail.startswith("last prompt row only")]
     if partial:
         findings.append(Finding(kind=FindingKind.PARTIAL_COMPARISON, severity=Severity.INFO, stage=partial[0],
                                 message=f"{len(partial)} layer(s) compared at the last prompt row only: a trace was saved without "
                                         "--keep hidden, so the other prompt rows could not be compared"))
-    missing = [s.name for s in stages if s.verdict == StageVerdict.MISSING and not s.name.startswith("step.")]
+    missing = [s.name for s in stages if s.verdict == StageVerdict.MISSING and not is_step_stage(s.name)]
     if missing:
         findings.append(Finding(kind=FindingKind.PARTIAL_COMPARISON, severity=Severity.INFO, stage=missing[0],
                                 message=f"not captured in both runs, so not compared: {', '.join(missing)}"))
@@ -270,7 +270,7 @@ def diff_traces(a, b, *, atol: float | None = None, rtol: float | None = None, a
                                    message=f"runs part at {first.name}{where}: max |diff| {first.max_abs:.3g}, cosine {first.cosine:.6f} (tolerance atol {tol.atol:g}, rtol {tol.rtol:g})"))
     if first_apart is not None:
         s = steps[first_apart]
-        findings.append(Finding(kind=FindingKind.GENERATION_DIVERGED, severity=Severity.ERROR, stage=f"step.{first_apart}",
+        findings.append(Finding(kind=FindingKind.GENERATION_DIVERGED, severity=Severity.ERROR, stage=step_stage(first_apart),
                                 message=f"generated texts part at step {first_apart}: A chose {s.a_token!r}, B chose {s.b_token!r}"))
     return DiffResult(a_label, b_label, tol, stages, steps, first, first_apart, a.generated_text, b.generated_text, findings,
                       images=image_report(a, b))
@@ -281,7 +281,7 @@ def image_report(a, b) -> list[dict]:
     from .attention import attention_grid, peak_of
 
     def landed(trace, index):
-        rows = trace.stages["sync"].summary.images or [] if "sync" in trace.stages else []
+        rows = trace.stages[StageName.SYNC].summary.images or [] if StageName.SYNC in trace.stages else []
         return next((r.visual_offset for r in rows if r.image == index), None)
 
     def peak(trace, index):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from qdebug.findings import Finding
 from qdebug.replay.engine import encoded_rows, landed_rows
-from qdebug.vocab import FindingKind, Severity, Verdict
+from qdebug.vocab import FindingKind, Severity, StageName, Verdict
 
 from .detectors.contamination import OWN, UNMATCHED, contamination_matrix, donor_of, row_owners
 
@@ -37,18 +37,18 @@ def engine_findings(report, bursts: list[dict], missing: list[str]) -> list[Find
             if donor is not None:
                 out.append(Finding(FindingKind.ENGINE_CONTAMINATION, Severity.ERROR,
                                    f"inside the engine (burst {k + 1}): request {rid}'s stream held request {donor}'s visual rows "
-                                   "(its engine trace's sync rows are that request's encoder rows)", stage="sync", request_id=rid, donor=donor))
+                                   "(its engine trace's sync rows are that request's encoder rows)", stage=StageName.SYNC, request_id=rid, donor=donor))
             elif others or owners.get(UNMATCHED):
                 share = ", ".join(f"{n} from {o}" for o, n in owners.items())
                 out.append(Finding(FindingKind.ENGINE_CONTAMINATION, Severity.ERROR,
                                    f"inside the engine (burst {k + 1}): request {rid}'s stream held a mix of visual rows ({share}, of {total})",
-                                   stage="sync", request_id=rid, donor=next(iter(others), None)))
+                                   stage=StageName.SYNC, request_id=rid, donor=next(iter(others), None)))
             named = _named(outcomes.get(rid), k)
             shown = {donor} if donor is not None else set(others)
             if named and not shown & set(named):  # the answer names a donor whose rows the engine never put in this stream
                 out.append(Finding(FindingKind.ENGINE_DISAGREEMENT, Severity.WARNING,
                                    f"burst {k + 1}: request {rid}'s answer is {', '.join(named)}'s, but its engine trace shows "
-                                   f"{', '.join(sorted(shown)) or 'its own'} rows", stage="sync", request_id=rid, donor=donor))
+                                   f"{', '.join(sorted(shown)) or 'its own'} rows", stage=StageName.SYNC, request_id=rid, donor=donor))
     if missing:
         out.append(Finding(FindingKind.PARTIAL_COMPARISON, Severity.WARNING,
                            f"{len(missing)} engine trace(s) never appeared (first: {missing[0]}): those requests carry no engine evidence"))

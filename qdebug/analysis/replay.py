@@ -10,7 +10,7 @@ from qdebug.replay.batched import BatchedRow
 from qdebug.replay.engine import ReplayRun, encoded_rows, landed_rows
 from qdebug.replay.report import ReplayReport, RequestOutcome
 from qdebug.trace.tensor_names import TensorKind as T
-from qdebug.vocab import FindingKind, Severity, Verdict
+from qdebug.vocab import FindingKind, Severity, StageName, Verdict
 
 from .offsets import candidates_from_references, measure_stream, media_spans
 from .detectors.contamination import OWN, UNMATCHED, contamination_from_donors, contamination_matrix, donor_of, is_mixed, row_owners
@@ -111,7 +111,7 @@ def _event_findings(events) -> list[Finding]:
         if (e.request_id, e.message) not in seen:
             seen.add((e.request_id, e.message))
             from_events.append(Finding(FindingKind.INJECTED, Severity.INFO, f"request {e.request_id}: {e.message} (the fault's own word; offsets are measured)",
-                                       stage="sync", request_id=e.request_id))
+                                       stage=StageName.SYNC, request_id=e.request_id))
     findings = [f for f in from_events if f.kind != FindingKind.CONTAMINATION]
     findings += [Finding(FindingKind.OVERWRITE, f.severity, f.message, f.stage, f.request_id, f.donor) for f in from_events if f.kind == FindingKind.CONTAMINATION]
     return findings
@@ -132,7 +132,7 @@ def _judge_replayed(out: RequestOutcome, trace, rows: _Rows, references: dict[st
     rid = out.id
     donor = donor_of(rows.ran, rows.matrix, rid)
     mixed = is_mixed(rows.ran, rows.matrix, rid)
-    failed = [c for c in (trace.stages["sync"].checks if trace else []) if not c.ok]
+    failed = [c for c in (trace.stages[StageName.SYNC].checks if trace else []) if not c.ok]
     moved = [im for im in out.images if im["visual_offset"] != im["text_offset"]]
     diverged = out.replayed is not None and out.replayed != out.reference
     # What production answered is judged beside the verdict, never into it: the verdict is this replay's own evidence.
@@ -145,7 +145,7 @@ def _judge_replayed(out: RequestOutcome, trace, rows: _Rows, references: dict[st
         findings.append(Finding(FindingKind.CONTAMINATION, Severity.ERROR,
             f"request {rid} received request {donor}'s visual rows (similarity {score[rows.ran.index(donor)]:.3f} vs its own {score[rows.ran.index(rid)]:.3f})"
             + (f"; it answered {out.replayed!r}, {donor}'s reference is {references[donor]!r}" if out.replayed is not None else ""),
-            stage="sync", request_id=rid, donor=donor,
+            stage=StageName.SYNC, request_id=rid, donor=donor,
         ))
     elif mixed or failed or moved:
         findings += _desync_findings(out, rows if mixed else None, failed, moved)
@@ -167,17 +167,17 @@ def _desync_findings(out: RequestOutcome, mixed_rows: _Rows | None, failed: list
         parts = ", ".join(f"{n} ({n / total:.0%}) " + whose.get(d, "are " + d + "'s") for d, n in owners.items())
         findings.append(Finding(FindingKind.MIXED_ROWS, Severity.ERROR,
             f"request {rid}'s stream holds a mix of visual rows: of its {total} rows, {parts}",
-            stage="sync", request_id=rid, donor=next(iter(donors), None),
+            stage=StageName.SYNC, request_id=rid, donor=next(iter(donors), None),
         ))
         out.donor = next(iter(donors), None)
     for check in failed:
         findings.append(Finding(FindingKind.DESYNC if check.kind == FindingKind.DESYNC else FindingKind.SHAPE_MISMATCH, Severity.ERROR,
-                                f"request {rid}: {check.name} failed ({check.detail})", stage="sync", request_id=rid))
+                                f"request {rid}: {check.name} failed ({check.detail})", stage=StageName.SYNC, request_id=rid))
     if not failed:  # batched streams carry no checks: say what the measurement found
         for im in moved:
             where = "nowhere in the stream" if im["visual_offset"] is None else f"at {im['visual_offset']}"
             findings.append(Finding(FindingKind.DESYNC, Severity.ERROR, f"request {rid} image {im['index']}: visual rows landed {where}, placeholders start at {im['text_offset']}",
-                                    stage="sync", request_id=rid))
+                                    stage=StageName.SYNC, request_id=rid))
     return findings
 
 

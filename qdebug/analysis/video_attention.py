@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from qdebug.vocab import StageName
+
 from .attention import attention_grid
 
 
@@ -32,7 +34,7 @@ class VideoPeak:
 
 def video_preps(trace) -> list:
     """The preprocess stage's VideoPrep of each video (empty for an image or audio trace)."""
-    stage = trace.stages.get("preprocess")
+    stage = trace.stages.get(StageName.PREPROCESS)
     return list(stage.summary.videos or []) if stage is not None else []
 
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from qdebug.errors import InputError
 from qdebug.model.choice import ModelChoice
+from qdebug.vocab import StageName
 
 if TYPE_CHECKING:
     from qdebug.trace.schema import Trace
@@ -85,7 +86,7 @@ def _attn_json(trace, *, layer: int | None, head: int | None) -> dict:
         grid = attention_grid(trace, index, layer=layer, head=head)
         return peak_of(grid, index).to_json() if grid is not None else None
 
-    visual = {r.image: r.visual_offset for r in trace.stages["sync"].summary.images or []} if "sync" in trace.stages else {}
+    visual = {r.image: r.visual_offset for r in trace.stages[StageName.SYNC].summary.images or []} if StageName.SYNC in trace.stages else {}
     for s, step in zip(steps, trace.steps):
         s["raw_topk"] = step.raw_topk.rows() if step.raw_topk else s["topk"]
         s["raw_prob"] = step.raw_prob if step.raw_prob is not None else step.prob
@@ -106,7 +107,7 @@ def _attn_json(trace, *, layer: int | None, head: int | None) -> dict:
         **({"audio": trace.meta.audio} if trace.meta.audio else {}),
         **({"videos": video_json(trace, layer=layer, head=head)} if trace.request.videos and not trace.mixed_media else {}),
         # mixed media (Qwen2.5-Omni): every item at its encoder, as sync measured it (runs, rows, exact)
-        **({"media": [m.to_json() for m in trace.stages["sync"].summary.media]} if trace.mixed_media and "sync" in trace.stages else {}),
+        **({"media": [m.to_json() for m in trace.stages[StageName.SYNC].summary.media]} if trace.mixed_media and StageName.SYNC in trace.stages else {}),
         "stages": [{"name": s.name, "ok": s.ok} for s in trace.stages.values()],
         "steps": steps,
         "findings": [{k: v for k, v in f.to_json().items() if k in ("kind", "severity", "stage", "message")} for f in trace.findings],
@@ -231,7 +232,7 @@ def video_json(trace, *, layer: int | None, head: int | None) -> list[dict]:
     """Each video of the trace: frames sampled, temporal slices and grid, its sync, and the attention peak (time s, row, col)."""
     from qdebug.analysis.video_attention import video_peak, video_preps
 
-    sync = {v.video: v for v in trace.stages["sync"].summary.videos or []} if "sync" in trace.stages else {}
+    sync = {v.video: v for v in trace.stages[StageName.SYNC].summary.videos or []} if StageName.SYNC in trace.stages else {}
     out = []
     for img, prep in zip(trace.images, video_preps(trace)):
         peak = video_peak(trace, img.index, layer=layer, head=head)

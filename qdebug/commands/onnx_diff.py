@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from qdebug.vocab import is_layer_stage, stage_number
+
 
 def run_onnx_diff(args, models: dict | None = None) -> list:
     """One Comparison per order (A = the PyTorch reference trace, B = the export's). `models` caches loaded models."""
@@ -50,11 +52,11 @@ def run_onnx_diff(args, models: dict | None = None) -> list:
         explained = explain_onnx(result, run)
         fd = result.first_divergence
         inputs_explain = any(f.kind in (FindingKind.DEEPSTACK, FindingKind.POSITION_IDS) for f in explained)  # the graph's inputs already say why
-        if fd is not None and fd.name.startswith("layer.") and "prefill" in manifest.graphs and not inputs_explain:
+        if fd is not None and is_layer_stage(fd.name) and "prefill" in manifest.graphs and not inputs_explain:
             from qdebug.analysis.onnx_findings import explain_weights
             from qdebug.export.weights import layer_weight_layouts
 
-            layer = int(fd.name.split(".")[1])
+            layer = stage_number(fd.name)
             explain_weights(result, layer, layer_weight_layouts(manifest.file("prefill"), loaded, layer))
         results.append(Comparison(order, result, reference, exported))
     return results

@@ -8,7 +8,7 @@ from qdebug.trace.runner import placeholder_spans
 from qdebug.trace.schema import Check, Stage
 from qdebug.trace.stages.audio import clip_stages
 from qdebug.trace.summaries import PreprocessSummary
-from qdebug.vocab import FindingKind
+from qdebug.vocab import FindingKind, StageName
 
 from .requests import EngineRequest
 
@@ -41,7 +41,7 @@ def audio_stages(req: EngineRequest, model, prompt_text: str, extractor, tensors
         checks.append(Check(f"clip {n}: vLLM's placeholder range == its span of audio tokens", (feat.offset, feat.offset + feat.length) == tuple(span),
                             f"vLLM {feat.offset}..{feat.offset + feat.length}, ids {span[0]}..{span[1]}", FindingKind.DESYNC))
     shapes = [f.pixel_shape for _, f in indexed if f.pixel_shape]
-    stages = {"preprocess": Stage("preprocess", PreprocessSummary(
+    stages = {StageName.PREPROCESS: Stage(StageName.PREPROCESS, PreprocessSummary(
         text=prompt_text, num_tokens=len(ids), input_features_shape=[len(shapes), *shapes[0][-2:]] if shapes else None,
         frames_kept=[c["frames"] for c in clips], spans=[c["span"] for c in clips]), checks)}
     expected = torch.arange(len(ids))  # a text model's positions: 0..T-1 (what transformers derives from the mask)

@@ -25,7 +25,7 @@ from qdebug.trace.stages.steps import step_stages
 from qdebug.trace.stages.sync import sync_stage
 from qdebug.trace.stats import topk_of
 from qdebug.trace.summaries import LogitsSummary, PreprocessSummary
-from qdebug.vocab import FindingKind, Severity
+from qdebug.vocab import FindingKind, Severity, StageName, layer_stage, step_stage
 
 from .requests import EngineRequest
 
@@ -75,13 +75,13 @@ def assemble_engine_trace(req: EngineRequest, generated: list[int], model: Engin
         stages, levels = _image_stages(req, model, prompt_text, images, checks, tensors)
     stages.update(layer_stages(rec, model.num_layers, tensors))
     last = topk_of(rec.step_logits[0], topk)[0] if rec.step_logits else []
-    stages["logits"] = Stage("logits", LogitsSummary(positions=len(ids), k=topk, last_topk=[token_text(tok, i) for i in last],
+    stages[StageName.LOGITS] = Stage(StageName.LOGITS, LogitsSummary(positions=len(ids), k=topk, last_topk=[token_text(tok, i) for i in last],
                                                      prompt_topk="last position only"))
     steps, step_map = step_stages(rec, generated, tok, topk, tensors)
     stages.update(step_map)
     findings = check_findings(stages) + _layout_findings(req)
     if len(rec.step_logits) < len(generated):
-        findings.append(Finding(kind=FindingKind.PARTIAL_COMPARISON, severity=Severity.INFO, stage=f"step.{len(rec.step_logits)}",
+        findings.append(Finding(kind=FindingKind.PARTIAL_COMPARISON, severity=Severity.INFO, stage=step_stage(len(rec.step_logits)),
                                 message=f"the engine sampled {len(generated)} tokens; logits of {len(rec.step_logits)} were recorded"))
     trace = Trace(
         meta=_meta(model, req, clips),
@@ -114,7 +114,7 @@ def _image_stages(req: EngineRequest, model: EngineModel, prompt_text: str, imag
         import torch
 
         rec.vision_rows, levels = _split_levels(torch.cat(rows), model)
-    preprocess = Stage("preprocess", PreprocessSummary(
+    preprocess = Stage(StageName.PREPROCESS, PreprocessSummary(
         text=prompt_text, num_tokens=len(req.prompt_ids),
         pixel_values_shape=_pixel_shape(req), image_grid_thw=[list(i.grid_thw) for i in images], spans=[list(i.span) for i in images],
     ), checks)
@@ -122,7 +122,7 @@ def _image_stages(req: EngineRequest, model: EngineModel, prompt_text: str, imag
     sync = sync_stage(None, images, encode_rows, rec, {}, tensors)  # no reference rope index in the engine: diff compares
     if req.mrope_delta is not None:
         sync.summary.rope_deltas = [int(req.mrope_delta)]
-    return {"preprocess": preprocess, "encode": encode, "sync": sync}, levels
+    return {StageName.PREPROCESS: preprocess, StageName.ENCODE: encode, StageName.SYNC: sync}, levels
 
 
 def _layout_findings(req: EngineRequest) -> list[Finding]:
@@ -136,7 +136,7 @@ def _layout_findings(req: EngineRequest) -> list[Finding]:
         what = (f"head and token axes swapped: its {seen['rows']} rows are the projection's rows laid out [H, T, D] "
                 f"({seen['heads']} heads) and read as [T, H, D]" if seen["layout"] == HEAD_FIRST
                 else "neither the projection's rows nor their head-first reading")
-        out.append(Finding(kind=FindingKind.LAYOUT, severity=Severity.ERROR, stage=f"layer.{layer}", layer=layer,
+        out.append(Finding(kind=FindingKind.LAYOUT, severity=Severity.ERROR, stage=layer_stage(layer), layer=layer,
                            message=f"layer {layer} {seen['tensor']} entering vLLM's kernel (prefill): {what}"))
     return out
 

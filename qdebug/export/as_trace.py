@@ -9,6 +9,7 @@ from qdebug.trace.schema import Stage, Step, TopK, Trace
 from qdebug.trace.stats import topk_of
 from qdebug.trace.summaries import summary_type
 from qdebug.trace.tensor_names import TensorKind as T
+from qdebug.vocab import StageName
 
 from .ort_run import OnnxRun
 
@@ -22,7 +23,7 @@ def onnx_trace(reference: Trace, run: OnnxRun, tokenizer, source: str, topk: int
     trace.findings = []
     trace.meta = replace(reference.meta, model={**reference.meta.model, "path": source, "device": run.provider, "dtype": run.dtype,
                                                 "attn_kernel": "onnxruntime"}, onnx={"exposed": run.exposed})
-    trace.stages = {name: Stage(name, summary_type(name)()) for name in reference.stages if name in run.exposed or name == "preprocess"}
+    trace.stages = {name: Stage(name, summary_type(name)()) for name in reference.stages if name in run.exposed or name == StageName.PREPROCESS}
     logits = trace.tensor_or_none(T.STEP_LOGITS, step=0)
     trace.steps, trace.generated_ids, trace.generated_text = [], [], ""
     if logits is not None:

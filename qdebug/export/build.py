@@ -11,6 +11,7 @@ from pathlib import Path
 from qdebug import strict_json
 from qdebug.atomic import temp_stem
 from qdebug.errors import InputError, QDebugError, cause, text_lines
+from qdebug.vocab import StageName, layer_stage
 
 from .graphs import PrefillGraph, VisionGraph, vision_precompute
 from .inject import Injects, transposed_weights
@@ -122,9 +123,9 @@ def export_onnx(loaded, out: Path, injects: Injects, opset: int | None = None) -
         opsets = {imp.domain or "ai.onnx": imp.version for imp in onnx.load(str(tmp / PREFILL_FILE), load_external_data=False).opset_import}
         graphs = {
             "vision": ManifestGraph(VISION_FILE, {"pixel_values": "pixel_values", **{k: k for k in pre}},
-                                {"encode": "rows", **{f"deepstack.{k}": f"deepstack_{k}" for k in range(n_deep)}}),
+                                {StageName.ENCODE: "rows", **{f"deepstack.{k}": f"deepstack_{k}" for k in range(n_deep)}}),
             "prefill": ManifestGraph(PREFILL_FILE, {n.replace("deepstack_", "deepstack."): n for n in names},
-                                 {"logits": "logits", **{f"layer.{i}": f"hidden_{i}" for i in range(n_layers)}}),
+                                 {StageName.LOGITS: "logits", **{layer_stage(i): f"hidden_{i}" for i in range(n_layers)}}),
         }
         extra = {"opset": opsets.get("ai.onnx"), "exporter": f"torch.onnx.export(dynamo=True), torch {torch.__version__}",
                  "injected": injects.names}

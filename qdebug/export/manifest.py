@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from qdebug.errors import ExportFormatError
+from qdebug.vocab import StageName
 
 FORMAT = "qdebug-onnx-export"
 VERSION = 1
@@ -22,8 +23,8 @@ INPUT_ROLES = {
     "vision": ("pixel_values", "vision_position_ids", "interp_indices", "interp_weights", "image_grid_thw"),
     "prefill": ("inputs_embeds", "position_ids", "attention_mask", "visual_pos_masks", "deepstack.K"),
 }
-OUTPUT_ROLES = {"vision": ("encode", "deepstack.K"), "prefill": ("logits", "layer.N")}
-REQUIRED = {"vision": ("pixel_values", "encode"), "prefill": ("inputs_embeds", "logits")}
+OUTPUT_ROLES = {"vision": (StageName.ENCODE, "deepstack.K"), "prefill": (StageName.LOGITS, "layer.N")}
+REQUIRED = {"vision": ("pixel_values", StageName.ENCODE), "prefill": ("inputs_embeds", StageName.LOGITS)}
 
 
 @dataclass

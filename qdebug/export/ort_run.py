@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from qdebug.errors import ExportFormatError, ExportMismatchError, cause
 from qdebug.trace.tensor_names import TensorKind as T, tensor_name
+from qdebug.vocab import StageName, is_layer_stage, stage_number
 
 from .build import deepstack_count, model_block
 from .graphs import vision_precompute
@@ -118,14 +119,14 @@ def _check_shapes(opened: OpenExport, loaded) -> None:
     if "prefill" in m.graphs:
         graph = m.graphs["prefill"]
         checks.append(("prefill", opened.inputs["prefill"][graph.inputs["inputs_embeds"]][1], have["hidden"], "inputs_embeds width"))
-        checks.append(("prefill", opened.outputs["prefill"][graph.outputs["logits"]][1], have["vocab"], "logits width (vocabulary)"))
+        checks.append(("prefill", opened.outputs["prefill"][graph.outputs[StageName.LOGITS]][1], have["vocab"], "logits width (vocabulary)"))
         for role in graph.outputs:
-            if role.startswith("layer.") and int(role.split(".")[1]) >= have["layers"]:
+            if is_layer_stage(role) and stage_number(role) >= have["layers"]:
                 raise ExportMismatchError(f"{m.path}: maps {role} but --model {loaded.spec} has decoder layers 0..{have['layers'] - 1}")
-            if role.startswith("layer."):
+            if is_layer_stage(role):
                 checks.append(("prefill", opened.outputs["prefill"][graph.outputs[role]][1], have["hidden"], f"{role} width"))
     if "vision" in m.graphs:
-        checks.append(("vision", opened.outputs["vision"][m.graphs["vision"].outputs["encode"]][1], have["hidden"], "encode rows width"))
+        checks.append(("vision", opened.outputs["vision"][m.graphs["vision"].outputs[StageName.ENCODE]][1], have["hidden"], "encode rows width"))
     for graph, shape, want, what in checks:
         last = shape[-1] if shape else None
         if isinstance(last, int) and last != want:
@@ -156,7 +157,7 @@ def run_export(opened: OpenExport, loaded, inputs: dict) -> OnnxRun:
 
     m, model, adapter = opened.manifest, loaded.model, loaded.adapter
     tensors: dict = {}
-    exposed = ["sync"]
+    exposed = [StageName.SYNC]
     ids = inputs["input_ids"].cpu()
     image_mask = ids[0] == adapter.image_token_id(loaded.config)
     rows_all, deep_all = None, []
@@ -171,12 +172,12 @@ def run_export(opened: OpenExport, loaded, inputs: dict) -> OnnxRun:
             start += n
             feed = {tensor: _feed(ins, tensor, values[role]) for role, tensor in graph.inputs.items()}
             out = _run(sess, feed, m.file("vision"), f"image {i}")
-            chunks.append(_rows(out[graph.outputs["encode"]]))
+            chunks.append(_rows(out[graph.outputs[StageName.ENCODE]]))
             tensors[tensor_name(T.ENCODE, image=i)] = chunks[-1]
             deep_chunks.append([_rows(out[graph.outputs[f"deepstack.{k}"]]) for k in range(_count(graph.outputs, "deepstack"))])
         rows_all = torch.cat(chunks)
         deep_all = [torch.cat(parts) for parts in zip(*deep_chunks)] if deep_chunks and deep_chunks[0] else []
-        exposed.append("encode")
+        exposed.append(StageName.ENCODE)
 
     with torch.no_grad():
         embeds = adapter.embed_tokens(model)(ids.to(loaded.device))[0].float().cpu()
@@ -213,12 +214,12 @@ def run_export(opened: OpenExport, loaded, inputs: dict) -> OnnxRun:
             raise ExportFormatError(f"{m.file('prefill')}: needs {', '.join(missing)} but the request produced none (no vision graph output for it)")
         feed = {tensor: _feed(ins, tensor, values[role]) for role, tensor in graph.inputs.items()}
         out = _run(sess, feed, m.file("prefill"), f"{seq} tokens")
-        logits = _rows(out[graph.outputs["logits"]])
+        logits = _rows(out[graph.outputs[StageName.LOGITS]])
         tensors[tensor_name(T.STEP_LOGITS, step=0)] = logits[-1] if logits.ndim == 2 else logits
-        exposed.append("logits")
+        exposed.append(StageName.LOGITS)
         for role, tensor in graph.outputs.items():
-            if role.startswith("layer."):
-                tensors[tensor_name(T.LAYER_HIDDEN, layer=int(role.split(".")[1]))] = _rows(out[tensor])
+            if is_layer_stage(role):
+                tensors[tensor_name(T.LAYER_HIDDEN, layer=stage_number(role))] = _rows(out[tensor])
                 exposed.append(role)
     return OnnxRun(tensors, exposed, position_input, position_shape, deepstack_count(loaded), deepstack_fed, dtype, opened.provider)
 

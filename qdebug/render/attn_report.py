@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from qdebug.trace.summaries import TensorStats
+from qdebug.vocab import StageName, is_layer_stage, is_step_stage
 
 from .findings import findings_panel
 from .heatmap import heatmap, legend, thumbnail
@@ -27,28 +28,28 @@ def stage_table(trace) -> Table:
 
 def _stage_what(trace, stage) -> str:
     s = stage.summary
-    if trace.mixed_media and stage.name in ("preprocess", "encode", "sync"):
+    if trace.mixed_media and stage.name in (StageName.PREPROCESS, StageName.ENCODE, StageName.SYNC):
         from .media_report import media_stage_what
 
         return media_stage_what(stage) or ""
-    if trace.request.videos and stage.name in ("preprocess", "sync"):
+    if trace.request.videos and stage.name in (StageName.PREPROCESS, StageName.SYNC):
         from .video_report import video_stage_what
 
         return video_stage_what(stage) or ""
-    if trace.meta.audio and stage.name in ("preprocess", "encode", "sync"):
+    if trace.meta.audio and stage.name in (StageName.PREPROCESS, StageName.ENCODE, StageName.SYNC):
         from .audio_strip import audio_stage_what
 
         return audio_stage_what(stage) or ""
-    if stage.name == "preprocess":
+    if stage.name == StageName.PREPROCESS:
         return f"{s.num_tokens} tokens, pixel_values {s.pixel_values_shape}, grid_thw {s.image_grid_thw}, spans {s.spans}"
-    if stage.name == "encode":
+    if stage.name == StageName.ENCODE:
         return "; ".join(f"img {i.image}: {i.rows}×{i.dim} |x| mean {i.stats.norm_mean:.3g} fp {i.fingerprint[:8]}" for i in s.images or [])
-    if stage.name == "sync":
+    if stage.name == StageName.SYNC:
         parts = [f"img {i.image}: text@{i.text_offset} visual@{i.visual_offset} rows {i.rows}/{i.placeholders}" for i in s.images or []]
         if s.rope_deltas is not None:
             parts.append(f"rope_deltas {s.rope_deltas}")
         return "; ".join(parts)
-    if stage.name.startswith("layer."):
+    if is_layer_stage(stage.name):
         st = s.stats or TensorStats(mean=0, std=0, max_abs=0)
         what = f"hidden {st.shape} mean {st.mean:.3g} std {st.std:.3g} max|x| {st.max_abs:.3g}" + (" +attn" if s.attn_shape is not None else "")
         if s.kind == "linear_attention":
@@ -57,9 +58,9 @@ def _stage_what(trace, stage) -> str:
         if deep and deep.get("added"):
             what += f" · +deepstack level {deep['level']} to {deep['rows']} rows (×{deep['relative_norm']:.2f} of |h|)"
         return what
-    if stage.name == "logits":
+    if stage.name == StageName.LOGITS:
         return f"{s.positions} positions, next: {', '.join(map(repr, s.last_topk or []))}"
-    if stage.name.startswith("step."):
+    if is_step_stage(stage.name):
         return f"{s.token!r} p={s.prob:.3f} H={s.entropy:.3f}"
     return ""
 

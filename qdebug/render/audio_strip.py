@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from qdebug.trace.tensor_names import TensorKind as T
+from qdebug.vocab import StageName
 
 from .files import pyplot, save_png
 from .plots import steps_phrase
@@ -94,12 +95,12 @@ def audio_png(trace, path: str | Path, *, steps: list[int], layer: int | None = 
 def audio_stage_what(stage) -> str | None:
     """One-line summary of an audio request's preprocess/encode/sync stage (None for other stages)."""
     s = stage.summary
-    if stage.name == "preprocess":
+    if stage.name == StageName.PREPROCESS:
         return f"{s.num_tokens} tokens, input_features {s.input_features_shape}, frames kept {s.frames_kept}, spans {s.spans}"
-    if stage.name == "encode":
+    if stage.name == StageName.ENCODE:
         return "; ".join(f"clip {c.audio}: {c.rows}×{c.dim} of {c.rows_out} rows |x| mean {c.stats.norm_mean:.3g} fp {c.fingerprint[:8]}"
                          for c in s.audio or [])
-    if stage.name == "sync":
+    if stage.name == StageName.SYNC:
         return "; ".join(f"clip {c.audio}: text@{c.text_offset} audio@{c.audio_offset} rows {c.rows}/{c.placeholders} ({c.frames} frames)"
                          for c in s.audio or [])
     return None

@@ -7,17 +7,19 @@ from rich.console import Group
 from rich.panel import Panel
 from rich.text import Text
 
+from qdebug.vocab import StageName
+
 from .heatmap import heatmap, legend
 
 
 def video_stage_what(stage) -> str | None:
     """The `what` cell of preprocess and sync for a video request (None for other stages)."""
     s = stage.summary
-    if stage.name == "preprocess" and s.videos:
+    if stage.name == StageName.PREPROCESS and s.videos:
         return f"{s.num_tokens} tokens; " + "; ".join(
             f"video {v.video}: {v.frames} frames (indices {v.frame_indices}, t {v.frame_times} s), temporal patch {v.temporal_patch_size}, "
             f"grid_thw {v.grid_thw}, runs {v.runs}" for v in s.videos)
-    if stage.name == "sync" and s.videos:
+    if stage.name == StageName.SYNC and s.videos:
         parts = [f"video {v.video}: rows {v.rows}/{v.placeholders} in {len(v.runs or [])} run(s), temporal ids {v.temporal_ids} "
                  f"(get_rope_index {v.expected_temporal_ids})" for v in s.videos]
         if s.rope_deltas is not None:

@@ -6,7 +6,7 @@ import datetime as _dt
 
 from qdebug import __version__
 from qdebug.findings import Finding
-from qdebug.vocab import Severity
+from qdebug.vocab import Severity, StageName
 
 from .hooks import Recorder
 from .input_checks import context_limit, image_digest, input_findings
@@ -54,11 +54,11 @@ def assemble_trace(loaded, request, prepared, rec: Recorder, generated, queries,
             from .stages.video import video_preps
 
             videos = video_preps(loaded, request, prepared, images)
-        stages = {"preprocess": preprocess_stage(request, prepared, images, videos), "encode": encode,
-                  "sync": sync_stage(loaded, images, encode_rows, rec, prepared.inputs, tensors, prepared)}
+        stages = {StageName.PREPROCESS: preprocess_stage(request, prepared, images, videos), StageName.ENCODE: encode,
+                  StageName.SYNC: sync_stage(loaded, images, encode_rows, rec, prepared.inputs, tensors, prepared)}
     n_layers = len(loaded.adapter.decoder_layers(loaded.model))
     stages.update(layer_stages(rec, n_layers, tensors))
-    stages["logits"] = logits_stage(loaded, rec, len(ids), tok, options, tensors)
+    stages[StageName.LOGITS] = logits_stage(loaded, rec, len(ids), tok, options, tensors)
     steps, step_stage_map = step_stages(rec, generated, tok, options.topk, tensors)
     stages.update(step_stage_map)
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from qdebug.vocab import layer_stage
+
 from .hooks import to_cpu
 from .protocols import FamilySinkBase
 
@@ -86,7 +88,7 @@ def attach_deepstack(trace, levels: list[int], features_handed: int, layers: dic
     per_layer = []
     for layer in sorted(layers):
         rec = layers[layer]
-        stage = trace.stages.get(f"layer.{layer}")
+        stage = trace.stages.get(layer_stage(layer))
         if stage is not None:
             stage.summary.deepstack = {k: v for k, v in rec.items() if k != "rows"} | {"rows": len(rec["rows"])}
         per_layer.append({"layer": layer, **rec})

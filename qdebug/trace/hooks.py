@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from qdebug.model.attention import AttentionCall, tapping
+from qdebug.vocab import StageName, layer_stage, step_stage
 
 from .protocols import FamilySink, Fault, PipelineListener, RecorderSink, SilentListener
 
@@ -137,7 +138,7 @@ class Recorder(RecorderSink):
         for fault in self.faults:
             new = fault.on_encoded(self, replaced)
             replaced = replaced if new is None else new
-        self.on_stage("encode")
+        self.on_stage(StageName.ENCODE)
         if replaced is rows:
             return None
         output.pooler_output = replaced
@@ -178,7 +179,7 @@ class Recorder(RecorderSink):
             self.position_ids = to_cpu(pos[:, 0])
         if self.image_positions:
             self.listener.rows_synced(self.sync_offset, len(self.image_positions))
-        self.on_stage("sync")
+        self.on_stage(StageName.SYNC)
         if changed:
             return args, {**kwargs, "inputs_embeds": embeds, **({"position_ids": given} if given is not None else {})}
         return None
@@ -198,7 +199,7 @@ class Recorder(RecorderSink):
                 self.hidden_kept[layer] = self._hold(hidden[0, rows])
             for extra in self.family:
                 extra.layer_output(layer, output)
-            self.on_stage(f"layer.{layer}")
+            self.on_stage(layer_stage(layer))
         elif self.keep_hidden or self.hidden_rows != []:
             self.step_hidden.setdefault(layer, []).append(self._hold(hidden[0, -1]))
 
@@ -220,8 +221,8 @@ class Recorder(RecorderSink):
         self.step_logits.append(to_cpu(logits[0, -1], torch.float32))
         if self.step == 0:
             self.listener.first_token()
-            self.on_stage("logits")
-        self.on_stage(f"step.{self.step}")
+            self.on_stage(StageName.LOGITS)
+        self.on_stage(step_stage(self.step))
 
     def attention_tap(self, call: AttentionCall, proceed):
         """Attention tap: the layer computes with its own kernel; weights are computed only for the kept

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 
 from qdebug.findings import Finding
-from qdebug.vocab import FindingKind, Severity
+from qdebug.vocab import FindingKind, Severity, StageName
 
 from .image_input import flat_colour
 
@@ -33,13 +33,13 @@ def input_findings(request, prompt_tokens: int, limit: int | None) -> list[Findi
         if colour is not None:
             where = request.image_paths[i] if i < len(request.image_paths) else f"<image {i}>"
             found.append(Finding(
-                kind=FindingKind.FLAT_IMAGE, severity=Severity.WARNING, stage="preprocess",
+                kind=FindingKind.FLAT_IMAGE, severity=Severity.WARNING, stage=StageName.PREPROCESS,
                 message=f"flat image: image {i} ({where}) reaches the processor as one colour {colour} in all "
                         f"{image.size[0]}×{image.size[1]} pixels; the model sees no content (check the file's bit depth)",
             ))
     if limit is not None and prompt_tokens + request.max_new_tokens > limit:
         found.append(Finding(
-            kind=FindingKind.PROMPT_TOO_LONG, severity=Severity.WARNING, stage="preprocess",
+            kind=FindingKind.PROMPT_TOO_LONG, severity=Severity.WARNING, stage=StageName.PREPROCESS,
             message=f"prompt too long: {prompt_tokens} prompt tokens + {request.max_new_tokens} to generate exceed "
                     f"the model's context of {limit} tokens (max_position_embeddings); positions past {limit} are extrapolated",
         ))

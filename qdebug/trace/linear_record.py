@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from qdebug.model.linear_attention import install, linear_tapping
-from qdebug.vocab import FindingKind
+from qdebug.vocab import FindingKind, StageName, layer_stage
 
 from .hooks import to_cpu
 from .protocols import FamilySinkBase, LinearTap
@@ -68,7 +68,7 @@ class LinearRecorder(LinearTap, FamilySinkBase):
         types = loaded.adapter.layer_types(loaded.config)
         trace.meta.layer_types = types
         for layer, kind in enumerate(types):
-            stage = trace.stages.get(f"layer.{layer}")
+            stage = trace.stages.get(layer_stage(layer))
             if stage is None:
                 continue
             stage.summary.kind = kind
@@ -91,7 +91,7 @@ class LinearRecorder(LinearTap, FamilySinkBase):
             bad = sum(rec[n]["nan"] + rec[n]["inf"] for n in ("query", "key", "value", "g", "beta"))
             stage.checks.append(Check("q/k/v/g/beta: no NaN/Inf", bad == 0, f"{bad} non-finite", FindingKind.NAN_INF))
         pos = self.position_ids
-        sync = trace.stages.get("sync")
+        sync = trace.stages.get(StageName.SYNC)
         if pos is not None and sync is not None and pos.ndim == 2 and pos.shape[0] == 4:
             text = (prepared.inputs["attention_mask"][0].long().cumsum(-1) - 1).clamp(min=0)
             same = bool(torch.equal(pos[0].long(), text))

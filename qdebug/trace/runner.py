@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from qdebug.errors import PlaceholderError
+from qdebug.vocab import StageName
 
 from .assemble import assemble_trace
 from .hooks import Recorder, recording
@@ -197,7 +198,7 @@ def trace_request(
         faults=faults,
         listener=listener,
     )
-    recorder.on_stage("preprocess")
+    recorder.on_stage(StageName.PREPROCESS)
     from .family_record import family_recording
 
     scores: list = []

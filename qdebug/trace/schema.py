@@ -13,7 +13,7 @@ from qdebug.atomic import atomic_path
 from qdebug.errors import TraceFormatError
 from qdebug.findings import Finding
 from qdebug.input_files import refuse_special
-from qdebug.vocab import FindingKind
+from qdebug.vocab import FindingKind, StageName, is_layer_stage
 
 from .meta import TraceMeta, TraceRequest
 from .summaries import Summary, summary_from_json
@@ -120,13 +120,13 @@ class Trace:
     @property
     def mixed_media(self) -> bool:
         """Whether the request mixed modalities, each traced at its own encoder (Qwen2.5-Omni): stages carry `media`."""
-        stage = self.stages.get("preprocess")
+        stage = self.stages.get(StageName.PREPROCESS)
         return stage is not None and getattr(stage.summary, "media", None) is not None
 
     @property
     def num_layers(self) -> int:
         """How many decoder layers were captured."""
-        return sum(1 for n in self.stages if n.startswith("layer."))
+        return sum(1 for n in self.stages if is_layer_stage(n))
 
     @property
     def stage_names(self) -> list[str]:
@@ -157,7 +157,7 @@ class Trace:
         """Sequence positions of all image placeholder tokens, image by image (a video's: its `<|video_pad|>` runs, which
         on Qwen3-VL have timestamp text between them)."""
         out: list[int] = []
-        pre = self.stages.get("preprocess")
+        pre = self.stages.get(StageName.PREPROCESS)
         videos = getattr(pre.summary, "videos", None) if pre is not None else None
         if videos:
             return [p for v in videos for s, e in v.runs or [] for p in range(s, e)]

@@ -9,6 +9,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+from qdebug.vocab import EVERY_STEP, StageName, is_step_stage
+
 from .request import Request
 from .runner import RecordPolicy, Prepared, prepare, trace_request
 
@@ -34,7 +36,7 @@ class Stepper:
     ):
         self.loaded, self.request = loaded, request
         self.options = options or RecordPolicy()
-        self.breakpoints = set(breakpoints if breakpoints is not None else {"preprocess"})
+        self.breakpoints = set(breakpoints if breakpoints is not None else {StageName.PREPROCESS})
         self.on_event = on_event or (lambda kind, stage: None)
         self.reached: list[str] = []
         self.paused_at: str | None = None
@@ -95,7 +97,7 @@ class Stepper:
     def _should_pause(self, stage: str) -> bool:
         if self._step_mode or stage in self.breakpoints:
             return True
-        return stage.startswith("step.") and "step.*" in self.breakpoints
+        return is_step_stage(stage) and EVERY_STEP in self.breakpoints
 
     def _on_stage(self, stage: str) -> None:
         if self._cancelled:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
+from qdebug.vocab import StageName
+
 
 class _Absent:
     """The type of `ABSENT`."""
@@ -262,7 +264,7 @@ class StepSummary(Summary):
     raw_entropy: float | None = None
 
 
-_FIXED = {"preprocess": PreprocessSummary, "encode": EncodeSummary, "sync": SyncSummary, "logits": LogitsSummary}
+_FIXED = {StageName.PREPROCESS: PreprocessSummary, StageName.ENCODE: EncodeSummary, StageName.SYNC: SyncSummary, StageName.LOGITS: LogitsSummary}
 
 
 def summary_type(stage: str) -> type[Summary]:

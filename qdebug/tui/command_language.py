@@ -9,6 +9,8 @@ from pathlib import Path
 
 from textual.suggester import Suggester
 
+from qdebug.vocab import EVERY_STEP
+
 # name → (arguments, what it does): the help screen and the error messages read this table.
 COMMANDS: dict[str, tuple[str, str]] = {
     "image": ("PATH | clear", "add an image to the next request (clear: none)"),
@@ -122,7 +124,7 @@ def complete(line: str, stages: list[str]) -> str | None:
         return names[0] if names and word else None
     name = ALIASES.get(word.lower(), word.lower())
     if name in ("break", "clear"):
-        choices = [*stages, "step.*"] + (["all"] if name == "clear" else [])
+        choices = [*stages, EVERY_STEP] + (["all"] if name == "clear" else [])
         match = next((s for s in choices if s.startswith(rest) and s != rest), None)
         return f"{word} {match}" if match else None
     if name in ("layer", "head") and rest and "mean".startswith(rest) and rest != "mean":

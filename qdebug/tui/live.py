@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from qdebug.trace.assemble import assemble_trace
 from qdebug.trace.runner import RecordPolicy
+from qdebug.vocab import StageName
 
 PARTIAL_NOTE = "live snapshot: the complete trace arrives when the run finishes"
 
@@ -16,7 +17,7 @@ PARTIAL_NOTE = "live snapshot: the complete trace arrives when the run finishes"
 def snapshot(loaded, request, prepared, recorder, reached: list[str], options: RecordPolicy | None = None):
     """A Trace holding the stages in `reached` as far as the recorder has them (steps chosen greedily)."""
     if recorder is None:
-        if set(reached) - {"preprocess"}:
+        if set(reached) - {StageName.PREPROCESS}:
             return None
         # paused at preprocess the hooks are not attached yet: what preprocess captured needs no recorder
         from qdebug.trace.hooks import Recorder

@@ -14,6 +14,7 @@ from pathlib import Path
 from textual.message import Message
 
 from qdebug.errors import describe
+from qdebug.vocab import EVERY_STEP, is_step_stage
 
 from .state import RunState
 
@@ -82,8 +83,8 @@ class RunSession:
 
     def until_next_step(self) -> None:
         """Continue to the next generated token (the next step.K), wherever the run is paused."""
-        if "step.*" not in self.stepper.breakpoints:
-            self.stepper.toggle_breakpoint("step.*")
+        if EVERY_STEP not in self.stepper.breakpoints:
+            self.stepper.toggle_breakpoint(EVERY_STEP)
             self._one_shot_step = True
         self.stepper.continue_()
 
@@ -109,8 +110,8 @@ class RunSession:
     # worker side ------------------------------------------------------------------
     def _on_event(self, kind: str, stage: str | None) -> None:
         if kind == "paused":
-            if self._one_shot_step and stage is not None and stage.startswith("step."):
-                self.stepper.toggle_breakpoint("step.*")
+            if self._one_shot_step and stage is not None and is_step_stage(stage):
+                self.stepper.toggle_breakpoint(EVERY_STEP)
                 self._one_shot_step = False
             self.post(self.Event(self.id, kind, stage, self._snapshot()))
         elif kind == "reached":

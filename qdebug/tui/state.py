@@ -5,8 +5,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
-BASE_STAGES = ("preprocess", "encode", "sync")
-STAGE_PATTERN = re.compile(r"^(preprocess|encode|sync|logits|layer\.\d+|step\.(\d+|\*))$")
+from qdebug.vocab import EVERY_STEP, StageName, is_layer_stage, is_step_stage, layer_stage, stage_number, step_stage
+
+BASE_STAGES = (StageName.PREPROCESS, StageName.ENCODE, StageName.SYNC)
+STAGE_PATTERN = re.compile(rf"^({'|'.join(StageName)}|layer\.\d+|step\.(\d+|\*))$")
 IMAGE_COLOURS = ("#2aa1b3", "#c061cb", "#e0a030", "#5fb35f")  # image i's span, cycled
 TEXT_COLOUR = "#5c6773"
 GENERATED_COLOUR = "#d7d7d7"
@@ -14,8 +16,8 @@ GENERATED_COLOUR = "#d7d7d7"
 
 def pipeline_stages(num_layers: int | None, steps: int = 0) -> list[str]:
     """Stage names in pipeline order for a model with `num_layers` decoder layers and `steps` generated tokens."""
-    layers = [f"layer.{i}" for i in range(num_layers or 0)]
-    return [*BASE_STAGES, *layers, "logits", *(f"step.{k}" for k in range(steps))]
+    layers = [layer_stage(i) for i in range(num_layers or 0)]
+    return [*BASE_STAGES, *layers, StageName.LOGITS, *(step_stage(k) for k in range(steps))]
 
 
 class TraceDoc:
@@ -97,10 +99,10 @@ class Selection:
 def stage_changes(stage: str, doc: TraceDoc | None) -> dict:
     """What selecting `stage` changes: layer.N picks the heatmap layer, step.K the query that chose it."""
     changes: dict = {"stage": stage}
-    if stage.startswith("layer."):
-        changes["layer"] = int(stage.split(".")[1])
-    elif stage.startswith("step.") and doc is not None:
-        changes["pos"] = doc.prompt_len - 1 + int(stage.split(".")[1])
+    if is_layer_stage(stage):
+        changes["layer"] = stage_number(stage)
+    elif is_step_stage(stage) and doc is not None:
+        changes["pos"] = doc.prompt_len - 1 + stage_number(stage)
     return changes
 
 
@@ -170,10 +172,10 @@ def listed_stages(trace, run: RunState | None, num_layers: int | None, max_new_t
     if run is None and trace is not None:
         return trace.stage_names
     names = pipeline_stages(num_layers)
-    steps = [s for s in (run.reached if run else ()) if s.startswith("step.")]
+    steps = [s for s in (run.reached if run else ()) if is_step_stage(s)]
     names += steps
-    if run is not None and run.running and "logits" in run.reached and max_new_tokens is not None and len(steps) < max_new_tokens:
-        names.append(f"step.{len(steps)}")
+    if run is not None and run.running and StageName.LOGITS in run.reached and max_new_tokens is not None and len(steps) < max_new_tokens:
+        names.append(step_stage(len(steps)))
     return names
 
 
@@ -198,7 +200,7 @@ def stage_rows(names: list[str], trace, run: RunState | None, breakpoints: set[s
             status = "running"
         else:
             status = "pending"
-        bp = name in breakpoints or (name.startswith("step.") and "step.*" in breakpoints)
+        bp = name in breakpoints or (is_step_stage(name) and EVERY_STEP in breakpoints)
         rows.append(StageRow(name, status, failed, bp))
     return rows
 
@@ -207,6 +209,6 @@ def valid_stage(name: str, num_layers: int | None) -> bool:
     """Whether `name` is a stage a breakpoint can be set on (layer index checked when the model is known)."""
     if not STAGE_PATTERN.match(name):
         return False
-    if name.startswith("layer.") and num_layers is not None:
-        return int(name.split(".")[1]) < num_layers
+    if is_layer_stage(name) and num_layers is not None:
+        return stage_number(name) < num_layers
     return True

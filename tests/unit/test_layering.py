@@ -212,3 +212,95 @@ def test_no_module_asks_an_adapter_what_it_has_by_hasattr():
     bad = [f"{p.relative_to(root)}:{i}" for p in root.rglob("*.py") if "adapters" not in p.parts
            for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
     assert not bad, bad
+
+
+# Literals that spell a stage word but do not name a stage, counted per module (any other one fails the check below).
+STAGE_WORD_USES = {
+    ("qdebug/render/palette.py", "'encode'"): 1,  # the legend word of EventKind.ENCODE_START, an event kind's look
+    ("qdebug/render/palette.py", "'sync'"): 1,  # the legend word of EventKind.SYNC
+    ("qdebug/trace/tensor_names.py", "'encode'"): 1,  # TensorKind.ENCODE: a tensor's name, its own vocabulary
+    ("qdebug/export/build.py", "'logits'"): 2,  # the ONNX prefill graph's output name (its role is StageName.LOGITS)
+    ("qdebug/export/manifest.py", "'layer.N'"): 1,  # a manifest role's pattern, shown in its error text
+    ("qdebug/tui/controllers/command.py", "'layer.N'"): 1,  # the placeholder a breakpoint error shows before a model is loaded
+}
+
+
+def spelled_stages(source: str) -> list[str]:
+    """`line: 'word'` for each stage name `source` spells as a literal: a fixed one (`"sync"`), a layer or step one
+    (`"layer.0"`, `"step.*"`, `"layer."` as a prefix) or one built in an f-string (`f"layer.{i}"`); docstrings aside."""
+    import ast
+    import re
+
+    from qdebug.vocab import StageName
+
+    tree = ast.parse(source)
+    skip = _docstrings(tree)
+    found = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr):
+            for part, after in zip(node.values, node.values[1:]):
+                skip.add(id(part))
+                if isinstance(part, ast.Constant) and isinstance(after, ast.FormattedValue):
+                    m = re.search(r"(?:^|\s)(layer|step)\.$", part.value)
+                    if m:
+                        found[id(part)] = f"{node.lineno}: f'{m.group(1)}.{{…}}'"
+            if node.values:
+                skip.add(id(node.values[-1]))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
+            if node.value in set(StageName) or re.fullmatch(r"(layer|step)\.(\d+|\*|N|K)?", node.value):
+                found[id(node)] = f"{node.lineno}: {node.value!r}"
+    return sorted(found.values(), key=lambda hit: (int(hit.split(":")[0]), hit))
+
+
+def _docstrings(tree) -> set[int]:
+    """ids of the docstring constants of `tree`'s module, classes and functions."""
+    import ast
+
+    return {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body
+            and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+
+
+def test_stage_names_are_vocab_members():
+    """No module of qdebug/ but qdebug/vocab.py spells a stage name as a literal: `StageName` members, `layer_stage`,
+    `step_stage`, `EVERY_STEP` and `is_layer_stage`/`is_step_stage`/`stage_number` say them; STAGE_WORD_USES lists,
+    with why, the literals that spell a stage word and mean something else."""
+    from collections import Counter
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    hits: dict[tuple[str, str], list[str]] = {}
+    for path in sorted((root / "qdebug").rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel != "qdebug/vocab.py":
+            for hit in spelled_stages(path.read_text(encoding="utf-8")):
+                hits.setdefault((rel, hit.split(": ", 1)[1]), []).append(hit)
+    counts = Counter({key: len(found) for key, found in hits.items()})
+    bad = [f"{rel}:{hit}" for (rel, word), found in hits.items() if len(found) > STAGE_WORD_USES.get((rel, word), 0) for hit in found]
+    assert not bad, "spell these stage names with qdebug.vocab (or list a non-stage use in STAGE_WORD_USES):\n" + "\n".join(bad)
+    stale = {key: n for key, n in STAGE_WORD_USES.items() if counts[key] != n}
+    assert not stale, f"STAGE_WORD_USES no longer matches the sources (found {dict((k, counts[k]) for k in stale)}): update it"
+
+
+def test_the_stage_name_check_flags_planted_literals():
+    """The check above is not vacuous: it finds stage names in each form and position, and leaves docstrings,
+    tensor names, longer words and mid-word prefixes alone."""
+    planted = (
+        'stages = {"preprocess": p, "encode": e}\n'            # 1: dict keys
+        'sync = trace.stages.get("sync")\n'                     # 2: a lookup
+        'if stage.name == "logits": pass\n'                     # 3: a comparison
+        'name = f"layer.{i}"\n'                                 # 4: a layer stage built in an f-string
+        'Finding(k, s, stage=f"step.{k}", message=f"at layer.{n} x")\n'  # 5: a step stage, a layer named in a message
+        'if name.startswith("layer."): pass\n'                  # 6: a prefix check
+        'bp = {"step.*", "step.0"}\n'                           # 7: a breakpoint on every step, one step
+    )
+    assert spelled_stages(planted) == ["1: 'encode'", "1: 'preprocess'", "2: 'sync'", "3: 'logits'", "4: f'layer.{…}'",
+                                       "5: f'layer.{…}'", "5: f'step.{…}'", "6: 'layer.'", "7: 'step.*'", "7: 'step.0'"]
+    clean = (
+        'def f():\n    """Reads "sync" and layer.N."""\n'      # a docstring
+        'T = {"layer.hidden": 1, "step.logits": 2}\n'          # tensor names
+        'x = "encoder"; y = "synced rows"; z = f"sublayer.{i}"\n'  # longer words, a prefix inside a word
+        'w = f"transpose-weight:layer.{i}.{p}"\n'              # a weight spec, not a stage
+    )
+    assert spelled_stages(clean) == []

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from qdebug.findings import Finding
-from qdebug.vocab import FindingKind, Severity
+from qdebug.vocab import FindingKind, Severity, layer_stage
 
 
 def deepstack_findings(trace) -> list[Finding]:
@@ -19,27 +19,27 @@ def deepstack_findings(trace) -> list[Finding]:
     missing = sorted(l for l in expected if not by_layer.get(l, {}).get("added"))
     if missing:
         why = (" (the decoder was handed no deepstack features: an inputs_embeds path drops them, so the layers after "
-               f"{', '.join(f'layer.{l}' for l in missing)} differ from a token-ids run; `diff --vary paths` parts at layer.{missing[0] + 1})"
+               f"{', '.join(layer_stage(l) for l in missing)} differ from a token-ids run; `diff --vary paths` parts at {layer_stage(missing[0] + 1)})"
                if info.get("features_handed", 0) == 0 else "")
-        out.append(Finding(kind=FindingKind.DEEPSTACK, severity=Severity.ERROR, stage=f"layer.{missing[0]}", layer=missing[0],
-                           message=f"deepstack features missing after {', '.join(f'layer.{l}' for l in missing)} "
+        out.append(Finding(kind=FindingKind.DEEPSTACK, severity=Severity.ERROR, stage=layer_stage(missing[0]), layer=missing[0],
+                           message=f"deepstack features missing after {', '.join(layer_stage(l) for l in missing)} "
                                    f"(expected vision levels {levels} added after layers {sorted(expected)}){why}"))
     for r in info["layers"]:
         if not r["added"]:
             continue
         layer = r["layer"]
         if layer not in expected:
-            out.append(Finding(kind=FindingKind.DEEPSTACK, severity=Severity.ERROR, stage=f"layer.{layer}", layer=layer,
-                               message=f"deepstack features added after layer.{layer}, expected only after layers {sorted(expected)}"))
+            out.append(Finding(kind=FindingKind.DEEPSTACK, severity=Severity.ERROR, stage=layer_stage(layer), layer=layer,
+                               message=f"deepstack features added after {layer_stage(layer)}, expected only after layers {sorted(expected)}"))
         elif r.get("level") is not None and r["level"] != levels[layer]:
-            out.append(Finding(kind=FindingKind.DEEPSTACK, severity=Severity.ERROR, stage=f"layer.{layer}", layer=layer,
-                               message=f"layer.{layer} got vision level {r['level']}, expected level {levels[layer]}"))
+            out.append(Finding(kind=FindingKind.DEEPSTACK, severity=Severity.ERROR, stage=layer_stage(layer), layer=layer,
+                               message=f"{layer_stage(layer)} got vision level {r['level']}, expected level {levels[layer]}"))
         outside = sorted(set(r["rows"]) - placeholders)
         if outside:
-            out.append(Finding(kind=FindingKind.DEEPSTACK, severity=Severity.ERROR, stage=f"layer.{layer}", layer=layer,
-                               message=f"deepstack rows after layer.{layer} landed outside the image placeholder spans at "
+            out.append(Finding(kind=FindingKind.DEEPSTACK, severity=Severity.ERROR, stage=layer_stage(layer), layer=layer,
+                               message=f"deepstack rows after {layer_stage(layer)} landed outside the image placeholder spans at "
                                        f"{len(outside)} position(s), first {outside[:5]}"))
         elif set(r["rows"]) != placeholders:
-            out.append(Finding(kind=FindingKind.DEEPSTACK, severity=Severity.WARNING, stage=f"layer.{layer}", layer=layer,
-                               message=f"deepstack after layer.{layer} reached {len(r['rows'])} of {len(placeholders)} image rows"))
+            out.append(Finding(kind=FindingKind.DEEPSTACK, severity=Severity.WARNING, stage=layer_stage(layer), layer=layer,
+                               message=f"deepstack after {layer_stage(layer)} reached {len(r['rows'])} of {len(placeholders)} image rows"))
     return out

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from qdebug.findings import Finding
 from qdebug.trace.protocols import AttentionTap
-from qdebug.vocab import FindingKind, Severity
+from qdebug.vocab import FindingKind, Severity, layer_stage
 
 
 @dataclass
@@ -48,7 +48,7 @@ class LayoutWatch(AttentionTap):
             if shape == expected:
                 self._flagged.add(key)
                 self.findings.append(Finding(
-                    kind=FindingKind.LAYOUT_AMBIGUOUS, severity=Severity.INFO, stage=f"layer.{layer}", layer=layer,
+                    kind=FindingKind.LAYOUT_AMBIGUOUS, severity=Severity.INFO, stage=layer_stage(layer), layer=layer,
                     message=f"layer {layer} {name} ({when}): seq_len == num_heads == {heads}, so [B,H,T,D] and [B,T,H,D] have the same shape; layout cannot be told from shape",
                 ))
             return
@@ -58,11 +58,11 @@ class LayoutWatch(AttentionTap):
         swapped_heads = next((h for h in (heads, self.num_heads) if shape == (b, seq, h, d)), None)
         if swapped_heads is not None:
             self.findings.append(Finding(
-                kind=FindingKind.LAYOUT, severity=Severity.ERROR, stage=f"layer.{layer}", layer=layer,
+                kind=FindingKind.LAYOUT, severity=Severity.ERROR, stage=layer_stage(layer), layer=layer,
                 message=f"layer {layer} {name} ({when}): head and sequence axes swapped: expected [B,H,T,D] = {list(expected)}, got [B,T,H,D] = {list(shape)}",
             ))
         else:
             self.findings.append(Finding(
-                kind=FindingKind.LAYOUT, severity=Severity.ERROR, stage=f"layer.{layer}", layer=layer,
+                kind=FindingKind.LAYOUT, severity=Severity.ERROR, stage=layer_stage(layer), layer=layer,
                 message=f"layer {layer} {name} ({when}): unexpected shape {list(shape)}; expected [B,H,T,D] = {list(expected)}",
             ))

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from qdebug.findings import Finding
 from qdebug.trace.protocols import LinearTap
-from qdebug.vocab import FindingKind, Severity
+from qdebug.vocab import FindingKind, Severity, layer_stage
 
 
 @dataclass
@@ -40,8 +40,8 @@ class LinearLayoutWatch(LinearTap):
         except RuntimeError as exc:
             if len(self.findings) > flagged:  # the layout just named made the kernel fail: say so beside it
                 self.findings.append(Finding(
-                    kind=FindingKind.LAYOUT, severity=Severity.ERROR, stage=f"layer.{call.layer}", layer=call.layer,
-                    message=f"layer.{call.layer} linear attention, kernel {call.kernel} raised on that layout "
+                    kind=FindingKind.LAYOUT, severity=Severity.ERROR, stage=layer_stage(call.layer), layer=call.layer,
+                    message=f"{layer_stage(call.layer)} linear attention, kernel {call.kernel} raised on that layout "
                             f"({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); the layer has no output from it",
                 ))
             raise
@@ -61,6 +61,6 @@ class LinearLayoutWatch(LinearTap):
         what = (f"head-first [B,H,T,D] = {list(shape)} where the kernel expects [B,T,H,D] = {list(expected)}" if head_first
                 else f"unexpected shape {list(shape)}; expected [B,T,H,D] = {list(expected)}")
         self.findings.append(Finding(
-            kind=FindingKind.LAYOUT, severity=Severity.ERROR, stage=f"layer.{layer}", layer=layer,
-            message=f"layer.{layer} linear attention, kernel {call.kernel}, {name} ({when}): {what}",
+            kind=FindingKind.LAYOUT, severity=Severity.ERROR, stage=layer_stage(layer), layer=layer,
+            message=f"{layer_stage(layer)} linear attention, kernel {call.kernel}, {name} ({when}): {what}",
         ))

@@ -6,7 +6,7 @@ allows / rows the model keeps, so a row's time is k·f·hop/rate seconds (all re
 
 from __future__ import annotations
 
-from qdebug.vocab import FindingKind
+from qdebug.vocab import FindingKind, StageName
 
 from ..audio import envelope
 from ..schema import Check, Stage
@@ -33,8 +33,8 @@ def audio_stages(loaded, request, prepared, rec, tensors: dict) -> tuple[dict[st
         })
         tensors[tensor_name(T.AUDIO_ENVELOPE, image=i)] = envelope(clip.samples)
 
-    stages = {"preprocess": Stage(
-        "preprocess",
+    stages = {StageName.PREPROCESS: Stage(
+        StageName.PREPROCESS,
         PreprocessSummary(text=prepared.text, num_tokens=len(inputs["input_ids"][0]),
                           input_features_shape=list(inputs["input_features"].shape) if "input_features" in inputs else None,
                           frames_kept=[c["frames"] for c in clips], spans=[c["span"] for c in clips]),
@@ -71,7 +71,7 @@ def clip_stages(clips: list[dict], rows: dict, padded: int, embeds, position_ids
         enc_summary.append(EncodeClip(audio=c["index"], rows=clip_rows.shape[0], rows_out=padded or clip_rows.shape[0], dim=clip_rows.shape[1],
                                       stats=TensorStats(**st), fingerprint=fingerprint(clip_rows)))
         enc_checks.append(Check(f"clip {c['index']}: no NaN/Inf", st["nan"] == 0 and st["inf"] == 0, f"{st['nan']} NaN, {st['inf']} Inf", FindingKind.NAN_INF))
-    stages = {"encode": Stage("encode", EncodeSummary(audio=enc_summary), enc_checks)}
+    stages = {StageName.ENCODE: Stage(StageName.ENCODE, EncodeSummary(audio=enc_summary), enc_checks)}
 
     checks, per_clip = [], []
     if embeds is not None:
@@ -98,5 +98,5 @@ def clip_stages(clips: list[dict], rows: dict, padded: int, embeds, position_ids
         if expected_positions is not None:
             same = bool(torch.equal(received[0].long(), expected_positions))
             checks.append(Check("position ids == 1-D text positions", same, "identical" if same else "positions differ", FindingKind.POSITION_IDS))
-    stages["sync"] = Stage("sync", summary, checks)
+    stages[StageName.SYNC] = Stage(StageName.SYNC, summary, checks)
     return stages

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from qdebug.vocab import FindingKind
+from qdebug.vocab import FindingKind, StageName
 
 from ..schema import Check, ImageInfo, Stage
 from ..stats import fingerprint, tensor_stats
@@ -26,4 +26,4 @@ def encode_stage(rec, images: list[ImageInfo], tensors: dict) -> tuple[Stage, li
         checks.append(Check(f"image {img.index}: no NaN/Inf", st["nan"] == 0 and st["inf"] == 0, f"{st['nan']} NaN, {st['inf']} Inf", FindingKind.NAN_INF))
     if rec.vision_rows is not None and not encode_rows:
         checks.append(Check("encoder rows split per image", False, f"{rec.vision_rows.shape[0]} rows for grids {[i.grid_thw for i in images]}"))
-    return Stage("encode", EncodeSummary(images=per_image), checks), encode_rows
+    return Stage(StageName.ENCODE, EncodeSummary(images=per_image), checks), encode_rows

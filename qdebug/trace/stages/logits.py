@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from qdebug.vocab import StageName
+
 from ..hooks import not_recording, to_cpu
 from ..schema import Stage
 from ..stats import topk_of
@@ -15,7 +17,7 @@ def logits_stage(loaded, rec, num_tokens: int, tok, options, tensors: dict) -> S
         return _prompt_logits(loaded, rec, num_tokens, tok, options.topk, tensors)
     # the last prompt position's logits are step 0's: no lm_head pass over the whole prompt
     last = topk_of(rec.step_logits[0], options.topk)[0]
-    return Stage("logits", LogitsSummary(positions=num_tokens, k=options.topk, last_topk=[token_text(tok, i) for i in last],
+    return Stage(StageName.LOGITS, LogitsSummary(positions=num_tokens, k=options.topk, last_topk=[token_text(tok, i) for i in last],
                                          prompt_topk="last position only"))
 
 
@@ -24,7 +26,7 @@ def _prompt_logits(loaded, rec, num_tokens: int, tok, k: int, tensors: dict) -> 
     import torch
 
     if rec.final_hidden is None:
-        return Stage("logits", LogitsSummary())
+        return Stage(StageName.LOGITS, LogitsSummary())
     head = loaded.adapter.lm_head(loaded.model)
     top_ids, top_p, ent = [], [], []
     device = head.weight.device
@@ -42,7 +44,7 @@ def _prompt_logits(loaded, rec, num_tokens: int, tok, k: int, tensors: dict) -> 
     tensors[tensor_name(T.LOGITS_TOPK_PROBS)] = torch.cat(top_p).cpu()
     tensors[tensor_name(T.LOGITS_ENTROPY)] = torch.cat(ent).cpu()
     last = tensors[tensor_name(T.LOGITS_TOPK_IDS)][-1].tolist()
-    return Stage("logits", LogitsSummary(positions=num_tokens, k=k, last_topk=[token_text(tok, i) for i in last]))
+    return Stage(StageName.LOGITS, LogitsSummary(positions=num_tokens, k=k, last_topk=[token_text(tok, i) for i in last]))
 
 
 def token_text(tok, token_id: int) -> str:

@@ -3,7 +3,7 @@ the encoders the adapter declares; every figure comes from the processor's input
 
 from __future__ import annotations
 
-from qdebug.vocab import FindingKind
+from qdebug.vocab import FindingKind, StageName
 
 from ..schema import Check, ImageInfo, Stage
 from ..stats import fingerprint, tensor_stats
@@ -26,7 +26,7 @@ def media_stages(loaded, request, prepared, rec, tensors: dict) -> dict[str, Sta
     """The three input stages of a mixed-media request."""
     inputs, items = prepared.inputs, prepared.media
     spans = [_span(m) for m in items]
-    preprocess = Stage("preprocess", PreprocessSummary(
+    preprocess = Stage(StageName.PREPROCESS, PreprocessSummary(
         text=prepared.text, num_tokens=len(inputs["input_ids"][0]),
         pixel_values_shape=list(inputs["pixel_values"].shape) if "pixel_values" in inputs else None,
         input_features_shape=list(inputs["input_features"].shape) if "input_features" in inputs else None,
@@ -44,8 +44,8 @@ def media_stages(loaded, request, prepared, rec, tensors: dict) -> dict[str, Sta
                                         stats=TensorStats(**st), fingerprint=fingerprint(r)))
         encode_checks.append(Check(f"{m.modality} {m.index}: no NaN/Inf", st["nan"] == 0 and st["inf"] == 0,
                                    f"{st['nan']} NaN, {st['inf']} Inf", FindingKind.NAN_INF))
-    encode = Stage("encode", EncodeSummary(media=encode_spans), encode_checks)
-    return {"preprocess": preprocess, "encode": encode, "sync": _sync(loaded, inputs, items, rows, rec, tensors)}
+    encode = Stage(StageName.ENCODE, EncodeSummary(media=encode_spans), encode_checks)
+    return {StageName.PREPROCESS: preprocess, StageName.ENCODE: encode, StageName.SYNC: _sync(loaded, inputs, items, rows, rec, tensors)}
 
 
 def _span(m) -> EncoderSpan:
@@ -116,4 +116,4 @@ def _sync(loaded, inputs, items, rows: dict, rec, tensors: dict) -> Stage:
         checks.append(Check("MRoPE position ids == get_rope_index", same,
                             "identical" if same else f"{int((expected != received).any(0).sum()) if expected.shape == received.shape else 'shape'} positions differ",
                             FindingKind.POSITION_IDS))
-    return Stage("sync", summary, checks)
+    return Stage(StageName.SYNC, summary, checks)

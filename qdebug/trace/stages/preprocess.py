@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from qdebug.vocab import FindingKind
+from qdebug.vocab import FindingKind, StageName
 
 from ..image_input import notes
 from ..schema import Check, ImageInfo, Stage
@@ -40,7 +40,7 @@ def preprocess_stage(request, prepared, images: list[ImageInfo], videos: list | 
         videos=videos or None,
     )
     if request.videos:  # `videos`: frames sampled, temporal slices and grid of each (trace.stages.video)
-        return Stage("preprocess", summary,
+        return Stage(StageName.PREPROCESS, summary,
                      [Check("one placeholder extent per video", len(prepared.spans) == len(request.videos), kind=FindingKind.SHAPE_MISMATCH)])
-    return Stage("preprocess", summary,
+    return Stage(StageName.PREPROCESS, summary,
                  [Check("one placeholder span per image", len(prepared.spans) == len(request.images), kind=FindingKind.SHAPE_MISMATCH)])

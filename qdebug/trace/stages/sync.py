@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from qdebug.vocab import FindingKind
+from qdebug.vocab import FindingKind, StageName
 
 from ..schema import Check, ImageInfo, Stage
 from ..stats import SAME_ROWS, best_block_match, cosine_rows, fingerprint
@@ -37,7 +37,7 @@ def sync_stage(loaded, images: list[ImageInfo], encode_rows: list, rec, inputs, 
 
         summary.videos, video_checks = video_sync(loaded, images, encode_rows, rec, prepared, received, expected)
         checks.extend(video_checks)
-    return Stage("sync", summary, checks + rope)
+    return Stage(StageName.SYNC, summary, checks + rope)
 
 
 def _image(img: ImageInfo, rows, embeds) -> tuple[SyncImage, list[Check]]:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from qdebug.errors import describe
+from qdebug.vocab import layer_stage
 
 from ..command_language import Command, CommandError, export_target, int_arg, int_or_mean, parse
 from ..state import Selection, TraceDoc, View, valid_stage
@@ -106,7 +107,7 @@ class CommandController:
     def _stage_arg(self, cmd: Command) -> str:
         layers = self.host.num_layers
         if not valid_stage(cmd.arg, layers):
-            shown = f"layer.0..layer.{layers - 1}" if layers else "layer.N"
+            shown = f"{layer_stage(0)}..{layer_stage(layers - 1)}" if layers else "layer.N"
             raise CommandError(f"{cmd.name} {cmd.arg}: not a stage (expected preprocess, encode, sync, {shown}, logits, step.K or step.*)")
         return cmd.arg
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from qdebug.vocab import step_stage
+
 from ..session import PendingRequest, RunSession
 from ..state import RunState, TraceDoc, run_line
 
@@ -176,7 +178,7 @@ class RunController:
             host.say(f"done: {trace.generated_text!r} ({len(trace.steps)} tokens)" + ("" if trace.stages and all(s.ok for s in trace.stages.values()) else " — some checks failed (✗)"))
             if self._select_last_step and trace.steps:
                 self._select_last_step = False
-                host.select_stage(f"step.{len(trace.steps) - 1}")
+                host.select_stage(step_stage(len(trace.steps) - 1))
         elif event.kind == "error":
             host.say(f"run failed: {event.error}", error=True)
         if event.kind in ("done", "error", "cancelled"):

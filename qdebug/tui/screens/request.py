@@ -17,6 +17,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from qdebug.vocab import StageName, step_stage
+
 from ..controllers.command import CommandController
 from ..controllers.prefetch import Prefetcher
 from ..controllers.replay import ReplayController
@@ -79,7 +81,7 @@ class RequestScreen(Screen):
         self.live = live  # a model is (being) loaded: this screen can run requests
         self.pending = pending or PendingRequest()
         self.sel = Selection()
-        self.breakpoints: set[str] = {"preprocess"} if live else set()  # a live run stops before it starts
+        self.breakpoints: set[str] = {StageName.PREPROCESS} if live else set()  # a live run stops before it starts
         self.runs = RunController(self, live=live, pending=self.pending, breakpoints=self.breakpoints)
         self.replays = ReplayController(self, files.show_report)
         self.commands = CommandController(self, self.runs, self.replays, files)
@@ -321,7 +323,7 @@ class RequestScreen(Screen):
         """A new run starts: no document on screen, the cursor back at preprocess."""
         self.doc = None
         self.docs = None
-        self.sel = replace(self.sel, stage="preprocess", pos=None)
+        self.sel = replace(self.sel, stage=StageName.PREPROCESS, pos=None)
 
     def show_opened(self, trace, source: str) -> None:
         """A trace opened with `open`: it replaces the run or document on screen."""
@@ -330,7 +332,7 @@ class RequestScreen(Screen):
         # a new trace starts a new view at its first generated token: the old cursor may sit on an image token or
         # a layer this trace never captured; only the top-k depth is a preference that carries over
         doc = TraceDoc(trace, source=source, image_dirs=image_dirs_for(source))
-        first = "step.0" if trace.steps else (trace.stage_names[0] if trace.stages else None)
+        first = step_stage(0) if trace.steps else (trace.stage_names[0] if trace.stages else None)
         self.sel = Selection(topk=self.sel.topk, **(stage_changes(first, doc) if first else {}))
         self.show_doc(doc)
         self.say(f"opened {source}")

@@ -5,6 +5,8 @@ from __future__ import annotations
 from rich.console import Group
 from rich.text import Text
 
+from qdebug.vocab import layer_stage
+
 
 def linear_layer(trace, layer: int | None) -> bool:
     """Whether `layer` is a linear-attention layer of a hybrid model (from the trace's `layer_types`)."""
@@ -14,7 +16,7 @@ def linear_layer(trace, layer: int | None) -> bool:
 
 def linear_note(trace, layer: int):
     """What the panel shows instead of a heatmap: the kernel's layout, gate/beta and state norms of the layer."""
-    stage = trace.stages.get(f"layer.{layer}")
+    stage = trace.stages.get(layer_stage(layer))
     info = (stage.summary.linear_attention if stage else None) or {}
     lines = [
         Text(f"layer {layer} is a linear-attention layer (gated delta rule): it has no attention matrix, so there is no heatmap.",

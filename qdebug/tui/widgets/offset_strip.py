@@ -6,6 +6,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from qdebug.trace.tensor_names import TensorKind as T
+from qdebug.vocab import StageName
 
 from ..state import GENERATED_COLOUR, IMAGE_COLOURS, TEXT_COLOUR, View
 from .view_panel import ViewPanel
@@ -15,7 +16,7 @@ LABEL = 12  # width of the strip labels
 
 def _landed(trace) -> list[tuple[int, int, int, int]]:
     """(image, visual start, rows, text start) of each image whose rows were located in the embeddings."""
-    sync = trace.stages.get("sync")
+    sync = trace.stages.get(StageName.SYNC)
     out = []
     for rec in (sync.summary.images or [] if sync else []):
         if rec.visual_offset is not None:
@@ -55,7 +56,7 @@ def mrope_text(view: View, pos: int) -> Text:
             if want != got:
                 text.append(f" ✗ expected {want}", style="bold red")
         return text
-    deltas = trace.stages["sync"].summary.rope_deltas if "sync" in trace.stages else None
+    deltas = trace.stages[StageName.SYNC].summary.rope_deltas if StageName.SYNC in trace.stages else None
     if pos >= view.doc.prompt_len and deltas:
         p = pos + deltas[0]
         text.append(f"({p}, {p}, {p})", style="bold")

@@ -7,6 +7,8 @@ from rich.table import Table
 from rich.text import Text
 from rich.segment import Segment
 
+from qdebug.vocab import StageName
+
 from ..state import View
 from .view_panel import Lines, ViewPanel
 
@@ -92,7 +94,7 @@ def summary_renderables(summary: dict) -> list:
 def placeholder_runs(trace) -> dict[int, tuple[int, str]]:
     """start → (end, label) of every placeholder run the trace's input stages name: each mixed-media item's runs,
     each video's `<|video_pad|>` runs, each clip's span, else each image's span."""
-    pre = trace.stages.get("preprocess")
+    pre = trace.stages.get(StageName.PREPROCESS)
     summary = pre.summary if pre is not None else None
     runs: dict[int, tuple[int, str]] = {}
     if summary is not None and getattr(summary, "media", None):
@@ -191,7 +193,7 @@ def detail_renderable(view: View):
     title = Text(name, style="bold")
     parts: list = [title]
     if view.stage_status == "paused" and view.run_line:
-        why = _AT_START if name == "preprocess" else _WAITING["paused"]
+        why = _AT_START if name == StageName.PREPROCESS else _WAITING["paused"]
         parts[0] = Text(view.run_line, style="bold black on yellow")
         parts.append(Text(why, style="yellow"))
     elif view.stage_status in _WAITING:
@@ -199,7 +201,7 @@ def detail_renderable(view: View):
     if stage is None:
         return Group(*parts)
     parts.extend(summary_renderables(stage.summary.to_json()))
-    if name == "preprocess":
+    if name == StageName.PREPROCESS:
         parts.append(tokens_text(view.doc.trace))
     other = view.doc.counterpart
     if other is not None:
