@@ -11,14 +11,7 @@ from dataclasses import dataclass
 
 from .base import Adapter
 from .encoders import Encoder
-
-
-class _Merged(Exception):
-    """Raised by a one-shot hook to stop the forward once the merged embeddings exist."""
-
-    def __init__(self, embeds):
-        super().__init__("merged")
-        self.embeds = embeds
+from .forward_merge import audio_rows_for_frames, embeds_at_decoder
 
 
 class _ThinkerLoader:
@@ -71,10 +64,7 @@ class Qwen2_5OmniAdapter(Adapter):
 
     def rows_for_frames(self, model, frames: int) -> int:
         """Audio rows the model keeps for `frames` unmasked feature frames (the model's own formula)."""
-        import torch
-
-        _, rows = self.audio_tower(model)._get_feat_extract_output_lengths(torch.tensor([frames]))
-        return int(rows[0])
+        return audio_rows_for_frames(self.audio_tower(model), frames)
 
     def rope_index(self, model, input_ids, mm_token_type_ids, image_grid_thw, attention_mask):
         return model.model.get_rope_index(input_ids, image_grid_thw=image_grid_thw, attention_mask=attention_mask)[0:2]
@@ -91,19 +81,7 @@ class Qwen2_5OmniAdapter(Adapter):
 
     def merged_embeddings(self, model, inputs: dict):
         """`inputs_embeds` exactly as the thinker's own forward merges every modality: run it, stop at the decoder."""
-        language_model = self.language_model(model)
-
-        def stop(module, args, kwargs):
-            raise _Merged(kwargs["inputs_embeds"])
-
-        handle = language_model.register_forward_pre_hook(stop, with_kwargs=True, prepend=True)
-        try:
-            model(**{k: v for k, v in inputs.items() if k not in ("mm_token_type_ids",)})
-        except _Merged as merged:
-            return merged.embeds
-        finally:
-            handle.remove()
-        raise RuntimeError("the model's forward never reached its decoder")
+        return embeds_at_decoder(self.language_model(model), lambda: model(**{k: v for k, v in inputs.items() if k != "mm_token_type_ids"}))
 
 
 ADAPTER = Qwen2_5OmniAdapter(

@@ -10,14 +10,7 @@ from dataclasses import dataclass
 
 from .base import Adapter
 from .encoders import Encoder
-
-
-class _Merged(Exception):
-    """Raised by a one-shot hook to stop the forward once the merged embeddings exist."""
-
-    def __init__(self, embeds):
-        super().__init__("merged")
-        self.embeds = embeds
+from .forward_merge import audio_rows_for_frames, embeds_at_decoder
 
 
 @dataclass(frozen=True)
@@ -45,35 +38,16 @@ class Qwen2AudioAdapter(Adapter):
 
     def rows_for_frames(self, model, frames: int) -> int:
         """Encoder rows the model keeps for `frames` unmasked feature frames (the model's own formula)."""
-        import torch
-
-        _, rows = self.audio_tower(model)._get_feat_extract_output_lengths(torch.tensor([frames]))
-        return int(rows[0])
+        return audio_rows_for_frames(self.audio_tower(model), frames)
 
     def rope_index(self, model, input_ids, mm_token_type_ids, image_grid_thw, attention_mask):
         raise NotImplementedError("Qwen2-Audio uses 1-D text positions")
 
     def merged_embeddings(self, model, inputs: dict):
         """`inputs_embeds` exactly as the model's own forward merges them: run it and stop at the decoder's door."""
-        language_model = self.language_model(model)
-
-        def stop(module, args, kwargs):
-            raise _Merged(kwargs["inputs_embeds"])
-
-        # prepend: stop before any other pre-hook (a recorder) counts this as a decoder call.
-        handle = language_model.register_forward_pre_hook(stop, with_kwargs=True, prepend=True)
-        try:
-            model.model(
-                input_ids=inputs["input_ids"],
-                input_features=inputs.get("input_features"),
-                attention_mask=inputs.get("attention_mask"),
-                feature_attention_mask=inputs.get("feature_attention_mask"),
-            )
-        except _Merged as merged:
-            return merged.embeds
-        finally:
-            handle.remove()
-        raise RuntimeError("the model's forward never reached its decoder")
+        return embeds_at_decoder(self.language_model(model), lambda: model.model(
+            input_ids=inputs["input_ids"], input_features=inputs.get("input_features"),
+            attention_mask=inputs.get("attention_mask"), feature_attention_mask=inputs.get("feature_attention_mask")))
 
 
 ADAPTER = Qwen2AudioAdapter(name="Qwen2AudioForConditionalGeneration", model_types=("qwen2_audio",), modality="audio",
