@@ -6,7 +6,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from qdebug.replay.formats import log_scan
-from qdebug.replay.formats.log_scan import ScanStats, _chunks, _scan_lines, _seconds_cache, scan_files
+from qdebug.replay.formats.log_scan import ScanStats, _scan_lines, _seconds_cache, scan_files
+
+from .reference_chunks import reference_chunks
 
 STAMPS = ["2024-07-12T14:23:07.103Z", "2024-07-12T14:23:07Z", "2024-07-12T14:23:07.1234567891Z", "2024-13-12T14:23:07.1Z",
           "2024-07-12T14:23:07.Z", "[2024-07-12T14:23:07Z", "2024-07-12T14:23:07.000001Z", "2024-07-12 14:23:07.100Z", ""]
@@ -43,7 +45,7 @@ def reference(path):
     stats = ScanStats()
     rows, seq, clock = [], 0, _seconds_cache()
     with open(path, "rb") as f:
-        for lines in _chunks(f, None):
+        for lines in reference_chunks(f, None):
             got, seq, unknown = _scan_lines(lines, stats.total_lines, seq, clock)
             rows += got
             stats.total_lines += len(lines)
