@@ -78,7 +78,7 @@ async def test_the_router_shows_a_trace_and_a_report_on_their_screens(trace, rep
         app.files.open(screen, REPORT, "the report")  # a report: a batch screen on top
         await wait_for(pilot, lambda: isinstance(app.screen, BatchScreen) and app.screen is not batch, what="batch screen")
         assert app.screen.source == "the report"
-        app.pop_screen()
+        app.pop_screen()  # at once, maybe before the batch screen mounted: it must not fail (it did, under load)
         await wait_for(pilot, lambda: app.screen is screen)
         app.files.open(screen, TRACE, "again")  # a trace opened on a request screen takes the place of its document
         await wait_for(pilot, lambda: screen.doc.source == "again", what="trace shown in place")
@@ -89,3 +89,18 @@ async def test_the_router_shows_a_trace_and_a_report_on_their_screens(trace, rep
         app.files.loaded(FileRouter.Loaded(screen, trace, "late"))  # the screen that asked is gone: nothing shows
         await pilot.pause()
         assert len(app.screen_stack) == depth and app.screen is batch
+
+
+async def test_a_batch_screen_closed_before_it_mounts_does_not_fail(report):
+    """Esc pressed the moment a report opens: the screen leaves before its on_mount ran, and the app goes on."""
+    from qdebug.tui.screens.batch import BatchScreen
+
+    app = build_app(report=report)
+    async with app.run_test(size=SIZE) as pilot:
+        first = app.screen
+        for _ in range(5):
+            screen = BatchScreen(report, files=app.files, source="again")
+            app.push_screen(screen)
+            app.pop_screen()  # before the screen's mount messages are processed
+        await pilot.pause()
+        assert app.screen is first and app.is_running

@@ -70,7 +70,9 @@ class BatchScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
-        """Fill the panels from the report."""
+        """Fill the panels from the report (nothing when the screen was closed before it mounted: Esc pressed at once)."""
+        if not self.is_attached or not self.query("#timeline-box"):
+            return
         self.query_one("#requests").border_title = "requests (Enter opens one)"
         self.query_one("#timeline-box").border_title = "events"
         self.query_one("#matrix-box").border_title = "contamination"
