@@ -39,15 +39,13 @@ def assemble_trace(loaded, request, prepared, rec: Recorder, generated, queries,
 
         images = media_images(loaded, request, prepared)
         stages = media_stages(loaded, request, prepared, rec, tensors)
-    else:
-        images = image_infos(loaded, request, prepared)
-    if prepared.media is not None:
-        pass
     elif audio:  # audio families have the same three input stages, clip-shaped
         from .stages.audio import audio_stages
 
+        images = image_infos(loaded, request, prepared)
         stages, audio_meta = audio_stages(loaded, request, prepared, rec, tensors)
     else:
+        images = image_infos(loaded, request, prepared)
         encode, encode_rows = encode_stage(rec, images, tensors)
         videos = None
         if request.videos:

@@ -8,9 +8,6 @@ matched against the vision tower's deepstack outputs level by level, the vision 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 from qdebug.vocab import layer_stage
 
 from .hooks import to_cpu

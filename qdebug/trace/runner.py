@@ -149,7 +149,7 @@ def run_generate(loaded, inputs: dict, max_new_tokens: int, input_path: str = "i
             kwargs = {"input_ids": device_inputs["input_ids"], "inputs_embeds": embeds, "attention_mask": device_inputs["attention_mask"]}
             if input_path == "embeds" and (device_inputs.get("video_grid_thw") is not None or device_inputs.get("image_grid_thw") is not None):
                 # the model's own position function over whatever media the request has (images, video, Omni's audio)
-                mrope, _ = loaded.adapter.media_rope_index(loaded.model, device_inputs, **_rope_options(device_inputs))
+                mrope, _ = loaded.adapter.media_rope_index(loaded.model, device_inputs)
                 text = torch.arange(mrope.shape[-1], device=mrope.device).view(1, 1, -1)
                 kwargs["position_ids"] = torch.cat([text, mrope], dim=0)  # [text; t; h; w] as generate builds it
             out = loaded.model.generate(**kwargs, max_new_tokens=max_new_tokens, do_sample=False, **want)
@@ -157,11 +157,6 @@ def run_generate(loaded, inputs: dict, max_new_tokens: int, input_path: str = "i
     if scores is not None:
         scores.extend(s[0].detach().to("cpu", torch.float32, copy=True) for s in out.scores)
     return sequences[0, prompt_len:].tolist()
-
-
-def _rope_options(inputs: dict) -> dict:
-    """What a request's position function is told besides its tensors (Qwen2.5-Omni: a video's sound interleaved)."""
-    return {"use_audio_in_video": True} if inputs.get("use_audio_in_video") else {}
 
 
 def trace_request(

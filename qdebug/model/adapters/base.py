@@ -66,18 +66,9 @@ class Adapter:
         """The decoder's config (heads, KV heads, head dim, layers)."""
         return config.text_config
 
-    def rope_index(self, model, input_ids, mm_token_type_ids, image_grid_thw, attention_mask):
-        """MRoPE (t, h, w) position ids `3 × batch × seq` and rope deltas, from the model's own code."""
-        return model.model.get_rope_index(
-            input_ids,
-            mm_token_type_ids=mm_token_type_ids,
-            image_grid_thw=image_grid_thw,
-            attention_mask=attention_mask,
-        )
-
     def media_rope_index(self, model, inputs: dict):
-        """`rope_index` for whatever media the processor gave: image and video grids, and Qwen2.5-VL's
-        `second_per_grid_ts` (seconds per temporal slice), all on the model's own `get_rope_index`."""
+        """MRoPE (t, h, w) position ids `3 × batch × seq` and rope deltas for whatever media the processor gave (image and
+        video grids, Qwen2.5-VL's `second_per_grid_ts`), from the model's own `get_rope_index`."""
         grids = {k: inputs[k] for k in ("image_grid_thw", "video_grid_thw", "second_per_grid_ts") if inputs.get(k) is not None}
         return model.model.get_rope_index(inputs["input_ids"], mm_token_type_ids=inputs["mm_token_type_ids"],
                                           attention_mask=inputs["attention_mask"], **grids)

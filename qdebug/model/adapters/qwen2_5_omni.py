@@ -66,12 +66,11 @@ class Qwen2_5OmniAdapter(Adapter):
         """Audio rows the model keeps for `frames` unmasked feature frames (the model's own formula)."""
         return audio_rows_for_frames(self.audio_tower(model), frames)
 
-    def rope_index(self, model, input_ids, mm_token_type_ids, image_grid_thw, attention_mask):
-        return model.model.get_rope_index(input_ids, image_grid_thw=image_grid_thw, attention_mask=attention_mask)[0:2]
-
-    def media_rope_index(self, model, inputs: dict, use_audio_in_video: bool = False):
-        """MRoPE ids for images, video (time-aligned with its audio when `use_audio_in_video`) and audio, from the
-        model's own `get_rope_index`."""
+    def media_rope_index(self, model, inputs: dict, use_audio_in_video: bool | None = None):
+        """MRoPE ids for images, video (time-aligned with its audio when the inputs say `use_audio_in_video`, or the
+        argument overrides them) and audio, from the model's own `get_rope_index`."""
+        if use_audio_in_video is None:
+            use_audio_in_video = bool(inputs.get("use_audio_in_video"))
         mask = inputs.get("feature_attention_mask")
         return model.model.get_rope_index(
             inputs["input_ids"], image_grid_thw=inputs.get("image_grid_thw"), video_grid_thw=inputs.get("video_grid_thw"),

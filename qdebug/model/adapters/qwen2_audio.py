@@ -40,9 +40,6 @@ class Qwen2AudioAdapter(Adapter):
         """Encoder rows the model keeps for `frames` unmasked feature frames (the model's own formula)."""
         return audio_rows_for_frames(self.audio_tower(model), frames)
 
-    def rope_index(self, model, input_ids, mm_token_type_ids, image_grid_thw, attention_mask):
-        raise NotImplementedError("Qwen2-Audio uses 1-D text positions")
-
     def merged_embeddings(self, model, inputs: dict):
         """`inputs_embeds` exactly as the model's own forward merges them: run it and stop at the decoder's door."""
         return embeds_at_decoder(self.language_model(model), lambda: model.model(

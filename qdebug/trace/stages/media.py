@@ -108,7 +108,7 @@ def _sync(loaded, inputs, items, rows: dict, rec, tensors: dict) -> Stage:
         tensors[tensor_name(T.SYNC_POSITION_IDS)] = received
         summary.position_ids_shape = list(received.shape)
         device = {k: (v.to(loaded.device) if hasattr(v, "to") else v) for k, v in inputs.items()}
-        expected, deltas = loaded.adapter.media_rope_index(loaded.model, device, use_audio_in_video=bool(inputs.get("use_audio_in_video")))
+        expected, deltas = loaded.adapter.media_rope_index(loaded.model, device)
         expected = expected[:, 0].cpu()
         tensors[tensor_name(T.SYNC_EXPECTED_POSITION_IDS)] = expected
         summary.rope_deltas = [int(d) for d in deltas.view(-1).tolist()]

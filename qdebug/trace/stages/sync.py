@@ -65,16 +65,8 @@ def _rope_check(loaded, inputs, received, summary: SyncSummary, tensors: dict) -
     """Compare the received position ids with the model's own get_rope_index (and note its rope deltas)."""
     import torch
 
-    if "video_grid_thw" in inputs:  # video grids (and Qwen2.5-VL's second_per_grid_ts) go by name
-        expected, deltas = loaded.adapter.media_rope_index(loaded.model, {k: v.to(loaded.device) for k, v in inputs.items() if hasattr(v, "to")})
-    else:
-        expected, deltas = loaded.adapter.rope_index(
-            loaded.model,
-            inputs["input_ids"].to(loaded.device),
-            inputs["mm_token_type_ids"].to(loaded.device),
-            inputs["image_grid_thw"].to(loaded.device),
-            inputs["attention_mask"].to(loaded.device),
-        )
+    # the family's own position function, image and video grids (and Qwen2.5-VL's second_per_grid_ts) by name
+    expected, deltas = loaded.adapter.media_rope_index(loaded.model, {k: v.to(loaded.device) for k, v in inputs.items() if hasattr(v, "to")})
     expected = expected[:, 0].cpu()
     tensors[tensor_name(T.SYNC_EXPECTED_POSITION_IDS)] = expected
     summary.rope_deltas = [int(d) for d in deltas.view(-1).tolist()]
