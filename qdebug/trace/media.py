@@ -119,10 +119,9 @@ def media_items(loaded, request, inputs) -> list[MediaItem]:
 
 
 def _sources(request, modality: str) -> list[str]:
-    """The names of the request's items of one modality, in message order (audio: clips and video tracks, as slotted)."""
+    """The names of the request's items of one modality, in message order (audio: the slots `audio_slots` gives)."""
     if modality == "image":
         return list(request.image_paths)
     if modality == "video":
         return list(request.video_paths)
-    return [request.audio_paths[i] if kind == "audio" else f"{request.video_paths[i]} (audio track)"
-            for kind, i in request.parts if kind == "audio" or (kind == "video" and request.use_audio_in_video)]
+    return [clip.source for clip, _ in audio_slots(request)]
