@@ -15,7 +15,7 @@ from qdebug.vocab import EVENT_KINDS, EventKind
 
 from .batch import Event
 
-from .log_codes import CODE_OF_VERDICT, INDEX_VERSION, VERDICT_OF_CODE  # noqa: F401 (read from here too)
+from .log_codes import INDEX_VERSION, VERDICT_OF_CODE
 
 KIND_ALIASES = {"overwrite": EventKind.BUFFER_OVERWRITE, EventKind.DESYNC: EventKind.DESYNC, "shape": EventKind.SHAPE_MISMATCH, "oob": EventKind.INDEX_OUT_OF_BOUNDS}
 

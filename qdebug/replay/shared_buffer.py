@@ -12,7 +12,6 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from qdebug.schedule import draw_schedule  # noqa: F401  (the replay's callers import it from here)
 from qdebug.vocab import EventKind
 
 

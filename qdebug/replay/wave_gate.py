@@ -13,7 +13,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from qdebug.replay.shared_buffer import SharedVisualBuffer, draw_schedule
+from qdebug.replay.shared_buffer import SharedVisualBuffer
+from qdebug.schedule import draw_schedule
 from qdebug.trace.protocols import FaultBase
 
 

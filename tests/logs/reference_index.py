@@ -1,12 +1,12 @@
-"""The reference a log index is checked against: lines recognised one by one (log_scan._scan_lines) and each request's
+"""The reference a log index is checked against: lines recognised one by one (log_line._scan_lines) and each request's
 verdict inputs aggregated event by event in Python, as the SQLite index's builder did before the index became Parquet."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from qdebug.replay.formats.log_scan import KIND_CODE, _scan_lines, _seconds_cache
-from qdebug.replay.log_index import CODE_OF_VERDICT
+from qdebug.replay.formats.log_line import KIND_CODE, _scan_lines, _seconds_cache
+from qdebug.replay.log_codes import CODE_OF_VERDICT
 from qdebug.vocab import EventKind, Verdict
 
 _OVER, _WRITE, _SYNC, _DESYNC = (KIND_CODE[k] for k in (EventKind.BUFFER_OVERWRITE, EventKind.BUFFER_WRITE, EventKind.SYNC, EventKind.DESYNC))

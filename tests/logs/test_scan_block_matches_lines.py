@@ -6,7 +6,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from qdebug.replay.formats import log_scan
-from qdebug.replay.formats.log_scan import ScanStats, _scan_lines, _seconds_cache, scan_files
+from qdebug.replay.formats.log_line import _scan_lines, _seconds_cache
+from qdebug.replay.formats.log_scan import ScanStats, scan_files
 
 from .reference_chunks import reference_chunks
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from qdebug.replay.formats.log_scan import fast_message, scan_files
+from qdebug.replay.formats.log_line import fast_message
+from qdebug.replay.formats.log_scan import scan_files
 from qdebug.replay.formats.runtime_log import parse_runtime_log
 from qdebug.vocab import EVENT_KINDS
 

@@ -1,7 +1,7 @@
 """One verdict ranking: the replay judge, the log findings and the log index's stored codes agree on it."""
 
 from qdebug.analysis.verdicts import RequestEvidence, judge_request, settle_by_text, worst
-from qdebug.replay.log_index import CODE_OF_VERDICT, VERDICT_OF_CODE
+from qdebug.replay.log_codes import CODE_OF_VERDICT, VERDICT_OF_CODE
 from qdebug.vocab import VERDICT_RANK, Verdict
 
 

@@ -34,7 +34,7 @@ class ChunkPool:
     def scan(self, blocks: Iterable[tuple[bytes, int, bool]], scan_block: Callable, clock) -> Iterator[tuple]:
         """(events table numbered from line 1 and seq 0, lines, unknown, overlong) per block, in the blocks' order.
 
-        `clock` (log_scan._seconds_cache) is shared: its values are the same whichever thread fills them.
+        `clock` (log_line._seconds_cache) is shared: its values are the same whichever thread fills them.
         """
         if self.executor is None:
             for buf, stop, overlong in blocks:

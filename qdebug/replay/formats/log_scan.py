@@ -16,7 +16,7 @@ from pathlib import Path
 from qdebug.errors import ReplayFormatError
 from qdebug.input_files import refuse_special
 
-from .log_line import KIND_CODE, Row, _scan_line, _scan_lines, _seconds_cache, fast_message  # noqa: F401 (also read from here)
+from .log_line import Row, _seconds_cache
 from .runtime_log import MAX_LINE_BYTES, _prefix, open_log
 
 CHUNK_BYTES = 2 << 20  # per chunk in flight, a few times this in memory while it is recognised

@@ -26,7 +26,9 @@ class _ReplayedBuffer(Planter):
 
     def wave(self, items, start):
         """Draw this wave's schedule over the requests that have images."""
-        from ..shared_buffer import SharedVisualBuffer, draw_schedule
+        from qdebug.schedule import draw_schedule
+
+        from ..shared_buffer import SharedVisualBuffer
 
         # Only requests with images pass through the buffer; one without must never hold a turn it cannot take.
         users = [rid for rid, req in items if req.images]
