@@ -57,7 +57,10 @@ def attention_png(trace, pil_images, path: str | Path, *, steps: list[int], laye
                 shown = ax.imshow(grid.numpy(), cmap="inferno", alpha=0.55, extent=(0, w, h, 0), interpolation="nearest")
                 p = peak_of(grid, img.index)
                 ax.add_patch(plt.Rectangle((p.col * w / p.cols, p.row * h / p.rows), w / p.cols, h / p.rows, fill=False, ec="cyan", lw=2))
-                fig.colorbar(shown, ax=ax, fraction=0.046, pad=0.02).ax.tick_params(labelsize=6)
+                bar = fig.colorbar(shown, ax=ax, fraction=0.046, pad=0.02)
+                bar.ax.tick_params(labelsize=6)
+                bar.formatter.set_useOffset(False)  # a nearly flat grid must not print "1e-7+1.48e-3" over the panel
+                bar.update_ticks()
             token = trace.steps[k].token if k < len(trace.steps) else "?"
             ax.set_title(f"step {k}: {token!r}" + (f" · image {img.index}" if len(trace.images) > 1 else ""), fontsize=9)
     wrap_to_fit(fig)

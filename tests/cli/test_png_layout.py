@@ -81,3 +81,25 @@ def test_timeline_png_of_a_large_log_is_binned_and_fits(tmp_path, monkeypatch):
     generate_log(log, 20_000, seed=9)
     _run("replay", str(log), "--timeline-png", str(png))
     assert "binned" in _titles(assert_readable(png))
+
+
+def test_attn_png_of_nearly_flat_attention_prints_no_axis_offset(tmp_path):
+    """A random or untrained model's attention can be flat to 1e-7: the colour bars then show plain values, never
+    matplotlib's offset text ("1e-7+1.479e-3") drawn over the panels."""
+    import re
+
+    import torch
+
+    from qdebug.render.plots import attention_png
+    from qdebug.trace.schema import load_trace
+    from qdebug.trace.tensor_names import TensorKind as T, tensor_name
+
+    trace = load_trace(Path(__file__).resolve().parents[1] / "data" / "red_circle.qdt")
+    torch.manual_seed(0)
+    for layer in trace.tensor_layers(T.LAYER_ATTN):
+        name = tensor_name(T.LAYER_ATTN, layer=layer)
+        a = trace.tensors[name]
+        trace.tensors[name] = torch.full_like(a, 1.479e-3) + 1e-7 * torch.rand_like(a)
+    png = attention_png(trace, [], tmp_path / "flat.png", steps=[0])
+    texts = [s for s, _ in assert_readable(png)]
+    assert not [s for s in texts if re.search(r"e[-\u2212]\d+\s*\+", s)], texts
