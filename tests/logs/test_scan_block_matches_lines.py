@@ -27,6 +27,17 @@ BODIES = [
     "TokenStreamDesyncWarning: visual token offset {m} differs from textual offset {n}",
     "ERROR VisualEmbeddingShapeMismatchError: expected shape (batch, seq_len, dim) but got (batch, dim)",
     "ERROR CrossAttentionIndexOutOfBounds: token index {n} exceeds sequence length {m}",
+    # the rare shapes the column-wise scan takes itself, and near misses it must leave to the reference
+    "VisualEncoder::write_buffer: request_id={rid} overwrote buffer at offset {m} with {n} tokens (previously {rid})",
+    "VisualEncoder::write_buffer: request_id={rid} overwrote buffer at offset {m} (previously request_id={rid})",
+    "VisualEncoder::write_buffer: request_id={rid} overwrote the buffer at offset {m} (previously {rid})",
+    "TokenStreamDesyncWarning: visual token offset {m} differs from textual offset {n} (request_id={rid}) ",
+    "CrossAttentionIndexOutOfBounds: token index {n} exceeds sequence length {m} (request_id={rid})",
+    "VisualEmbeddingShapeMismatchError: expected shape (batch, seq_len, dim) but got (batch, dim) (request_id={rid})",
+    "VisualEmbeddingShapeMismatchError: request_id={rid} got (batch, dim) (request_id={rid})",
+    "VisualEmbeddingShapeMismatchError: got {n}\t(batch, dim)  ",
+    "VisualEmbeddingShapeMismatchError: é (batch)",
+    "VisualEmbeddingShapeMismatch: " + "z" * 600,
     "INFO POST /v1/chat/completions accepted request_id={rid} images=1",
     "DEBUG gc: freed {n} blocks",
 ]
@@ -64,3 +75,19 @@ def test_block_scan_equals_line_scan(tmp_path, monkeypatch, sample, chunk, final
     rows = []
     stats = scan_files([p], rows.extend)
     assert (rows, stats.total_lines, stats.unknown_lines) == reference(p)
+
+
+def test_every_shape_id_and_number_equals_line_scan(tmp_path):
+    """Every body with every id and number (and every stamp, level and separator with each body) in one log: the
+    column-wise shapes, common and rare, and the lines they must leave to the reference, all equal the line scan."""
+    lines = [f"2024-07-12T14:23:07.103Z ERROR {body.format(rid=rid, n=n, m=m)}"
+             for body in BODIES for rid in IDS for n in NUMS for m in NUMS]
+    lines += [f"{stamp}{sep}{level}{sep}{body.format(rid='42', n='7', m='256')}{end}"
+              for body in BODIES for stamp in STAMPS for level in LEVELS for sep in (" ", "  ") for end in ("", "\r", " ")]
+    p = tmp_path / "every.log"
+    p.write_bytes(("\n".join(lines) + "\n").encode("utf-8"))
+    rows = []
+    stats = scan_files([p], rows.extend)
+    want = reference(p)
+    assert len(rows) > len(lines) // 2  # most are events: the comparison is not of two empty lists
+    assert (rows, stats.total_lines, stats.unknown_lines) == want

@@ -1,13 +1,12 @@
-"""Vectorised recognition of a chunk of log lines with pyarrow (RE2 kernels): the common shapes become columns.
+"""Vectorised recognition of a chunk of log lines with pyarrow (RE2 kernels): known shapes become columns.
 
-Same rows as `log_line._scan_lines` (the line-by-line reference): the fast shapes come out of RE2 passes over the
-chunk's lines as Arrow columns, no Python object per line; lines that might be events in another shape (and fast
-lines with an impossible date) go to `log_line._scan_line`.
+Same rows as `log_line._scan_lines` (the line-by-line reference): the common shapes (encode, write, sync, first
+token) and the rare ones services print (overwrite, desync, shape mismatch, index out of bounds) come out of RE2
+passes over the chunk's lines as Arrow columns, no Python object per line; lines that might be events in another
+shape (or hold an impossible date) go to `log_line._scan_line`.
 """
 
 from __future__ import annotations
-
-import re
 
 import numpy as np
 import pyarrow as pa
@@ -48,11 +47,46 @@ _WHERE = {b"VisualEncoder::encode_image:": EventKind.ENCODE_START, b"Generator::
           b"VisualEncoder::write_buffer:": EventKind.BUFFER_WRITE, b"TokenSynchronizer::stitch:": EventKind.SYNC}
 _WHERE_KEYS = pa.array(list(_WHERE), pa.binary())
 _WHERE_CODES = np.array([KIND_CODE[k] for k in _WHERE.values()], np.int64)
-_EXC_KEYS = (b"TokenStreamDesync", b"VisualEmbeddingShapeMismatch", b"CrossAttentionIndexOutOfBounds")
+_EXC_NAMES = "TokenStreamDesync|VisualEmbeddingShapeMismatch|CrossAttentionIndexOutOfBounds"
+_ODD_RID = f"^-+$|{_EXC_NAMES}"  # ids the reference's fast path leaves to its general recogniser
 _EVENT_WORD = r"wrote|encode_image|first|stitch|concat|consumed"
-_MAYBE_EVENT = f"request_id.*(?:{_EVENT_WORD})|(?:{_EVENT_WORD}).*request_id"
+# Lines that may be events of another shape: a request id and an event word, or an exception's name.
+_CANDIDATE = f"request_id.*(?:{_EVENT_WORD})|(?:{_EVENT_WORD}).*request_id|{_EXC_NAMES}"
+# The rare shapes, as the services we know print them (seed 000; tests/logs/log_synth.py): overwrites, desyncs and
+# errors, ASCII only, each (kind, RE2 pattern, column -> group). `m` is the message (the line after its level),
+# `s` and `f` the stamp's seconds and fraction. Any other spelling of them is left to the general recogniser.
+_RARE_HEAD = (r"^(?P<s>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(?:\.(?P<f>[0-9]{1,9}))?Z "
+              r"(?:DEBUG|INFO|WARN|WARNING|ERROR|TRACE) (?P<m>")
+_ID = r"[0-9A-Za-z-]{1,64}"
+
+
+def _opt_rid(group: str) -> str:
+    return r"(?: \(request_id=(?P<" + group + r">" + _ID + r")\))?"
+
+
+# (kind, the shape after the level (its groups named uniquely: one RE2 pass takes them all), the group that took
+# something when the line is of this kind, column -> group).
+_RARE = (
+    (EventKind.BUFFER_OVERWRITE,
+     r"VisualEncoder::write_buffer: request_id=(?P<w>" + _ID + r") overwrote buffer at offset (?P<o>" + _NUM
+     + r")(?: with (?P<n>" + _NUM + r") tokens)? \(previously (?P<v>" + _ID + r")\)", "w",
+     {"donor": "w", "rid": "v", "offset": "o", "tokens": "n"}),
+    (EventKind.DESYNC,
+     r"TokenStreamDesync[A-Za-z]*: visual token offset (?P<do>" + _NUM + r") differs from textual offset (?P<dx>"
+     + _NUM + r")" + _opt_rid("dr"), "do",
+     {"offset": "do", "rid": "dr", "text_offset": "dx"}),
+    (EventKind.INDEX_OUT_OF_BOUNDS,
+     r"CrossAttentionIndexOutOfBounds[A-Za-z]*: token index (?P<io>" + _NUM + r") exceeds sequence length (?P<in>"
+     + _NUM + r")" + _opt_rid("ir"), "io",
+     {"offset": "io", "rid": "ir", "tokens": "in"}),
+    (EventKind.SHAPE_MISMATCH,
+     r"(?P<sm>VisualEmbeddingShapeMismatch)[A-Za-z]*:[ -~]*?[!-~]" + _opt_rid("sr"), "sm",
+     {"rid": "sr"}),
+)
+_RARE_SHAPES = _RARE_HEAD + "(?:" + "|".join(f"(?:{shape})" for _, shape, _, _ in _RARE) + r"))\r?\n$"
 _BLANK = r"^[ \t\r\x0b\x0c]*\n$"  # bytes.isspace() (or empty): neither an event nor an unknown line
-_MAYBE_BLANK = re.compile(rb"\n[ \t\r\x0b\x0c\n]").search  # a quick look first: most chunks have none
+_SPACE_BYTE = np.zeros(256, bool)
+_SPACE_BYTE[list(b" \t\r\x0b\x0c\n")] = True
 
 
 # The events table's columns, as stored (one Parquet schema for every index part) and as a chunk's scan returns them.
@@ -63,46 +97,81 @@ EVENT_SCHEMA = pa.schema([("seq", pa.int64()), ("line", pa.int64()), ("t", pa.fl
 
 def scan_block_table(buf: bytes, stop: int, line0: int, seq: int, clock) -> tuple[pa.Table, int, int, int]:
     """The events of the lines in buf[1:stop] as an Arrow table (EVENT_SCHEMA, in line order), next seq, lines,
-    unknown: the fast shapes stay columns end to end; only the rare other lines become Python rows."""
+    unknown: the common and the rare shapes stay columns end to end; only lines of no known shape become Python rows."""
     nl = np.flatnonzero(np.frombuffer(buf, np.uint8, stop) == 10)
     lines = pa.Array.from_buffers(pa.binary(), len(nl) - 1, [None, pa.py_buffer((nl + 1).astype(np.int32)), pa.py_buffer(buf)])
     n_lines = len(lines)
-    blank = (pc.sum(pc.match_substring_regex(lines, _BLANK)).as_py() or 0) if _MAYBE_BLANK(buf, 0, stop) else 0
-    exc = _exception_lines(buf, stop, nl)
-    fast, slow = [], [exc]
-    # One RE2 pass over every line for both shapes; which shape a matched line is, a substring test on those alone.
-    at = np.setdiff1d(_mask(pc.match_substring_regex(lines, _EITHER)), exc, assume_unique=True)  # an exception's name
-    if len(at):  # (as the id) is the reference's to judge
-        matched = lines.take(pa.array(at))
-        is_long = pc.match_substring(matched, b" tokens at offset ").to_numpy(zero_copy_only=False)
-        for long in (False, True):
-            pick = is_long if long else ~is_long
-            if pick.any():
-                cols, ok = _fields(matched.filter(pa.array(pick)), long, clock)
-                fast.append((at[pick][ok], cols))
-                slow.append(at[pick][~ok])
-    taken = np.concatenate([at for at, _ in fast]) if fast else np.empty(0, np.int64)
-    # Other lines with a request id and an event word may be events of another shape: the reference decides.
-    # (one RE2 pass for both conditions, cheaper than a substring pass and a second one over its hits)
-    slow.append(np.setdiff1d(_mask(pc.match_substring_regex(lines, _MAYBE_EVENT)), taken, assume_unique=True))
+    blank = _blank_lines(buf, stop, nl, lines)
+    parts, slow = [], []  # (line indices, EVENT_SCHEMA columns after seq and line), indices for the reference
+    # One RE2 pass over every line for both common shapes; which shape a matched line is, a substring test on those alone.
+    is_fast = pc.match_substring_regex(lines, _EITHER)
+    at = _mask(is_fast)
+    if len(at):
+        cols, ok = _fields(lines.filter(is_fast), clock)
+        parts.append((at[ok], cols))
+        slow.append(at[~ok])
+    # The other lines with a request id and an event word, or an exception's name, may be events of another shape:
+    # the rare shapes (overwrites, desyncs, errors) as columns too, whatever is left the reference decides.
+    others = pc.invert(is_fast)
+    rest = lines.filter(others)
+    cand = np.flatnonzero(others.to_numpy(zero_copy_only=False))[_mask(pc.match_substring_regex(rest, _CANDIDATE))]
+    if len(cand):
+        rare, left = _rare_shapes(lines.take(pa.array(cand)), clock)
+        parts += [(cand[i], cols) for i, cols in rare]
+        slow.append(cand[left])
     slow_rows = []
-    for i in np.unique(np.concatenate(slow)).tolist():
+    for i in np.unique(np.concatenate(slow)).tolist() if slow else ():
         row = log_line._scan_line(buf[nl[i] + 1 : nl[i + 1]], i + line0 + 1, 0, clock)  # its seq is given below
         if row is not None:
             slow_rows.append((i, row))
-    order = np.argsort(taken, kind="stable")
-    at = taken[order]
-    table = _fast_table(fast, order, at + line0 + 1)
     if slow_rows:
         where = np.array([i for i, _ in slow_rows], np.int64)
         cols = list(zip(*(row for _, row in slow_rows)))
-        slow_table = pa.table([pa.array(np.zeros(len(where), np.int64)), pa.array(where + line0 + 1),
-                               *(pa.array(c, f.type) for c, f in zip(cols[2:], list(EVENT_SCHEMA)[2:]))], schema=EVENT_SCHEMA)
-        table = pa.concat_tables([table, slow_table])
-        table = table.take(pc.sort_indices(table.column("line")))  # two sorted runs in line order
+        parts.append((where, [pa.array(c, f.type) for c, f in zip(cols[2:], list(EVENT_SCHEMA)[2:])]))
+    table = _in_line_order(parts, line0)
     n = table.num_rows
     table = table.set_column(0, "seq", pa.array(np.arange(seq, seq + n, dtype=np.int64)))
     return table, seq + n, n_lines, n_lines - blank - n
+
+
+def _blank_lines(buf: bytes, stop: int, nl: np.ndarray, lines: pa.BinaryArray) -> int:
+    """How many lines are empty or whitespace only (only lines starting with whitespace are looked at)."""
+    maybe = np.flatnonzero(_SPACE_BYTE[np.frombuffer(buf, np.uint8, stop)[nl[:-1] + 1]])
+    if not len(maybe):
+        return 0
+    return int(pc.sum(pc.match_substring_regex(lines.take(pa.array(maybe)), _BLANK)).as_py() or 0)
+
+
+def _in_line_order(parts: list, line0: int) -> pa.Table:
+    """One EVENT_SCHEMA table (seq set later) from parts of (line indices, columns t..message), rows in line order."""
+    parts = [(at, cols) for at, cols in parts if len(at)]
+    if not parts:
+        return EVENT_SCHEMA.empty_table()
+    at = np.concatenate([at for at, _ in parts])
+    order = np.argsort(at, kind="stable")
+    n = len(at)
+    columns = [pa.array(np.zeros(n, np.int64)), pa.array(at[order] + line0 + 1)]
+    take = pa.array(order)
+    for k, field in enumerate(list(EVENT_SCHEMA)[2:]):
+        col = pa.concat_arrays([_as(cols[k], field.type) for _, cols in parts])
+        columns.append(col.take(take) if len(parts) > 1 or not _sorted(order) else col)
+    return pa.table(columns, schema=EVENT_SCHEMA)
+
+
+def _sorted(order: np.ndarray) -> bool:
+    """Whether a permutation is the identity (one part, already in line order)."""
+    return bool((order == np.arange(len(order))).all())
+
+
+def _as(values, typ: pa.DataType) -> pa.Array:
+    """A column of the given Arrow type from numpy, Arrow or null-count values."""
+    if isinstance(values, int):
+        return pa.nulls(values, typ)
+    if isinstance(values, np.ndarray):
+        return pa.array(values.astype(typ.to_pandas_dtype()), typ)
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    return values if values.type == typ else pc.cast(values, typ)
 
 
 def _mask(flags: pa.BooleanArray) -> np.ndarray:
@@ -110,56 +179,76 @@ def _mask(flags: pa.BooleanArray) -> np.ndarray:
     return np.flatnonzero(flags.to_numpy(zero_copy_only=False))
 
 
-def _exception_lines(buf: bytes, stop: int, nl: np.ndarray) -> np.ndarray:
-    """Which lines name an exception (rare; found by memchr-fast bytes.find rather than a pass per line)."""
-    pos = []
-    for key in _EXC_KEYS:
-        i = buf.find(key, 0, stop)
-        while i >= 0:
-            pos.append(i)
-            i = buf.find(key, i + 1, stop)
-    return np.unique(np.searchsorted(nl, pos) - 1) if pos else np.empty(0, np.int64)
-
-
-def _fields(lines: pa.BinaryArray, long: bool, clock) -> tuple[list, np.ndarray]:
-    """The columns (t, kind, rid, tokens, offset) of fast-shape lines and which of them hold (a date, an id that is
-    not dashes only: as the reference decides)."""
+def _fields(lines: pa.BinaryArray, clock) -> tuple[list, np.ndarray]:
+    """The columns (t .. message) of common-shape lines and which of them hold: a date, and an id that is neither
+    dashes only nor hiding an exception's name (such lines are the reference's to judge)."""
     parts = pc.split_pattern(lines, b" ")
+    long = pc.equal(pc.list_value_length(parts), 10).to_numpy(zero_copy_only=False)  # with tokens and offset
     stamp = pc.list_element(parts, 0)
     rid = pc.binary_slice(pc.list_element(parts, 3), 11, 11 + 64)  # "request_id=" cut off
     t = _times(pc.binary_slice(stamp, 0, 19), pc.binary_slice(stamp, 20, -1), clock)
-    ok = ~np.isnan(t) & ~pc.match_substring_regex(rid, r"^-+$").to_numpy(zero_copy_only=False)
+    ok = ~np.isnan(t) & ~pc.match_substring_regex(rid, _ODD_RID).to_numpy(zero_copy_only=False)
     keep = pa.array(ok)
+    n = int(ok.sum())
     kind = _WHERE_CODES[pc.index_in(pc.list_element(parts, 2).filter(keep), value_set=_WHERE_KEYS).to_numpy()]
-    if long:
-        tokens = _ints(pc.list_element(parts, 5).filter(keep))
-        offset = _ints(pc.list_element(parts, 9).filter(keep))
-    else:
-        tokens = offset = pa.nulls(int(ok.sum()), pa.int64())
-    return [t[ok], kind, rid.filter(keep), tokens, offset], ok
+    tokens = offset = n
+    if long.any():
+        numbers = parts.filter(pa.array(long))
+        tokens, offset = (_spread(_ints(pc.list_element(numbers, k)), long).filter(keep) for k in (5, 9))
+    return [t[ok], kind, rid.filter(keep), n, offset, n, tokens, n], ok
 
 
-def _fast_table(fast: list, order: np.ndarray, lines: np.ndarray) -> pa.Table:
-    """The fast rows as an EVENT_SCHEMA table, the short and long shapes' rows merged in line order (seq set later)."""
-    n = len(order)
-    if not n:
-        return EVENT_SCHEMA.empty_table()
+def _spread(values: pa.Array, where: np.ndarray) -> pa.Array:
+    """values (no nulls) placed at the true positions of where, nulls elsewhere."""
+    full = np.zeros(len(where), np.int64)
+    full[where] = values.to_numpy()
+    return pa.array(full, pa.int64(), mask=~where)
 
-    def col(k):
-        return [c[k] for _, c in fast]
-    take = pa.array(order)
-    nulls = pa.nulls(n, pa.int64())
-    return pa.table([
-        pa.array(np.zeros(n, np.int64)), pa.array(lines.astype(np.int64)), pa.array(np.concatenate(col(0))[order]),
-        pa.array(np.concatenate(col(1))[order].astype(np.int8)), pc.cast(pa.concat_arrays(col(2)).take(take), pa.string()),
-        pa.nulls(n, pa.string()), pa.concat_arrays(col(4)).take(take), nulls, pa.concat_arrays(col(3)).take(take),
-        pa.nulls(n, pa.string()),
-    ], schema=EVENT_SCHEMA)
+
+def _rare_shapes(lines: pa.BinaryArray, clock) -> tuple[list, np.ndarray]:
+    """The rare shapes among candidate lines as columns: [(positions in lines, columns t .. message)], positions left
+    for the reference (no shape of ours, an impossible date, an id hiding an exception's name, a line too long)."""
+    short = pc.less(pc.binary_length(lines), log_line.MAX_LINE_BYTES + 1)  # raw line (no "\n") < MAX_LINE_BYTES
+    got = pc.extract_regex(lines, _RARE_SHAPES)
+    hit = pc.and_(got.is_valid(), short).to_numpy(zero_copy_only=False)
+    if not hit.any():
+        return [], np.arange(len(lines))
+    at = np.flatnonzero(hit)
+    got = got.filter(pa.array(hit))
+    group = {name: got.field(name) for name in got.type.names}
+    t = _times(group["s"], group["f"], clock)
+    taken = ~np.isnan(t)
+    out = []
+    for kind, _shape, marker, names in _RARE:
+        ok = taken & (pc.binary_length(group[marker]).to_numpy() > 0)
+        if kind == EventKind.BUFFER_OVERWRITE:  # an id naming an exception makes the line the exception's
+            for name in ("w", "v"):
+                ok &= ~pc.match_substring_regex(group[name], _EXC_NAMES).to_numpy(zero_copy_only=False)
+        elif kind == EventKind.SHAPE_MISMATCH:  # its id is the line's only request_id, if any
+            mentions = pc.count_substring(lines.filter(pa.array(hit)), b"request_id").to_numpy()
+            ok &= mentions == (pc.binary_length(group["sr"]).to_numpy() > 0)
+        if not ok.any():
+            continue
+        keep = pa.array(ok)
+        n = int(ok.sum())
+
+        def col(column: str, ints: bool = False):
+            name = names.get(column)
+            if name is None:
+                return n
+            values = group[name].filter(keep)
+            return _ints(values) if ints else pc.if_else(pc.equal(pc.binary_length(values), 0), pa.scalar(None, pa.binary()), values)
+
+        out.append((at[ok], [t[ok], np.full(n, KIND_CODE[kind], np.int8), col("rid"), col("donor"), col("offset", True),
+                             col("text_offset", True), col("tokens", True), pc.binary_slice(group["m"].filter(keep), 0, 500)]))
+    done = np.concatenate([a for a, _ in out]) if out else np.empty(0, np.int64)
+    return out, np.setdiff1d(np.arange(len(lines)), done, assume_unique=True)
 
 
 def _ints(digits: pa.Array) -> pa.Array:
-    """Whole numbers from their digits (the last word of a line still has its "\r\n")."""
-    return pc.cast(pc.utf8_rtrim(pc.cast(digits, pa.string()), characters="\r\n"), pa.int64())
+    """Whole numbers from their digits (the last word of a line still has its "\r\n"; none: null)."""
+    text = pc.utf8_rtrim(pc.cast(digits, pa.string()), characters="\r\n")
+    return pc.cast(pc.if_else(pc.equal(pc.utf8_length(text), 0), pa.scalar(None, pa.string()), text), pa.int64())
 
 
 def _times(seconds_stamps: pa.Array, fracs: pa.Array, clock) -> np.ndarray:
