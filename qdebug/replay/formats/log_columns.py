@@ -103,22 +103,25 @@ def scan_block_table(buf: bytes, stop: int, line0: int, seq: int, clock) -> tupl
     n_lines = len(lines)
     blank = _blank_lines(buf, stop, nl, lines)
     parts, slow = [], []  # (line indices, EVENT_SCHEMA columns after seq and line), indices for the reference
-    # One RE2 pass over every line for both common shapes; which shape a matched line is, a substring test on those alone.
-    is_fast = pc.match_substring_regex(lines, _EITHER)
-    at = _mask(is_fast)
-    if len(at):
-        cols, ok = _fields(lines.filter(is_fast), clock)
-        parts.append((at[ok], cols))
-        slow.append(at[~ok])
-    # The other lines with a request id and an event word, or an exception's name, may be events of another shape:
-    # the rare shapes (overwrites, desyncs, errors) as columns too, whatever is left the reference decides.
-    others = pc.invert(is_fast)
-    rest = lines.filter(others)
-    cand = np.flatnonzero(others.to_numpy(zero_copy_only=False))[_mask(pc.match_substring_regex(rest, _CANDIDATE))]
-    if len(cand):
-        rare, left = _rare_shapes(lines.take(pa.array(cand)), clock)
-        parts += [(cand[i], cols) for i, cols in rare]
-        slow.append(cand[left])
+    # One RE2 pass over every line finds the candidates: a request id and an event word, or an exception's name (every
+    # line of a known shape is one). The shapes are then matched on the candidates alone: most lines of a log are noise.
+    is_cand = pc.match_substring_regex(lines, _CANDIDATE)
+    cand_at = _mask(is_cand)
+    if len(cand_at):
+        cand = lines.filter(is_cand)
+        # the common shapes: one RE2 pass for all four, their fields cut out by splitting on spaces
+        is_fast = pc.match_substring_regex(cand, _EITHER)
+        fast = is_fast.to_numpy(zero_copy_only=False)
+        if fast.any():
+            cols, ok = _fields(cand.filter(is_fast), clock)
+            parts.append((cand_at[fast][ok], cols))
+            slow.append(cand_at[fast][~ok])
+        # the rare shapes (overwrites, desyncs, errors) as columns too; whatever is left, the reference decides
+        if not fast.all():
+            rest_at = cand_at[~fast]
+            rare, left = _rare_shapes(cand.filter(pc.invert(is_fast)), clock)
+            parts += [(rest_at[i], cols) for i, cols in rare]
+            slow.append(rest_at[left])
     slow_rows = []
     for i in np.unique(np.concatenate(slow)).tolist() if slow else ():
         row = log_line._scan_line(buf[nl[i] + 1 : nl[i + 1]], i + line0 + 1, 0, clock)  # its seq is given below
