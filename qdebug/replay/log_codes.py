@@ -5,7 +5,7 @@ from __future__ import annotations
 from qdebug.vocab import EVENT_KINDS, VERDICT_RANK, EventKind, Verdict
 
 # Bump when the parser or the tables change: an index built by another version is rebuilt, never misread.
-INDEX_VERSION = 3
+INDEX_VERSION = 4
 # A request's stored verdict code (column `rank`): its place in vocab.VERDICT_RANK among the verdicts a log can
 # give (never `diverged`), so SQL's max() and ORDER BY rank keep the shared ranking. On disk: ok 0, error 1, desync 2, contaminated 3.
 VERDICT_OF_CODE = tuple(v for v in sorted(VERDICT_RANK, key=VERDICT_RANK.__getitem__) if v != Verdict.DIVERGED)

@@ -245,7 +245,7 @@ class LogIndex:
                             f"w_vis, last_stitch + {seq_base} AS last_stitch, {q('donor')} AS donor, "
                             f"donor_seq + {seq_base} AS donor_seq, {host} AS host FROM read_parquet({sql_list([folder / REQUESTS])})")
             seq_base += sum(p["rows"] for p in m["parts"])
-            ord_base += int(m.get("requests", 0))
+            ord_base += 2 * sum(p["rows"] for p in m["parts"]) + 2  # past the host's last mention (2 * seq + 1)
         db = self.conn.db
         db.execute("CREATE VIEW events AS " + " UNION ALL ".join(events))
         db.execute("CREATE VIEW requests AS " + " UNION ALL ".join(requests))
@@ -294,7 +294,7 @@ class LogIndex:
             parts = [(f"{cols} WHERE rank > 0 ORDER BY rank DESC, ord{cap}", []),
                      (f"{cols} WHERE rank = 0 ORDER BY ord{cap}", [])]
         else:
-            parts = [(f"{cols} WHERE ord < ? ORDER BY ord" if limit >= 0 else f"{cols} ORDER BY ord", [limit] if limit >= 0 else [])]
+            parts = [(f"{cols} ORDER BY ord{cap}", [])]
 
         def rows():
             left = limit

@@ -38,7 +38,7 @@ def event_schema():
 
 
 def requests_schema():
-    """requests.parquet's schema: `rank` is the verdict code (log_index.VERDICT_OF_CODE)."""
+    """requests.parquet's schema: `ord` orders requests by first mention, `rank` is the verdict code (log_index.VERDICT_OF_CODE)."""
     import pyarrow as pa
 
     i64 = pa.int64()

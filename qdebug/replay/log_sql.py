@@ -1,6 +1,7 @@
 """Verdicts and findings of a log, in SQL (DuckDB) over its events' Parquet: what the old per-event Python loop decided.
 
-A request's row: its first mention (an overwrite mentions its writer, the donor, just before its victim), the worst of
+A request's row: `ord`, where it is first mentioned (an order, not a count: one sort of a million requests, not two),
+its first mention (an overwrite mentions its writer, the donor, just before its victim), the worst of
 its own events (desync 2, shape mismatch or index out of bounds 1), its last desync's offsets, its last own buffer write
 (an overwrite is the donor's write), its last sync. An overwrite by another request contaminates the victim when it
 comes before the victim's last sync (or the victim never synced); the victim's donor is the last such overwrite's.
@@ -88,7 +89,7 @@ def _derive(parts: list[Path], requests: Path, findings: Path, tmp: Path, memory
             WHERE e.kind = {over} AND e.donor <> e.rid AND (r.last_stitch IS NULL OR e.seq < r.last_stitch)""")
         con.execute(f"""
             COPY (
-              SELECT (row_number() OVER (ORDER BY a.first) - 1)::BIGINT AS ord, a.rid,
+              SELECT (a.first >> 64)::BIGINT AS ord, a.rid,
                      (a.first & 18446744073709551615)::BIGINT AS line,
                      (CASE WHEN c.donor_seq IS NOT NULL THEN {contaminated} ELSE a.rank END)::TINYINT AS rank,
                      d.rid IS NOT NULL AS has_d, d.d_text::BIGINT AS d_text, d.d_vis::BIGINT AS d_vis, a.w IS NOT NULL AS has_w,
@@ -98,7 +99,7 @@ def _derive(parts: list[Path], requests: Path, findings: Path, tmp: Path, memory
               LEFT JOIN des d ON d.rid = a.rid
               LEFT JOIN (SELECT victim, max(seq) AS donor_seq, arg_max(donor, seq) AS donor FROM contam GROUP BY victim) c
                 ON c.victim = a.rid
-              ORDER BY a.first
+              ORDER BY ord
             ) TO '{_q(requests)}' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 262144)""")
         con.execute(f"""
             COPY (

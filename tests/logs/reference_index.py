@@ -65,8 +65,9 @@ def index_tables(index) -> dict[str, list]:
     q = index.conn.execute
     return {
         "events": q('SELECT seq, line, t, kind, rid, donor, "offset", text_offset, tokens, message FROM events ORDER BY seq').fetchall(),
-        "requests": q("SELECT ord, rid, line, rank, has_d, d_text, d_vis, has_w, w_vis, last_stitch, donor, donor_seq "
-                      "FROM requests ORDER BY ord").fetchall(),
+        # ord is where a request is first mentioned (an order key): its rank among them is the reference's count
+        "requests": q("SELECT (row_number() OVER (ORDER BY ord) - 1) AS ord, rid, line, rank, has_d, d_text, d_vis, has_w, "
+                      "w_vis, last_stitch, donor, donor_seq FROM requests ORDER BY ord").fetchall(),
         "contam": q("SELECT seq, victim, donor FROM contam ORDER BY seq").fetchall(),
         "findings": q("SELECT seq, contaminating FROM findings ORDER BY seq").fetchall(),
     }

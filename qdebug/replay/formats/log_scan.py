@@ -19,7 +19,7 @@ from qdebug.input_files import refuse_special
 from .log_line import Row, _seconds_cache
 from .runtime_log import MAX_LINE_BYTES, _prefix, open_log
 
-CHUNK_BYTES = 2 << 20  # per chunk in flight, a few times this in memory while it is recognised
+CHUNK_BYTES = 4 << 20  # per chunk in flight, a few times this in memory while it is recognised
 
 
 @dataclass
