@@ -36,8 +36,11 @@ _lean_pool()
 # offset). Their fields are then cut out by splitting on spaces. Stricter than the reference's fast path (digits in
 # the stamp) is safe: whatever is not taken here goes to the reference itself.
 _HEAD = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.[0-9]{1,9})?Z (?:DEBUG|INFO|WARN|WARNING|ERROR|TRACE) "
-_RID = r": request_id=[0-9A-Za-z-]{1,64} "
-_NUM = r"[0-9]{1,18}"
+# Ids and numbers are matched unbounded and their lengths checked after (at most _ID_MAX characters, _DIGITS_MAX
+# digits, as the reference allows): RE2 compiles a pattern per call, and bounded repeats made it ten times larger.
+_ID_MAX, _DIGITS_MAX = 64, 18
+_RID = r": request_id=[0-9A-Za-z-]+ "
+_NUM = r"[0-9]+"
 _SHORT = (_HEAD + r"(?:VisualEncoder::encode_image" + _RID + r"start|Generator::decode" + _RID + r"first_token)\r?\n$")
 _LONG = (_HEAD + r"(?:VisualEncoder::write_buffer" + _RID + r"wrote|TokenSynchronizer::stitch" + _RID + r"consumed) "
          + _NUM + r" tokens at offset " + _NUM + r"\r?\n$")
@@ -56,7 +59,7 @@ _CANDIDATE = f"request_id.*(?:{_EVENT_WORD})|(?:{_EVENT_WORD}).*request_id|{_EXC
 # `s` and `f` the stamp's seconds and fraction. Any other spelling of them is left to the general recogniser.
 _RARE_HEAD = (r"^(?P<s>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(?:\.(?P<f>[0-9]{1,9}))?Z "
               r"(?:DEBUG|INFO|WARN|WARNING|ERROR|TRACE) (?P<m>")
-_ID = r"[0-9A-Za-z-]{1,64}"
+_ID = r"[0-9A-Za-z-]+"
 
 
 def _opt_rid(group: str) -> str:
@@ -182,22 +185,32 @@ def _mask(flags: pa.BooleanArray) -> np.ndarray:
 
 
 def _fields(lines: pa.BinaryArray, clock) -> tuple[list, np.ndarray]:
-    """The columns (t .. message) of common-shape lines and which of them hold: a date, and an id that is neither
-    dashes only nor hiding an exception's name (such lines are the reference's to judge)."""
+    """The columns (t .. message) of common-shape lines and which of them hold: a date, an id of at most _ID_MAX
+    characters that is neither dashes only nor hiding an exception's name, numbers of at most _DIGITS_MAX digits
+    (the other lines are the reference's to judge)."""
     parts = pc.split_pattern(lines, b" ")
     long = pc.equal(pc.list_value_length(parts), 10).to_numpy(zero_copy_only=False)  # with tokens and offset
     stamp = pc.list_element(parts, 0)
-    rid = pc.binary_slice(pc.list_element(parts, 3), 11, 11 + 64)  # "request_id=" cut off
+    rid = pc.binary_slice(pc.list_element(parts, 3), 11, 1 << 30)  # "request_id=" cut off (pyarrow 26 fails without a stop)
     t = _times(pc.binary_slice(stamp, 0, 19), pc.binary_slice(stamp, 20, -1), clock)
-    ok = ~np.isnan(t) & ~pc.match_substring_regex(rid, _ODD_RID).to_numpy(zero_copy_only=False)
+    ok = ~np.isnan(t) & _at_most(rid, _ID_MAX) & ~pc.match_substring_regex(rid, _ODD_RID).to_numpy(zero_copy_only=False)
+    if long.any():
+        numbers = parts.filter(pa.array(long))
+        digits = [_digits(pc.list_element(numbers, k)) for k in (5, 9)]
+        ok[long] &= _at_most(digits[0], _DIGITS_MAX) & _at_most(digits[1], _DIGITS_MAX)
     keep = pa.array(ok)
     n = int(ok.sum())
     kind = _WHERE_CODES[pc.index_in(pc.list_element(parts, 2).filter(keep), value_set=_WHERE_KEYS).to_numpy()]
     tokens = offset = n
     if long.any():
-        numbers = parts.filter(pa.array(long))
-        tokens, offset = (_spread(_ints(pc.list_element(numbers, k)), long).filter(keep) for k in (5, 9))
+        kept = pa.array(ok[long])
+        tokens, offset = (_spread(pc.cast(d.filter(kept), pa.int64()), long & ok).filter(keep) for d in digits)
     return [t[ok], kind, rid.filter(keep), n, offset, n, tokens, n], ok
+
+
+def _at_most(values: pa.Array, most: int) -> np.ndarray:
+    """Which values are at most `most` long."""
+    return pc.less_equal(pc.binary_length(values), most).to_numpy(zero_copy_only=False)
 
 
 def _spread(values: pa.Array, where: np.ndarray) -> pa.Array:
@@ -223,6 +236,8 @@ def _rare_shapes(lines: pa.BinaryArray, clock) -> tuple[list, np.ndarray]:
     out = []
     for kind, _shape, marker, names in _RARE:
         ok = taken & (pc.binary_length(group[marker]).to_numpy() > 0)
+        for column, name in names.items():
+            ok &= _at_most(group[name], _ID_MAX if column in ("rid", "donor") else _DIGITS_MAX)
         if kind == EventKind.BUFFER_OVERWRITE:  # an id naming an exception makes the line the exception's
             for name in ("w", "v"):
                 ok &= ~pc.match_substring_regex(group[name], _EXC_NAMES).to_numpy(zero_copy_only=False)
@@ -247,9 +262,14 @@ def _rare_shapes(lines: pa.BinaryArray, clock) -> tuple[list, np.ndarray]:
     return out, np.setdiff1d(np.arange(len(lines)), done, assume_unique=True)
 
 
+def _digits(values: pa.Array) -> pa.Array:
+    """A number's digits as text (the last word of a line still has its "\r\n"; none: "")."""
+    return pc.utf8_rtrim(pc.cast(values, pa.string()), characters="\r\n")
+
+
 def _ints(digits: pa.Array) -> pa.Array:
-    """Whole numbers from their digits (the last word of a line still has its "\r\n"; none: null)."""
-    text = pc.utf8_rtrim(pc.cast(digits, pa.string()), characters="\r\n")
+    """Whole numbers from their digits (none: null)."""
+    text = _digits(digits)
     return pc.cast(pc.if_else(pc.equal(pc.utf8_length(text), 0), pa.scalar(None, pa.string()), text), pa.int64())
 
 
