@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from qdebug.replay.formats.log_scan import ScanStats, log_paths, order_files, scan_files
-from qdebug.replay.log_index import LogIndex, cache_dir, cache_key
+from qdebug.replay.log_index import LogIndex, cache_dir, cache_key, file_identity
 from qdebug.replay.log_parquet import MANIFEST, IndexWriter
 
 # What qdebug writes in an index folder: a cache entry holding only these is ours to replace when it is broken.
@@ -38,15 +38,18 @@ def build_index(paths: list[Path], target: Path, progress: Callable[[int, int, i
     target.mkdir(parents=True, exist_ok=True)
     writer = IndexWriter(target, host or default_host())
     stats = stats if stats is not None else ScanStats()
-    keys = {str(p): cache_key([p]) for p in paths}
+    identities = {str(p): file_identity(p) for p in paths}
     todo = paths
     if reuse is not None:
         folder, old = reuse
-        writer.reuse_parts(folder, old["parts"])
-        todo = paths[len(old["parts"]):]
+        n = len(old["parts"])
+        # the same files, maybe under new names (logrotate renamed them): the partitions say what they are called now
+        writer.reuse_parts(folder, [{**part, "source": str(p)} for part, p in zip(old["parts"], paths)])
+        todo = paths[n:]
         stats.total_lines, stats.unknown_lines, stats.events = old["total_lines"], old["unknown_lines"], old["events"]
         stats.bytes_read, stats.bytes_total = old["bytes_read"], old["bytes_total"]
-        stats.files, stats.changes = list(old["files"]), list(old["changes"])
+        stats.files = [{**entry, "path": str(p)} for entry, p in zip(old["files"], paths)]
+        stats.changes = list(old["changes"])
     interrupted = False
     t0 = time.perf_counter()
     started = {"files": len(stats.files)}
@@ -55,7 +58,7 @@ def build_index(paths: list[Path], target: Path, progress: Callable[[int, int, i
         # a new partition each time the scan moves on to the next file
         while started["files"] < len(stats.files):
             path = stats.files[started["files"]]["path"]
-            writer.begin_part(path, keys.get(path, ""))
+            writer.begin_part(path, identities.get(path, ""))
             started["files"] += 1
         writer.add(table)
 
@@ -65,7 +68,7 @@ def build_index(paths: list[Path], target: Path, progress: Callable[[int, int, i
         interrupted = True
     while started["files"] < len(stats.files):  # files with no events still get their (empty) partition
         path = stats.files[started["files"]]["path"]
-        writer.begin_part(path, keys.get(path, ""))
+        writer.begin_part(path, identities.get(path, ""))
         started["files"] += 1
     meta = {
         "complete": not interrupted, "sources": [str(p) for p in paths], "files": stats.files,
@@ -157,8 +160,8 @@ def open_log_index(
 
 
 def _earlier_index(folder: Path, paths: list[Path]) -> tuple[Path, dict] | None:
-    """A cached index of the first of these files (the same files, unchanged: their own keys match), the longest one:
-    its partitions are reused and only the files after them read."""
+    """A cached index of the first of these files (the same files, unchanged, under any name: their identities match),
+    the longest one: its partitions are reused and only the files after them read."""
     import json
 
     from qdebug.replay.log_codes import INDEX_VERSION
@@ -166,7 +169,7 @@ def _earlier_index(folder: Path, paths: list[Path]) -> tuple[Path, dict] | None:
 
     if len(paths) < 2:
         return None
-    keys = [cache_key([p]) for p in paths]
+    identities = [file_identity(p) for p in paths]
     best = None
     try:
         entries = [e for e in folder.iterdir() if not e.name.startswith(".") and e.is_dir() and not e.is_symlink()]
@@ -176,7 +179,7 @@ def _earlier_index(folder: Path, paths: list[Path]) -> tuple[Path, dict] | None:
         try:
             parts = json.loads((entry / MANIFEST).read_text(encoding="utf-8")).get("parts")
             n = len(parts)
-            if not (0 < n < len(paths)) or [p.get("key") for p in parts] != keys[:n] or (best and n <= len(best[1]["parts"])):
+            if not (0 < n < len(paths)) or [p.get("identity") for p in parts] != identities[:n] or (best and n <= len(best[1]["parts"])):
                 continue
         except (OSError, ValueError, AttributeError, TypeError):  # not an index of ours: never reused
             continue

@@ -48,14 +48,28 @@ def cache_key(paths: list[Path]) -> str:
     return hashlib.sha256(json.dumps([INDEX_VERSION, parts]).encode()).hexdigest()[:32]
 
 
-def _edge_hash(path: Path, size: int) -> str:
-    """SHA-256 of the file's first and last EDGE_BYTES ("" for what cannot be read here: the scan names the problem)."""
+def file_identity(path: Path) -> str:
+    """A log file's content identity, whatever its name: device, inode, size, mtime and a hash of its ends and of
+    16 blocks spread through it. A file logrotate renamed keeps it (its index partition is reused under the new name);
+    an appended or replaced file does not. The ctime is left out (a rename changes it), so a file rewritten in place
+    with its size and mtime set back is noticed only where the change reaches its ends or a sampled block."""
+    st = path.stat()
+    return hashlib.sha256(json.dumps([INDEX_VERSION, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns,
+                                      _edge_hash(path, st.st_size, samples=16)]).encode()).hexdigest()[:32]
+
+
+def _edge_hash(path: Path, size: int, samples: int = 0) -> str:
+    """SHA-256 of the file's first and last EDGE_BYTES and of `samples` 4 KiB blocks evenly between ("" for what cannot
+    be read here: the scan names the problem)."""
     digest = hashlib.sha256()
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):
             return ""  # a pipe or device: opening it here could block
         with open(path, "rb") as f:
             digest.update(f.read(EDGE_BYTES))
+            for k in range(1, samples + 1) if size > 2 * EDGE_BYTES else ():
+                f.seek(EDGE_BYTES + (size - 2 * EDGE_BYTES) * k // (samples + 1))
+                digest.update(f.read(4096))
             if size > EDGE_BYTES:
                 f.seek(max(EDGE_BYTES, size - EDGE_BYTES))
                 digest.update(f.read(EDGE_BYTES))
