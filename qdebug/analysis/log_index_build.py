@@ -184,7 +184,8 @@ def _earlier_index(folder: Path, paths: list[Path]) -> tuple[Path, dict] | None:
         except (OSError, ValueError, AttributeError, TypeError):  # not an index of ours: never reused
             continue
         manifest, _problem = check_index(entry, INDEX_VERSION)
-        if manifest is not None and manifest.get("changes") == []:  # a file that grew or shrank while read: read it again
+        # a file that grew or shrank while read is read again; so are partitions stored under another host name
+        if manifest is not None and manifest.get("changes") == [] and manifest.get("host") == default_host():
             best = (entry, manifest)
     return best
 

@@ -252,12 +252,12 @@ class LogIndex:
                 return f"{host} || '/' || {col}" if many else col
             msg = _fast_message_sql() if many else "message"
             cols = (f'seq + {seq_base} AS seq, line, t, kind, {q("rid")} AS rid, {q("donor")} AS donor, "offset", '
-                    f"text_offset, tokens, {msg} AS message, {host} AS host")
+                    f"text_offset, tokens, {msg} AS message, host")
             events.append(f"SELECT {cols} FROM read_parquet({sql_list([folder / p['file'] for p in m['parts']])})")
             findings.append(f"SELECT {cols}, contaminating FROM read_parquet({sql_list([folder / FINDINGS])})")
             requests.append(f"SELECT ord + {ord_base} AS ord, {q('rid')} AS rid, line, rank, has_d, d_text, d_vis, has_w, "
                             f"w_vis, last_stitch + {seq_base} AS last_stitch, {q('donor')} AS donor, "
-                            f"donor_seq + {seq_base} AS donor_seq, {host} AS host FROM read_parquet({sql_list([folder / REQUESTS])})")
+                            f"donor_seq + {seq_base} AS donor_seq, host FROM read_parquet({sql_list([folder / REQUESTS])})")
             seq_base += sum(p["rows"] for p in m["parts"])
             ord_base += 2 * sum(p["rows"] for p in m["parts"]) + 2  # past the host's last mention (2 * seq + 1)
         db = self.conn.db

@@ -39,19 +39,19 @@ def sql_list(paths: list[Path]) -> str:
 _BUDGETS = ((96, 2), (256, 1), (2048, 1))
 
 
-def derive_tables(parts: list[Path], requests: Path, findings: Path, tmp: Path) -> None:
+def derive_tables(parts: list[Path], requests: Path, findings: Path, tmp: Path, host: str) -> None:
     """Write requests.parquet and findings.parquet from the events partitions (absolute seq and line numbers)."""
     import duckdb
 
     for i, (memory_mb, threads) in enumerate(_BUDGETS):
         try:
-            return _derive(parts, requests, findings, tmp, memory_mb, threads)
+            return _derive(parts, requests, findings, tmp, host, memory_mb, threads)
         except duckdb.OutOfMemoryException:
             if i == len(_BUDGETS) - 1:
                 raise
 
 
-def _derive(parts: list[Path], requests: Path, findings: Path, tmp: Path, memory_mb: int, threads: int) -> None:
+def _derive(parts: list[Path], requests: Path, findings: Path, tmp: Path, host: str, memory_mb: int, threads: int) -> None:
     """derive_tables within one memory limit and thread count."""
     over, write, sync, desync, shape, oob = (kind_code(k) for k in (
         EventKind.BUFFER_OVERWRITE, EventKind.BUFFER_WRITE, EventKind.SYNC, EventKind.DESYNC,
@@ -94,7 +94,8 @@ def _derive(parts: list[Path], requests: Path, findings: Path, tmp: Path, memory
                      (CASE WHEN c.donor_seq IS NOT NULL THEN {contaminated} ELSE a.rank END)::TINYINT AS rank,
                      d.rid IS NOT NULL AS has_d, d.d_text::BIGINT AS d_text, d.d_vis::BIGINT AS d_vis, a.w IS NOT NULL AS has_w,
                      (nullif(a.w & 18446744073709551615, 0) - 1)::BIGINT AS w_vis,
-                     a.last_stitch::BIGINT AS last_stitch, c.donor, c.donor_seq::BIGINT AS donor_seq
+                     a.last_stitch::BIGINT AS last_stitch, c.donor, c.donor_seq::BIGINT AS donor_seq,
+                     '{_q(host)}'::VARCHAR AS host
               FROM agg a
               LEFT JOIN des d ON d.rid = a.rid
               LEFT JOIN (SELECT victim, max(seq) AS donor_seq, arg_max(donor, seq) AS donor FROM contam GROUP BY victim) c
@@ -115,5 +116,6 @@ def _derive(parts: list[Path], requests: Path, findings: Path, tmp: Path, memory
         shutil.rmtree(tmp / ".spill", ignore_errors=True)
 
 
-def _q(path: Path) -> str:
-    return str(path).replace("'", "''")
+def _q(text: Path | str) -> str:
+    """A path or word inside an SQL string literal."""
+    return str(text).replace("'", "''")

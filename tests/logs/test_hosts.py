@@ -57,6 +57,13 @@ def test_two_hosts_read_together_equal_one_concatenated_log(logs, tmp_path, cach
     hosts = dict(fleet.conn.execute("SELECT host, count(*) FROM events GROUP BY host ORDER BY host").fetchall())
     assert sum(hosts.values()) == one.meta["events"] and set(hosts) == {"hostA", "hostB"}
     assert all(rid.startswith(("hostA/", "hostB/")) for rid, *_ in fleet.requests(limit=50))
+    # every Parquet file carries its host: SQL over a fleet's folders needs no manifest and no folder names
+    import duckdb
+
+    for name in ("events-*", "requests", "findings"):
+        for host in ("a", "b"):
+            stored = duckdb.sql(f"SELECT DISTINCT host FROM read_parquet('{tmp_path / host / name}.parquet')").fetchall()
+            assert stored == [(f"host{host.upper()}",)], (name, stored)
 
 
 def test_the_same_id_on_two_hosts_is_two_requests(tmp_path, cache):
