@@ -31,8 +31,12 @@ class Event:
     origin: EventOrigin = EventOrigin.OBSERVED
 
     def __post_init__(self) -> None:
-        self.kind = EventKind(self.kind)  # a kind outside the vocabulary is refused where the event is made
-        self.origin = EventOrigin(self.origin)
+        # a kind outside the vocabulary is refused where the event is made (the type test first: a log's report makes
+        # thousands of events, and an Enum call costs microseconds)
+        if type(self.kind) is not EventKind:
+            self.kind = EventKind(self.kind)
+        if type(self.origin) is not EventOrigin:
+            self.origin = EventOrigin(self.origin)
 
     @property
     def is_fault_label(self) -> bool:
