@@ -100,9 +100,10 @@ def _blocks(f, progress: Callable[[int], None] | None, limit: int | None = None,
         yield b"\n" + carry + b"\n", len(carry) + 2, False
 
 
-# A plain file at least this big is recognised by a pool of worker processes (one per core), chunks in flight in
-# parallel while this process reads ahead and stores; smaller ones are not worth the workers' start (about 0.3 s).
-POOL_MIN_BYTES = 48 << 20
+# Logs of at least two chunks are recognised by worker threads (one per core), chunks in flight in parallel while
+# this thread reads ahead and stores: measured on an 8 MiB log, 0.049 s wall against 0.065 s on one thread (0.079 s
+# of CPU against 0.065). A single chunk has nothing to overlap.
+POOL_MIN_BYTES = 2 * CHUNK_BYTES
 
 
 def scan_files(
