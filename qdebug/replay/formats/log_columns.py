@@ -156,16 +156,11 @@ def _in_line_order(parts: list, line0: int) -> pa.Table:
     order = np.argsort(at, kind="stable")
     n = len(at)
     columns = [pa.array(np.zeros(n, np.int64)), pa.array(at[order] + line0 + 1)]
-    take = pa.array(order)
+    take = pa.array(order) if len(parts) > 1 else None  # each part's lines are in order already
     for k, field in enumerate(list(EVENT_SCHEMA)[2:]):
         col = pa.concat_arrays([_as(cols[k], field.type) for _, cols in parts])
-        columns.append(col.take(take) if len(parts) > 1 or not _sorted(order) else col)
+        columns.append(col if take is None else col.take(take))
     return pa.table(columns, schema=EVENT_SCHEMA)
-
-
-def _sorted(order: np.ndarray) -> bool:
-    """Whether a permutation is the identity (one part, already in line order)."""
-    return bool((order == np.arange(len(order))).all())
 
 
 def _as(values, typ: pa.DataType) -> pa.Array:
