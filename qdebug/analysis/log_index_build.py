@@ -7,8 +7,10 @@ straight to the Parquet file of its log's partition as the scan hands it over.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
+import stat
 import tempfile
 import time
 from collections.abc import Callable
@@ -135,6 +137,8 @@ def open_log_index(
             use_cache = False  # a link, a file or someone's folder there is not ours to replace: build for this run only
     try:
         folder.mkdir(parents=True, exist_ok=True)
+        if use_cache:
+            prune_stale(folder)
         tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", suffix=".building", dir=folder))
     except OSError:  # no writable cache: build in a private temp folder, used for this run only
         tmp = Path(tempfile.mkdtemp(prefix="qdebug-log-"))
@@ -188,6 +192,54 @@ def _earlier_index(folder: Path, paths: list[Path]) -> tuple[Path, dict] | None:
         if manifest is not None and manifest.get("changes") == [] and manifest.get("host") == default_host():
             best = (entry, manifest)
     return best
+
+
+# Cache entries of ours no qdebug of this version reads: the SQLite index of versions 1-2 (`<key>.sqlite` and its
+# journal files), an index folder of another version, and a build a killed run left behind a day ago or more.
+_KEY = r"[0-9a-f]{32}"
+_OLD_SQLITE = re.compile(_KEY + r"\.sqlite(-wal|-shm|-journal)?")
+_BUILDING = re.compile(r"\." + _KEY + r"\..+\.building")
+STALE_BUILD_SECONDS = 24 * 3600
+
+
+def prune_stale(folder: Path) -> list[str]:
+    """Remove what qdebug left in its cache that this version never reads (names as above, plain files and folders,
+    never a link or anything named otherwise); the names removed. Called when an index is built, so a hit stays fast."""
+    from qdebug.replay.log_codes import INDEX_VERSION
+
+    removed = []
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return removed
+    now = time.time()
+    for entry in entries:
+        try:
+            st = os.lstat(entry)
+            if stat.S_ISREG(st.st_mode) and _OLD_SQLITE.fullmatch(entry.name):
+                entry.unlink()
+            elif not stat.S_ISDIR(st.st_mode):
+                continue
+            elif re.fullmatch(_KEY, entry.name) and _ours(entry) and _version(entry) not in (INDEX_VERSION, None):
+                shutil.rmtree(entry)
+            elif _BUILDING.fullmatch(entry.name) and now - st.st_mtime > STALE_BUILD_SECONDS:
+                shutil.rmtree(entry)
+            else:
+                continue
+        except OSError:  # another run removed it first, or it is not ours to remove: leave it
+            continue
+        removed.append(entry.name)
+    return removed
+
+
+def _version(folder: Path):
+    """The index version a folder's manifest names (None when it cannot be read)."""
+    import json
+
+    try:
+        return json.loads((folder / MANIFEST).read_text(encoding="utf-8")).get("version")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def drop_cached(path: Path) -> None:
