@@ -128,7 +128,7 @@ def scan_files(
     done_before = stats.bytes_read
     clock = _seconds_cache()
     seq = stats.events
-    big = sum(s for p, s in zip(paths, sizes) if is_regular(p)) >= POOL_MIN_BYTES
+    big = sum(s * _expansion(p) for p, s in zip(paths, sizes) if is_regular(p)) >= POOL_MIN_BYTES
     with ChunkPool(big) as pool:
         for path, size in zip(paths, sizes):
             shown = str(path) if len(str(path)) <= 200 else str(path)[:200] + "..."
@@ -167,6 +167,17 @@ def scan_files(
 def _rows(table) -> list[Row]:
     """An events table as row tuples."""
     return list(zip(*(table.column(i).to_pylist() for i in range(table.num_columns))))
+
+
+def _expansion(path: Path) -> int:
+    """About how many bytes of lines a file's byte holds: a gzip'd log (by its magic bytes) several, a plain one one."""
+    from .runtime_log import GZIP_MAGIC
+
+    try:
+        with open(path, "rb") as f:
+            return 8 if f.read(2) == GZIP_MAGIC else 1
+    except OSError:
+        return 1
 
 
 def is_regular(path: Path) -> bool:
