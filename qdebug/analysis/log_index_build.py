@@ -31,17 +31,19 @@ def default_host() -> str:
 
 def build_index(paths: list[Path], target: Path, progress: Callable[[int, int, int], None] | None = None,
                 host: str | None = None, stats: ScanStats | None = None,
-                reuse: tuple[Path, dict] | None = None) -> tuple[LogIndex, bool]:
+                reuse_from: Path | None = None) -> tuple[LogIndex, bool]:
     """Scan the files (in time order) into a new index folder at target; (index, interrupted by Ctrl-C).
 
-    `reuse` (folder, manifest): an index of the first of these files, whose partitions are taken as they are; only
-    the files after them are read (a rotated log appended to the list adds a partition).
+    `reuse_from`: a cache folder holding an index of the first of these files, whose partitions are taken as they
+    are; only the files after them are read (a rotated log appended to the list adds a partition).
     """
     target.mkdir(parents=True, exist_ok=True)
     writer = IndexWriter(target, host or default_host())
     stats = stats if stats is not None else ScanStats()
-    identities = {str(p): file_identity(p) for p in paths}
+    order = [file_identity(p) for p in paths]
+    identities = {str(p): i for p, i in zip(paths, order)}
     todo = paths
+    reuse = None if reuse_from is None else _earlier_index(reuse_from, order, writer.host)
     if reuse is not None:
         folder, old = reuse
         n = len(old["parts"])
@@ -144,7 +146,7 @@ def open_log_index(
         tmp = Path(tempfile.mkdtemp(prefix="qdebug-log-"))
         use_cache = False
     try:
-        index, interrupted = build_index(paths, tmp, progress, stats=stats, reuse=_earlier_index(folder, paths) if use_cache else None)
+        index, interrupted = build_index(paths, tmp, progress, stats=stats, reuse_from=folder if use_cache else None)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -163,17 +165,16 @@ def open_log_index(
     return index, False, interrupted
 
 
-def _earlier_index(folder: Path, paths: list[Path]) -> tuple[Path, dict] | None:
-    """A cached index of the first of these files (the same files, unchanged, under any name: their identities match),
-    the longest one: its partitions are reused and only the files after them read."""
+def _earlier_index(folder: Path, identities: list[str], host: str) -> tuple[Path, dict] | None:
+    """A cached index of the first of these files (the same files, unchanged, under any name: their identities match)
+    written under this host, the longest one: its partitions are reused and only the files after them read."""
     import json
 
     from qdebug.replay.log_codes import INDEX_VERSION
     from qdebug.replay.log_parquet import check_index
 
-    if len(paths) < 2:
+    if len(identities) < 2:
         return None
-    identities = [file_identity(p) for p in paths]
     best = None
     try:
         entries = [e for e in folder.iterdir() if not e.name.startswith(".") and e.is_dir() and not e.is_symlink()]
@@ -183,13 +184,13 @@ def _earlier_index(folder: Path, paths: list[Path]) -> tuple[Path, dict] | None:
         try:
             parts = json.loads((entry / MANIFEST).read_text(encoding="utf-8")).get("parts")
             n = len(parts)
-            if not (0 < n < len(paths)) or [p.get("identity") for p in parts] != identities[:n] or (best and n <= len(best[1]["parts"])):
+            if not (0 < n < len(identities)) or [p.get("identity") for p in parts] != identities[:n] or (best and n <= len(best[1]["parts"])):
                 continue
         except (OSError, ValueError, AttributeError, TypeError):  # not an index of ours: never reused
             continue
         manifest, _problem = check_index(entry, INDEX_VERSION)
         # a file that grew or shrank while read is read again; so are partitions stored under another host name
-        if manifest is not None and manifest.get("changes") == [] and manifest.get("host") == default_host():
+        if manifest is not None and manifest.get("changes") == [] and manifest.get("host") == host:
             best = (entry, manifest)
     return best
 

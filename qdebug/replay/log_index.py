@@ -258,8 +258,9 @@ class LogIndex:
             requests.append(f"SELECT ord + {ord_base} AS ord, {q('rid')} AS rid, line, rank, has_d, d_text, d_vis, has_w, "
                             f"w_vis, last_stitch + {seq_base} AS last_stitch, {q('donor')} AS donor, "
                             f"donor_seq + {seq_base} AS donor_seq, host FROM read_parquet({sql_list([folder / REQUESTS])})")
-            seq_base += sum(p["rows"] for p in m["parts"])
-            ord_base += 2 * sum(p["rows"] for p in m["parts"]) + 2  # past the host's last mention (2 * seq + 1)
+            rows = sum(p["rows"] for p in m["parts"])
+            seq_base += rows
+            ord_base += 2 * rows + 2  # past the host's last mention (2 * seq + 1)
         db = self.conn.db
         db.execute("CREATE VIEW events AS " + " UNION ALL ".join(events))
         db.execute("CREATE VIEW requests AS " + " UNION ALL ".join(requests))

@@ -17,7 +17,7 @@ from qdebug.errors import ReplayFormatError
 from qdebug.input_files import refuse_special
 
 from .log_line import Row, _seconds_cache
-from .runtime_log import MAX_LINE_BYTES, _prefix, open_log
+from .runtime_log import MAX_LINE_BYTES, _prefix, open_log, starts_gzip
 
 CHUNK_BYTES = 4 << 20  # per chunk in flight, a few times this in memory while it is recognised
 
@@ -171,13 +171,7 @@ def _rows(table) -> list[Row]:
 
 def _expansion(path: Path) -> int:
     """About how many bytes of lines a file's byte holds: a gzip'd log (by its magic bytes) several, a plain one one."""
-    from .runtime_log import GZIP_MAGIC
-
-    try:
-        with open(path, "rb") as f:
-            return 8 if f.read(2) == GZIP_MAGIC else 1
-    except OSError:
-        return 1
+    return 8 if starts_gzip(path) else 1
 
 
 def is_regular(path: Path) -> bool:

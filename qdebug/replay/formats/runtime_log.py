@@ -255,6 +255,15 @@ def recognise_line(text: str, line: int | None = None, seq: int = 0) -> tuple[Ev
     return None
 
 
+def starts_gzip(path: str | os.PathLike) -> bool:
+    """Whether a file begins with gzip's magic bytes (False when it cannot be read)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(2) == GZIP_MAGIC
+    except OSError:
+        return False
+
+
 def open_log(path: str | os.PathLike):
     """A binary file object for a log: gzip-compressed files (by their magic bytes) are decompressed as read."""
     f = open(path, "rb")
