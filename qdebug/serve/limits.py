@@ -97,7 +97,8 @@ def guarded_protocol(limits: ClientLimits):
             super().on_response_complete()
             self._arm()  # the next request on this connection has the same time to arrive
 
-        def _arm(self) -> None:
+        def _arm(self, grace: bool = False) -> None:
+            self._grace = grace
             self._deadline = self.loop.call_later(limits.request_timeout, self._expire)
 
         def _expire(self) -> None:
@@ -106,8 +107,12 @@ def guarded_protocol(limits: ClientLimits):
                 if self.conn.our_state is h11.IDLE:
                     self._answer_and_close(self.transport, 408, "Request Timeout",
                                            f"the request did not arrive whole within {limits.request_timeout:g} s (--request-timeout)")
+                elif not self._grace:
+                    # An answer is on its way before the body arrived (a 413 refusing it): closing now would cut it
+                    # between its head and its body, so it gets one more period to finish (it closes the connection).
+                    self._arm(grace=True)
                 else:
-                    self.transport.close()
+                    self.transport.close()  # an answer the client does not read, or one still unfinished
 
         def connection_lost(self, exc) -> None:
             deadline = getattr(self, "_deadline", None)

@@ -101,3 +101,42 @@ def test_limits_must_be_positive(tmp_path):
     for option in (["--max-body-mb", "0"], ["--max-connections", "0"], ["--request-timeout", "-1"]):
         proc = qdebug("serve", "--port", str(free_port()), *option, timeout=60)
         assert proc.returncode == 2 and option[0] in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_an_answer_under_way_when_the_deadline_passes_arrives_whole():
+    """The deadline passing between an answer's head and its body (a 413 sent while the client still sends) must not
+    cut the answer: seen in CI as a 413 with no body. A real uvicorn server with serve's protocol class and an app that
+    answers slowly before reading the body."""
+    import asyncio
+    import threading
+
+    import uvicorn
+
+    from qdebug.serve.limits import ClientLimits, guarded_protocol
+
+    body = json.dumps({"error": {"message": "refused while the body was still arriving"}}).encode()
+
+    async def slow_answer(scope, receive, send):
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                                (b"connection", b"close")]})
+        await asyncio.sleep(0.75)  # past the request timeout (0.5 s), between the head and the body
+        await send({"type": "http.response.body", "body": body})
+
+    port = free_port()
+    config = uvicorn.Config(slow_answer, host="127.0.0.1", port=port, lifespan="off", log_level="warning",
+                            http=guarded_protocol(ClientLimits(request_timeout=0.5)))
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+            sock.sendall(HEAD + b"Content-Length: 10\r\n\r\n12345")  # half the body, the rest never sent
+            status, doc = _response(sock)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+    assert status == 413 and doc == json.loads(body), doc
