@@ -110,17 +110,20 @@ def disk_read(path: str | os.PathLike) -> dict:
     return {"lines": lines, "seconds": seconds, "mb_per_s": size / 2**20 / seconds}
 
 
-def scan_only(path: str | os.PathLike) -> dict:
-    """qdebug's recognition alone (column-wise scan, rows handed to a no-op): what indexing adds is the rest."""
-    import importlib
-
+def scan_only(path: str | os.PathLike, native: bool = True) -> dict:
+    """qdebug's recognition alone (column-wise scan, rows handed to a no-op): what indexing adds is the rest.
+    `native`: with the native pass (when built), else with the RE2 passes alone."""
+    from qdebug.replay.formats import log_columns  # loaded first: pyarrow's import is not the scan's time
     from qdebug.replay.formats.log_scan import scan_files
 
-    importlib.import_module("qdebug.replay.formats.log_columns")  # loaded first: pyarrow's import is not the scan's time
-
-    t0, c0 = time.perf_counter(), time.process_time()
-    stats = scan_files([Path(path)], lambda table: None, as_tables=True)
-    return {"lines": stats.total_lines, "seconds": time.perf_counter() - t0, "cpu": time.process_time() - c0}
+    before = log_columns.use_native(native)
+    try:
+        t0, c0 = time.perf_counter(), time.process_time()
+        stats = scan_files([Path(path)], lambda table: None, as_tables=True)
+        return {"lines": stats.total_lines, "seconds": time.perf_counter() - t0, "cpu": time.process_time() - c0,
+                "native": log_columns.native_built() and native}
+    finally:
+        log_columns.use_native(before)
 
 
 _CHILD = """
@@ -179,6 +182,7 @@ def bench(n_lines: int, seed: int, keep: str | None, check: bool) -> None:
         built = qdebug_run(path, str(Path(tmp) / "cache"))
         again = qdebug_run(path, str(Path(tmp) / "cache"))
         scan = scan_only(path)  # after the children: a child's peak RSS starts from its parent's (Linux keeps it across exec)
+        scan_re2 = scan_only(path, native=False)
         base2 = naive(path)  # again after, so machine load drifting during the run shows
         equal = check_reference(path, str(Path(tmp) / "cache")) if check else None
     n = base["lines"]
@@ -193,8 +197,11 @@ def bench(n_lines: int, seed: int, keep: str | None, check: bool) -> None:
     print(f"ratio qdebug / naive:      {rate / (n / best_naive):.2f} (wall), {base['cpu'] / built['cpu']:.2f} (cpu); "
           f"with the imports {n / (built['seconds'] + built['imports']) / (n / best_naive):.2f} (wall), "
           f"{base['cpu'] / (built['cpu'] + built['imports_cpu']):.2f} (cpu)")
+    how = "native pass + RE2 for the rare shapes" if scan["native"] else "RE2 passes: the native pass is NOT built"
     print(f"recognition alone:         {n / scan['seconds']:,.0f} lines/s ({scan['cpu']:.2f} s cpu; "
-          f"ratio to naive {base['cpu'] / scan['cpu']:.2f} per cpu-second)")
+          f"ratio to naive {base['cpu'] / scan['cpu']:.2f} per cpu-second; {how})")
+    print(f"  with RE2 passes alone:   {n / scan_re2['seconds']:,.0f} lines/s ({scan_re2['cpu']:.2f} s cpu; "
+          f"ratio to naive {base['cpu'] / scan_re2['cpu']:.2f} per cpu-second)")
     print(f"load average (1 min):      {os.getloadavg()[0]:.2f} at the end of the run (2 cores)")
     print(f"share of disk read rate:   {rate / (disk['lines'] / disk['seconds']):.1%}")
     print(f"peak memory (RSS):         {built['maxrss_mb']:.0f} MiB building, {again['maxrss_mb']:.0f} MiB re-opening")

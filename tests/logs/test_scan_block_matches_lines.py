@@ -1,11 +1,13 @@
-"""The column-wise scanner (pyarrow kernels per chunk) gives exactly the rows and counts of the line-by-line reference."""
+"""The column-wise scanner gives exactly the rows and counts of the line-by-line reference, with its native pass
+(qdebug/replay/formats/_logscan.c) and with the RE2 passes alone (what runs where the native pass is not built)."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from qdebug.replay.formats import log_scan
+from qdebug.replay.formats import log_columns, log_scan
 from qdebug.replay.formats.log_line import _scan_lines, _seconds_cache
 from qdebug.replay.formats.log_scan import ScanStats, scan_files
 
@@ -53,6 +55,16 @@ line = st.one_of(
 )
 
 
+@pytest.fixture(params=["native", "re2"])
+def recogniser(request):
+    """Each test runs with the native pass and with the RE2 passes alone."""
+    native = request.param == "native"
+    assert not native or log_columns.native_built(), "the native pass is not built: run `pip install -e .`"
+    before = log_columns.use_native(native)
+    yield request.param
+    log_columns.use_native(before)
+
+
 def reference(path):
     stats = ScanStats()
     rows, seq, clock = [], 0, _seconds_cache()
@@ -67,7 +79,7 @@ def reference(path):
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(st.lists(line, max_size=40), st.integers(1, 4096), st.booleans())
-def test_block_scan_equals_line_scan(tmp_path, monkeypatch, sample, chunk, final_newline):
+def test_block_scan_equals_line_scan(tmp_path, monkeypatch, recogniser, sample, chunk, final_newline):
     monkeypatch.setattr(log_scan, "CHUNK_BYTES", chunk)
     monkeypatch.setattr(log_scan, "MAX_LINE_BYTES", 256)  # some lines are over-long, some span chunks
     p = tmp_path / "x.log"
@@ -77,7 +89,7 @@ def test_block_scan_equals_line_scan(tmp_path, monkeypatch, sample, chunk, final
     assert (rows, stats.total_lines, stats.unknown_lines) == reference(p)
 
 
-def test_every_shape_id_and_number_equals_line_scan(tmp_path):
+def test_every_shape_id_and_number_equals_line_scan(tmp_path, recogniser):
     """Every body with every id and number (and every stamp, level and separator with each body) in one log: the
     column-wise shapes, common and rare, and the lines they must leave to the reference, all equal the line scan."""
     lines = [f"2024-07-12T14:23:07.103Z ERROR {body.format(rid=rid, n=n, m=m)}"
@@ -91,3 +103,13 @@ def test_every_shape_id_and_number_equals_line_scan(tmp_path):
     want = reference(p)
     assert len(rows) > len(lines) // 2  # most are events: the comparison is not of two empty lists
     assert (rows, stats.total_lines, stats.unknown_lines) == want
+
+
+def test_native_pass_refuses_a_chunk_not_cut_at_newlines():
+    """The native pass reads only complete lines: a chunk that does not start and end at a newline is refused."""
+    from qdebug.replay.formats import _logscan
+
+    assert _logscan.scan_block(b"\nx\n", 3)[0] == 1
+    for buf, stop in ((b"x\n", 2), (b"\nx", 2), (b"\nx\n", 4), (b"\nx\n", 0)):
+        with pytest.raises(ValueError, match="newlines"):
+            _logscan.scan_block(buf, stop)

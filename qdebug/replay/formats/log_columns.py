@@ -30,6 +30,12 @@ def _lean_pool() -> None:
 
 _lean_pool()
 
+try:  # the native pass over a chunk (`pip install -e .` builds it); without it the RE2 passes alone give the same rows
+    from . import _logscan as _built
+except ImportError:
+    _built = None
+_native = _built
+
 # The fast shapes, one line each with its "\n" (each Arrow value is a line and its terminator), as two RE2 patterns
 # without captures (RE2 matches those with its DFA, several times faster than extracting groups): the short shapes
 # (`<stamp>Z LEVEL where: request_id=<id> start|first_token`, 5 words) and the long ones (10 words, with tokens and
@@ -100,8 +106,78 @@ EVENT_SCHEMA = pa.schema([("seq", pa.int64()), ("line", pa.int64()), ("t", pa.fl
 def scan_block_table(buf: bytes, stop: int, line0: int, seq: int, clock) -> tuple[pa.Table, int, int, int]:
     """The events of the lines in buf[1:stop] as an Arrow table (EVENT_SCHEMA, in line order), next seq, lines,
     unknown: the common and the rare shapes stay columns end to end; only lines of no known shape become Python rows."""
+    sort = _native_parts if _native is not None else _arrow_parts
+    starts, n_lines, blank, parts, slow = sort(buf, stop, clock)
+    slow_rows = []
+    for i in np.unique(np.concatenate(slow)).tolist() if slow else ():
+        row = log_line._scan_line(buf[starts[i] : starts[i + 1] - 1], i + line0 + 1, 0, clock)  # its seq is given below
+        if row is not None:
+            slow_rows.append((i, row))
+    if slow_rows:
+        where = np.array([i for i, _ in slow_rows], np.int64)
+        cols = list(zip(*(row for _, row in slow_rows)))
+        parts.append((where, [pa.array(c, f.type) for c, f in zip(cols[2:], list(EVENT_SCHEMA)[2:])]))
+    table = _in_line_order(parts, line0)
+    n = table.num_rows
+    table = table.set_column(0, "seq", pa.array(np.arange(seq, seq + n, dtype=np.int64)))
+    return table, seq + n, n_lines, n_lines - blank - n
+
+
+def use_native(on: bool) -> bool:
+    """Recognise with the native pass (True, when it is built) or with the RE2 passes alone; whether it was on before.
+    Both give the reference's rows: the tests run each."""
+    global _native
+    before = _native is not None
+    _native = _built if on else None
+    return before
+
+
+def native_built() -> bool:
+    """Whether the native pass (qdebug/replay/formats/_logscan.c, built by `pip install -e .`) is there."""
+    return _built is not None
+
+
+def _native_parts(buf: bytes, stop: int, clock) -> tuple[np.ndarray, int, int, list, list]:
+    """(line starts, lines, blank lines, parts of (line indices, columns t .. message), indices for the reference):
+    one native pass sorts the lines and cuts the common shapes' fields; the rare shapes' RE2 pass takes its rest."""
+    (n_lines, blank, starts, fast_at, where, run_of, run_start, frac, rid_offsets, rid_data, tokens, offset, is_long,
+     slow_at, rest_at) = _native.scan_block(buf, stop)
+    starts = np.frombuffer(starts, np.int32)
+    fast_at = np.frombuffer(fast_at, np.int64)
+    parts, slow = [], [np.frombuffer(slow_at, np.int64)]
+    if len(fast_at):
+        # a stamp's seconds once per run of lines in the same second, in Python as the reference computes them
+        cache, seconds = clock
+        stamps = (buf[r : r + 19] for r in np.frombuffer(run_start, np.int64).tolist())
+        per_run = np.array([_or_nan(cache.get(s, -1.0), s, seconds) for s in stamps], np.float64)
+        t = per_run[np.frombuffer(run_of, np.int32)] + np.frombuffer(frac, np.float64)
+        ok = ~np.isnan(t)  # an impossible date: the reference's to judge
+        long = np.frombuffer(is_long, np.bool_)
+        cols = [t, _WHERE_CODES[np.frombuffer(where, np.int8)],
+                pa.Array.from_buffers(pa.string(), len(fast_at), [None, pa.py_buffer(rid_offsets), pa.py_buffer(rid_data)]),
+                pa.array(np.frombuffer(offset, np.int64), pa.int64(), mask=~long),
+                pa.array(np.frombuffer(tokens, np.int64), pa.int64(), mask=~long)]
+        if not ok.all():
+            keep = pa.array(ok)
+            cols = [c[ok] if isinstance(c, np.ndarray) else c.filter(keep) for c in cols]
+            slow.append(fast_at[~ok])
+        n = int(ok.sum())
+        t, kind, rid, offset, tokens = cols
+        parts.append((fast_at[ok], [t, kind, rid, n, offset, n, tokens, n]))
+    rest_at = np.frombuffer(rest_at, np.int64)
+    if len(rest_at):
+        lines = pa.Array.from_buffers(pa.binary(), n_lines, [None, pa.py_buffer(starts), pa.py_buffer(buf)])
+        rare, left = _rare_shapes(lines.take(pa.array(rest_at)), clock)
+        parts += [(rest_at[i], cols) for i, cols in rare]
+        slow.append(rest_at[left])
+    return starts, n_lines, blank, parts, slow
+
+
+def _arrow_parts(buf: bytes, stop: int, clock) -> tuple[np.ndarray, int, int, list, list]:
+    """As _native_parts, with RE2 passes over the chunk's lines alone (when the native pass is not built)."""
     nl = np.flatnonzero(np.frombuffer(buf, np.uint8, stop) == 10)
-    lines = pa.Array.from_buffers(pa.binary(), len(nl) - 1, [None, pa.py_buffer((nl + 1).astype(np.int32)), pa.py_buffer(buf)])
+    starts = (nl + 1).astype(np.int32)
+    lines = pa.Array.from_buffers(pa.binary(), len(nl) - 1, [None, pa.py_buffer(starts), pa.py_buffer(buf)])
     n_lines = len(lines)
     blank = _blank_lines(buf, stop, nl, lines)
     parts, slow = [], []  # (line indices, EVENT_SCHEMA columns after seq and line), indices for the reference
@@ -124,19 +200,7 @@ def scan_block_table(buf: bytes, stop: int, line0: int, seq: int, clock) -> tupl
             rare, left = _rare_shapes(cand.filter(pc.invert(is_fast)), clock)
             parts += [(rest_at[i], cols) for i, cols in rare]
             slow.append(rest_at[left])
-    slow_rows = []
-    for i in np.unique(np.concatenate(slow)).tolist() if slow else ():
-        row = log_line._scan_line(buf[nl[i] + 1 : nl[i + 1]], i + line0 + 1, 0, clock)  # its seq is given below
-        if row is not None:
-            slow_rows.append((i, row))
-    if slow_rows:
-        where = np.array([i for i, _ in slow_rows], np.int64)
-        cols = list(zip(*(row for _, row in slow_rows)))
-        parts.append((where, [pa.array(c, f.type) for c, f in zip(cols[2:], list(EVENT_SCHEMA)[2:])]))
-    table = _in_line_order(parts, line0)
-    n = table.num_rows
-    table = table.set_column(0, "seq", pa.array(np.arange(seq, seq + n, dtype=np.int64)))
-    return table, seq + n, n_lines, n_lines - blank - n
+    return starts, n_lines, blank, parts, slow
 
 
 def _blank_lines(buf: bytes, stop: int, nl: np.ndarray, lines: pa.BinaryArray) -> int:
