@@ -4,4 +4,4 @@ package is declared in pyproject.toml."""
 from setuptools import Extension, setup
 
 setup(ext_modules=[Extension("qdebug.replay.formats._logscan", ["qdebug/replay/formats/_logscan.c"],
-                             extra_compile_args=["-O2", "-std=c99", "-Wall", "-Wextra", "-Werror=implicit-function-declaration"])])
+                             extra_compile_args=["-O3", "-std=c99", "-Wall", "-Wextra", "-Werror=implicit-function-declaration"])])

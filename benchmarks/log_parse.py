@@ -197,7 +197,7 @@ def bench(n_lines: int, seed: int, keep: str | None, check: bool) -> None:
     print(f"ratio qdebug / naive:      {rate / (n / best_naive):.2f} (wall), {base['cpu'] / built['cpu']:.2f} (cpu); "
           f"with the imports {n / (built['seconds'] + built['imports']) / (n / best_naive):.2f} (wall), "
           f"{base['cpu'] / (built['cpu'] + built['imports_cpu']):.2f} (cpu)")
-    how = "native pass + RE2 for the rare shapes" if scan["native"] else "RE2 passes: the native pass is NOT built"
+    how = "native pass" if scan["native"] else "RE2 passes: the native pass is NOT built"
     print(f"recognition alone:         {n / scan['seconds']:,.0f} lines/s ({scan['cpu']:.2f} s cpu; "
           f"ratio to naive {base['cpu'] / scan['cpu']:.2f} per cpu-second; {how})")
     print(f"  with RE2 passes alone:   {n / scan_re2['seconds']:,.0f} lines/s ({scan_re2['cpu']:.2f} s cpu; "

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from qdebug.replay.formats import log_columns, log_scan
+from qdebug.replay.formats import log_columns, log_line, log_scan
 from qdebug.replay.formats.log_line import _scan_lines, _seconds_cache
 from qdebug.replay.formats.log_scan import ScanStats, scan_files
 
@@ -40,6 +40,11 @@ BODIES = [
     "VisualEmbeddingShapeMismatchError: got {n}\t(batch, dim)  ",
     "VisualEmbeddingShapeMismatchError: é (batch)",
     "VisualEmbeddingShapeMismatch: " + "z" * 600,
+    "VisualEncoder::write_buffer: request_id={rid} overwrote buffer at offset {m} with  (previously {rid})",
+    "VisualEncoder::write_buffer: request_id={rid} overwrote buffer at offset {m} with {n} (previously {rid})",
+    "VisualEmbeddingShapeMismatchError: bad  (request_id={rid})",
+    "VisualEmbeddingShapeMismatchError: (request_id={rid})",
+    "TokenStreamDesyncWarning: visual token offset {m} differs from textual offset {n} (request_id={rid}",
     "INFO POST /v1/chat/completions accepted request_id={rid} images=1",
     "DEBUG gc: freed {n} blocks",
 ]
@@ -89,9 +94,10 @@ def test_block_scan_equals_line_scan(tmp_path, monkeypatch, recogniser, sample, 
     assert (rows, stats.total_lines, stats.unknown_lines) == reference(p)
 
 
-def test_every_shape_id_and_number_equals_line_scan(tmp_path, recogniser):
+def test_every_shape_id_and_number_equals_line_scan(tmp_path, monkeypatch, recogniser):
     """Every body with every id and number (and every stamp, level and separator with each body) in one log: the
     column-wise shapes, common and rare, and the lines they must leave to the reference, all equal the line scan."""
+    monkeypatch.setattr(log_line, "MAX_LINE_BYTES", 512)  # the 600-byte bodies are over it, as a 1 MiB line would be
     lines = [f"2024-07-12T14:23:07.103Z ERROR {body.format(rid=rid, n=n, m=m)}"
              for body in BODIES for rid in IDS for n in NUMS for m in NUMS]
     lines += [f"{stamp}{sep}{level}{sep}{body.format(rid='42', n='7', m='256')}{end}"
@@ -109,7 +115,10 @@ def test_native_pass_refuses_a_chunk_not_cut_at_newlines():
     """The native pass reads only complete lines: a chunk that does not start and end at a newline is refused."""
     from qdebug.replay.formats import _logscan
 
-    assert _logscan.scan_block(b"\nx\n", 3)[0] == 1
+    kinds, most = log_columns._NATIVE_KINDS, 1 << 20
+    assert _logscan.scan_block(b"\nx\n", 3, kinds, most)[0] == 1
     for buf, stop in ((b"x\n", 2), (b"\nx", 2), (b"\nx\n", 4), (b"\nx\n", 0)):
         with pytest.raises(ValueError, match="newlines"):
-            _logscan.scan_block(buf, stop)
+            _logscan.scan_block(buf, stop, kinds, most)
+    with pytest.raises(ValueError, match="8 kind codes"):
+        _logscan.scan_block(b"\nx\n", 3, kinds[:7], most)

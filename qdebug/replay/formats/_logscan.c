@@ -1,16 +1,15 @@
-/* One pass over a chunk of runtime-log lines: the common event shapes cut into columns, every other line sorted.
+/* One pass over a chunk of runtime-log lines: every known event shape cut into columns, every other line sorted.
  *
- * The native twin of log_columns' RE2 passes (see log_columns.py for the shapes; the tests hold both to the
- * line-by-line reference): for each line of buf[1:stop] (each ends in '\n', buf[0] is a '\n') it decides
- *   - fast: one of the four common shapes (`_EITHER` there) with an id of at most 64 characters that is neither
- *     dashes only nor hiding an exception's name, and numbers of at most 18 digits: its fields become columns;
- *   - slow: one of the four shapes whose id or numbers fail those checks (the reference judges it);
- *   - rest: a candidate of another shape (`_CANDIDATE` there: a request id and an event word, or an exception's
- *     name): the rare shapes' RE2 pass, then the reference, judge it;
- *   - blank (`_BLANK` there), or noise.
- * A stamp's seconds are left to Python (its calendar, cached per second); the fraction is computed here exactly as
- * Python's int(frac) / 10 ** len(frac) (both exact doubles, one correctly rounded division).
- * The GIL is released while it runs: chunks are recognised on every core by the scan's worker threads.
+ * The native twin of log_columns' RE2 passes (its patterns are the specification; the tests hold both to the
+ * line-by-line reference). For each line of buf[1:stop] (each ends in '\n', buf[0] is a '\n') it decides:
+ *   - a row: one of the four common shapes (`_EITHER` there) or of the four rare ones (`_RARE_SHAPES`), whose ids,
+ *     numbers and exception names pass the checks `_fields` and `_rare_shapes` make: its fields become columns;
+ *   - the reference's: a line of one of those shapes that fails a check, or any other candidate (`_CANDIDATE`: a
+ *     request id and an event word, or an exception's name); log_line._scan_line judges it;
+ *   - blank (`_BLANK`), or noise.
+ * A stamp's seconds are left to Python (its calendar, cached per second, per run of equal stamps here); the fraction
+ * is computed as Python's int(frac) / 10 ** len(frac) (two exact doubles, one correctly rounded division).
+ * The GIL is released while it runs: the scan's worker threads recognise chunks on every core.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -20,6 +19,7 @@
 
 #define ID_MAX 64
 #define DIGITS_MAX 18
+#define MESSAGE_MAX 500
 
 static const double POW10[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9};
 
@@ -29,16 +29,34 @@ typedef struct {
 } Needle;
 
 #define N(s) {s, sizeof(s) - 1}
-static const Needle EVENT_WORDS[] = {N("wrote"), N("encode_image"), N("first"), N("stitch"), N("concat"), N("consumed")};
+static const Needle LEVELS[] = {N("DEBUG "), N("INFO "), N("WARN "), N("WARNING "), N("ERROR "), N("TRACE ")};
 static const Needle EXC_NAMES[] = {N("TokenStreamDesync"), N("VisualEmbeddingShapeMismatch"),
                                    N("CrossAttentionIndexOutOfBounds")};
-static const Needle LEVELS[] = {N("DEBUG "), N("INFO "), N("WARN "), N("WARNING "), N("ERROR "), N("TRACE ")};
-/* In log_columns._WHERE's order: the index is the kind's position there. */
+/* The common shapes, in log_columns._WHERE's order (the index is the kind's place in the kinds argument). */
 static const Needle WHERES[] = {N("VisualEncoder::encode_image: request_id="), N("Generator::decode: request_id="),
                                 N("VisualEncoder::write_buffer: request_id="), N("TokenSynchronizer::stitch: request_id=")};
 static const Needle SHORT_TAILS[] = {N("start"), N("first_token")};
 static const Needle LONG_VERBS[] = {N("wrote "), N("consumed ")};
 static const Needle TOKENS_AT = N(" tokens at offset ");
+static const Needle REQUEST_ID = N("request_id");
+
+/* The rare shapes, in log_columns._RARE's order (kinds 4..7). */
+enum { OVERWRITE = 4, DESYNC = 5, OUT_OF_BOUNDS = 6, SHAPE_MISMATCH = 7, KINDS = 8 };
+
+/* _CANDIDATE's words, each found by a two-byte pair inside it (`at` bytes in: a pair rare in log text) */
+typedef struct {
+    Needle n;
+    int at;
+    int what; /* 1: the request id, 2: an event word, 4: an exception's name */
+} Word;
+
+static const Word WORDS[] = {
+    {N("request_id"), 2, 1},  {N("wrote"), 0, 2},   {N("encode_image"), 6, 2},
+    {N("first"), 0, 2},       {N("stitch"), 3, 2},  {N("concat"), 2, 2},
+    {N("consumed"), 4, 2},    {N("TokenStreamDesync"), 4, 4}, {N("VisualEmbeddingShapeMismatch"), 5, 4},
+    {N("CrossAttentionIndexOutOfBounds"), 4, 4},
+};
+#define N_WORDS ((int)(sizeof WORDS / sizeof *WORDS))
 
 static inline int is_digit(char c) { return (unsigned char)(c - '0') < 10; }
 
@@ -46,7 +64,11 @@ static inline int is_id_char(char c) {
     return is_digit(c) || (unsigned char)((c | 0x20) - 'a') < 26 || c == '-';
 }
 
+static inline int is_alpha(char c) { return (unsigned char)((c | 0x20) - 'a') < 26; }
+
 static inline int is_blank_char(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\x0b' || c == '\x0c'; }
+
+static inline int is_printable(char c) { return c >= ' ' && c <= '~'; } /* [ -~] */
 
 /* Whether [*p, e) starts with the needle; moves *p past it when it does. */
 static inline int take(const char **p, const char *e, const Needle *n) {
@@ -56,32 +78,103 @@ static inline int take(const char **p, const char *e, const Needle *n) {
     return 1;
 }
 
-static inline int contains(const char *s, size_t n, const Needle *needle) {
-    return memmem(s, n, needle->text, needle->len) != NULL;
+static inline const char *find(const char *s, size_t n, const Needle *needle) {
+    return memmem(s, n, needle->text, needle->len);
 }
 
 static int has_exc_name(const char *s, size_t n) {
     for (size_t k = 0; k < sizeof EXC_NAMES / sizeof *EXC_NAMES; k++)
-        if (contains(s, n, &EXC_NAMES[k]))
+        if (find(s, n, &EXC_NAMES[k]))
             return 1;
     return 0;
 }
 
-/* `_CANDIDATE`: a request id and an event word (in either order: none of the words overlaps "request_id"), or an
- * exception's name. A superset would only send more lines to the slower judges; this is the exact set. */
+/* Which words start at s[j] (j the place of a word's pair), as the `what` bits. */
+static inline int words_at(const char *s, size_t n, size_t j) {
+    int got = 0;
+    for (int w = 0; w < N_WORDS; w++) {
+        const Word *word = &WORDS[w];
+        if (s[j] == word->n.text[word->at] && j + 1 < n && s[j + 1] == word->n.text[word->at + 1] &&
+            j >= (size_t)word->at && n - (j - word->at) >= word->n.len &&
+            memcmp(s + j - word->at, word->n.text, word->n.len) == 0)
+            got |= word->what;
+    }
+    return got;
+}
+
+#if defined(__GNUC__)
+typedef unsigned char v16 __attribute__((vector_size(16)));
+static v16 FIRST[N_WORDS], SECOND[N_WORDS]; /* each word's pair, broadcast (set when the module loads) */
+
+static void init_pairs(void) {
+    for (int w = 0; w < N_WORDS; w++)
+        for (int k = 0; k < 16; k++) {
+            FIRST[w][k] = (unsigned char)WORDS[w].n.text[WORDS[w].at];
+            SECOND[w][k] = (unsigned char)WORDS[w].n.text[WORDS[w].at + 1];
+        }
+}
+
+/* The `what` bits of the words whose pair sits in s[j .. j + 16] (16 places), s + j + 17 <= s + n. */
+static inline int block_words(const char *s, size_t n, size_t j) {
+    v16 a, b, hit = {0};
+    memcpy(&a, s + j, 16);
+    memcpy(&b, s + j + 1, 16);
+    for (int w = 0; w < N_WORDS; w++)
+        hit |= (v16)((a == FIRST[w]) & (b == SECOND[w]));
+    uint64_t half[2];
+    memcpy(half, &hit, 16);
+    if (!(half[0] | half[1]))
+        return 0;
+    int got = 0;
+    for (size_t k = 0; k < 16; k++)
+        if (hit[k])
+            got |= words_at(s, n, j + k);
+    return got;
+}
+#else
+static void init_pairs(void) {}
+#endif
+
+static inline int decided(int got) { return (got & 4) || (got & 3) == 3; }
+
+/* `_CANDIDATE`: a request id and an event word (in either order: no word overlaps "request_id"), or an exception's
+ * name. Sixteen places at a time, every word's pair compared at each; a place where one matches is checked whole.
+ * The last block overlaps the one before it rather than leave a tail to a slower loop. */
 static int is_candidate(const char *s, size_t n) {
-    static const Needle RID = N("request_id");
-    if (contains(s, n, &RID))
-        for (size_t k = 0; k < sizeof EVENT_WORDS / sizeof *EVENT_WORDS; k++)
-            if (contains(s, n, &EVENT_WORDS[k]))
+    int got = 0;
+#if defined(__GNUC__)
+    if (n >= 17) {
+        for (size_t j = 0;; j += 16) {
+            size_t at = j + 17 <= n ? j : n - 17;
+            got |= block_words(s, n, at);
+            if (decided(got))
                 return 1;
-    return has_exc_name(s, n);
+            if (at + 17 >= n)
+                return 0;
+        }
+    }
+#endif
+    for (size_t j = 0; j < n; j++) {
+        got |= words_at(s, n, j);
+        if (decided(got))
+            return 1;
+    }
+    return 0;
 }
 
 /* A run of digits at *p: its length (0: none); *p moves past it. */
 static inline size_t digits(const char **p, const char *e) {
     const char *q = *p;
     while (q < e && is_digit(*q))
+        q++;
+    size_t k = (size_t)(q - *p);
+    *p = q;
+    return k;
+}
+
+static inline size_t id(const char **p, const char *e) {
+    const char *q = *p;
+    while (q < e && is_id_char(*q))
         q++;
     size_t k = (size_t)(q - *p);
     *p = q;
@@ -96,84 +189,292 @@ static inline int64_t value(const char *s, size_t k) {
 }
 
 typedef struct {
-    int where;
-    const char *rid;
-    size_t rid_len;
-    const char *n1, *n2;
-    size_t n1_len, n2_len;
+    const char *s;
+    size_t n; /* s == NULL: absent (null) */
+} Span;
+
+/* One row's fields as spans of the line. */
+typedef struct {
+    int kind;
     double frac;
-} Fast;
+    Span rid, donor, message, offset, text_offset, tokens;
+} Fields;
 
-enum { NOT_FAST = 0, FAST = 1, FAST_SHAPE_ONLY = 2 };
-
-/* Line [s, e) without its '\n': FAST (fields in f), FAST_SHAPE_ONLY (the shape, but the reference must judge its id
- * or numbers), or NOT_FAST. */
-static int fast_shape(const char *s, const char *e, Fast *f) {
+/* `_HEAD` / `_RARE_HEAD`: `<stamp>[.<1-9 digits>]Z <LEVEL> `; *p moves past it. */
+static int head(const char *s, const char *e, const char **p, double *frac) {
     static const char STAMP[] = "dddd-dd-ddTdd:dd:dd";
-    if (e > s && e[-1] == '\r')
-        e--;
     if (e - s < 21)
-        return NOT_FAST;
+        return 0;
     for (int i = 0; i < 19; i++)
         if (STAMP[i] == 'd' ? !is_digit(s[i]) : s[i] != STAMP[i])
-            return NOT_FAST;
-    const char *p = s + 19;
-    f->frac = 0.0;
-    if (*p == '.') {
-        p++;
-        const char *start = p;
-        size_t k = digits(&p, e);
+            return 0;
+    const char *q = s + 19;
+    *frac = 0.0;
+    if (*q == '.') {
+        q++;
+        const char *start = q;
+        size_t k = digits(&q, e);
         if (k == 0 || k > 9)
-            return NOT_FAST;
-        f->frac = (double)value(start, k) / POW10[k];
+            return 0;
+        *frac = (double)value(start, k) / POW10[k];
     }
-    if (e - p < 2 || p[0] != 'Z' || p[1] != ' ')
-        return NOT_FAST;
-    p += 2;
-    int level = 0;
-    for (size_t k = 0; k < sizeof LEVELS / sizeof *LEVELS && !level; k++)
-        level = take(&p, e, &LEVELS[k]);
-    if (!level)
-        return NOT_FAST;
-    f->where = -1;
-    for (int k = 0; k < 4 && f->where < 0; k++)
-        if (take(&p, e, &WHERES[k]))
-            f->where = k;
-    if (f->where < 0)
-        return NOT_FAST;
-    f->rid = p;
-    while (p < e && is_id_char(*p))
-        p++;
-    f->rid_len = (size_t)(p - f->rid);
-    if (f->rid_len == 0 || p >= e || *p != ' ')
-        return NOT_FAST;
-    p++;
-    if (f->where < 2) {  /* the short shapes: encode_image ... start, decode ... first_token */
-        if (!take(&p, e, &SHORT_TAILS[f->where]) || p != e)
-            return NOT_FAST;
-        f->n1 = f->n2 = NULL;
-        f->n1_len = f->n2_len = 0;
-    } else {
-        if (!take(&p, e, &LONG_VERBS[f->where - 2]))
-            return NOT_FAST;
-        f->n1 = p;
-        f->n1_len = digits(&p, e);
-        if (f->n1_len == 0 || !take(&p, e, &TOKENS_AT))
-            return NOT_FAST;
-        f->n2 = p;
-        f->n2_len = digits(&p, e);
-        if (f->n2_len == 0 || p != e)
-            return NOT_FAST;
-    }
-    /* log_columns._fields' checks; a line failing them is the reference's to judge */
-    if (f->rid_len > ID_MAX || f->n1_len > DIGITS_MAX || f->n2_len > DIGITS_MAX)
-        return FAST_SHAPE_ONLY;
+    if (e - q < 2 || q[0] != 'Z' || q[1] != ' ')
+        return 0;
+    q += 2;
+    for (size_t k = 0; k < sizeof LEVELS / sizeof *LEVELS; k++)
+        if (take(&q, e, &LEVELS[k])) {
+            *p = q;
+            return 1;
+        }
+    return 0;
+}
+
+static inline int short_enough(Span x, size_t most) { return x.s == NULL || x.n <= most; }
+
+static inline int plain_id(Span x) { /* neither dashes only nor hiding an exception's name (`_ODD_RID`) */
     size_t dashes = 0;
-    while (dashes < f->rid_len && f->rid[dashes] == '-')
+    while (dashes < x.n && x.s[dashes] == '-')
         dashes++;
-    if (dashes == f->rid_len || has_exc_name(f->rid, f->rid_len))
-        return FAST_SHAPE_ONLY;
-    return FAST;
+    return dashes < x.n && !has_exc_name(x.s, x.n);
+}
+
+enum { NO_SHAPE = 0, ROW = 1, REFERENCE = 2 };
+
+/* The common shapes after the head: ROW, REFERENCE (the shape, but an id or number the checks refuse), NO_SHAPE. */
+static int common_shape(const char *p, const char *e, Fields *f) {
+    f->kind = -1;
+    for (int k = 0; k < 4 && f->kind < 0; k++)
+        if (take(&p, e, &WHERES[k]))
+            f->kind = k;
+    if (f->kind < 0)
+        return NO_SHAPE;
+    f->rid.s = p;
+    f->rid.n = id(&p, e);
+    if (f->rid.n == 0 || p >= e || *p++ != ' ')
+        return NO_SHAPE;
+    if (f->kind < 2) { /* encode_image ... start, decode ... first_token */
+        if (!take(&p, e, &SHORT_TAILS[f->kind]) || p != e)
+            return NO_SHAPE;
+    } else {
+        if (!take(&p, e, &LONG_VERBS[f->kind - 2]))
+            return NO_SHAPE;
+        f->tokens.s = p;
+        f->tokens.n = digits(&p, e);
+        if (f->tokens.n == 0 || !take(&p, e, &TOKENS_AT))
+            return NO_SHAPE;
+        f->offset.s = p;
+        f->offset.n = digits(&p, e);
+        if (f->offset.n == 0 || p != e)
+            return NO_SHAPE;
+    }
+    int ok = f->rid.n <= ID_MAX && short_enough(f->tokens, DIGITS_MAX) && short_enough(f->offset, DIGITS_MAX) &&
+             plain_id(f->rid);
+    return ok ? ROW : REFERENCE;
+}
+
+/* `(?: \(request_id=(?P<r>ID)\))?` then the end: 1 when it matches (r set, or left absent), 0 when not. */
+static int optional_rid_then_end(const char *p, const char *e, Span *rid) {
+    static const Needle OPEN = N(" (request_id=");
+    if (p == e)
+        return 1;
+    if (!take(&p, e, &OPEN))
+        return 0;
+    rid->s = p;
+    rid->n = id(&p, e);
+    return rid->n > 0 && e - p == 1 && *p == ')';
+}
+
+static int skip_letters_then(const char **p, const char *e, char c) {
+    while (*p < e && is_alpha(**p))
+        (*p)++;
+    return *p < e && *(*p)++ == c;
+}
+
+/* `(?P<x>NUM)<literal>`: the number's span; 0 when the shape does not hold. */
+static int number_then(const char **p, const char *e, Span *x, const Needle *literal) {
+    x->s = *p;
+    x->n = digits(p, e);
+    return x->n > 0 && (literal == NULL || take(p, e, literal));
+}
+
+/* The rare shapes after the head (log_columns._RARE): ROW, REFERENCE (a check refused it), or NO_SHAPE. */
+static int rare_shape(const char *line, const char *p, const char *e, Fields *f) {
+    static const Needle OVER = N("VisualEncoder::write_buffer: request_id="), OVER_AT = N(" overwrote buffer at offset "),
+                        WITH = N(" with "), TOKENS = N(" tokens"), PREVIOUSLY = N(" (previously "),
+                        DESYNC_NAME = N("TokenStreamDesync"), VISUAL = N(": visual token offset "),
+                        DIFFERS = N(" differs from textual offset "), OOB_NAME = N("CrossAttentionIndexOutOfBounds"),
+                        TOKEN_INDEX = N(": token index "), EXCEEDS = N(" exceeds sequence length "),
+                        SHAPE_NAME = N("VisualEmbeddingShapeMismatch");
+    f->message.s = p;
+    f->message.n = (size_t)(e - p);
+    if (take(&p, e, &OVER)) {
+        f->kind = OVERWRITE;
+        f->donor.s = p;
+        f->donor.n = id(&p, e);
+        if (f->donor.n == 0 || !take(&p, e, &OVER_AT) || !number_then(&p, e, &f->offset, NULL))
+            return NO_SHAPE;
+        const char *before_with = p;
+        if (take(&p, e, &WITH) && !(number_then(&p, e, &f->tokens, &TOKENS))) {
+            p = before_with; /* the optional group fails whole: " (previously" must follow the offset */
+            f->tokens.s = NULL;
+        }
+        if (!take(&p, e, &PREVIOUSLY))
+            return NO_SHAPE;
+        f->rid.s = p;
+        f->rid.n = id(&p, e);
+        if (f->rid.n == 0 || e - p != 1 || *p != ')')
+            return NO_SHAPE;
+        int ok = f->rid.n <= ID_MAX && f->donor.n <= ID_MAX && f->offset.n <= DIGITS_MAX &&
+                 short_enough(f->tokens, DIGITS_MAX) && !has_exc_name(f->donor.s, f->donor.n) &&
+                 !has_exc_name(f->rid.s, f->rid.n);
+        return ok ? ROW : REFERENCE;
+    }
+    if (take(&p, e, &DESYNC_NAME)) {
+        f->kind = DESYNC;
+        if (!skip_letters_then(&p, e, ':') || (p--, !take(&p, e, &VISUAL)) ||
+            !number_then(&p, e, &f->offset, &DIFFERS) || !number_then(&p, e, &f->text_offset, NULL) ||
+            !optional_rid_then_end(p, e, &f->rid))
+            return NO_SHAPE;
+        int ok = f->offset.n <= DIGITS_MAX && f->text_offset.n <= DIGITS_MAX && short_enough(f->rid, ID_MAX);
+        return ok ? ROW : REFERENCE;
+    }
+    if (take(&p, e, &OOB_NAME)) {
+        f->kind = OUT_OF_BOUNDS;
+        if (!skip_letters_then(&p, e, ':') || (p--, !take(&p, e, &TOKEN_INDEX)) ||
+            !number_then(&p, e, &f->offset, &EXCEEDS) || !number_then(&p, e, &f->tokens, NULL) ||
+            !optional_rid_then_end(p, e, &f->rid))
+            return NO_SHAPE;
+        int ok = f->offset.n <= DIGITS_MAX && f->tokens.n <= DIGITS_MAX && short_enough(f->rid, ID_MAX);
+        return ok ? ROW : REFERENCE;
+    }
+    if (take(&p, e, &SHAPE_NAME)) {
+        f->kind = SHAPE_MISMATCH;
+        if (!skip_letters_then(&p, e, ':'))
+            return NO_SHAPE;
+        /* `[ -~]*?[!-~](?: \(request_id=(?P<sr>ID)\))?` to the end, the lazy part as short as it can be: the id is
+         * taken when the line ends in ` (request_id=ID)` after a printable non-space; else the whole rest must be
+         * printable and end in a non-space. */
+        for (const char *q = p; q < e; q++)
+            if (!is_printable(*q))
+                return NO_SHAPE;
+        if (e - p < 1 || e[-1] == ' ')
+            return NO_SHAPE;
+        const char *open = NULL;
+        if (e[-1] == ')') {
+            const char *q = e - 1;
+            while (q > p && is_id_char(q[-1]))
+                q--;
+            static const Needle OPEN = N(" (request_id=");
+            if (q < e - 1 && (size_t)(q - p) >= OPEN.len + 1 && memcmp(q - OPEN.len, OPEN.text, OPEN.len) == 0 &&
+                q[-(long)OPEN.len - 1] != ' ') {
+                open = q - OPEN.len;
+                f->rid.s = q;
+                f->rid.n = (size_t)(e - 1 - q);
+            }
+        }
+        (void)open;
+        /* its id (if any) is the line's only request_id: the reference reads the first one */
+        size_t mentions = 0;
+        for (const char *q = line; (q = find(q, (size_t)(e - q), &REQUEST_ID)) != NULL; q += REQUEST_ID.len)
+            mentions++;
+        int ok = short_enough(f->rid, ID_MAX) && mentions == (f->rid.s != NULL);
+        return ok ? ROW : REFERENCE;
+    }
+    return NO_SHAPE;
+}
+
+/* Growing output columns (malloc'd; their sizes bounded by the chunk's lines and bytes, known up front). */
+typedef struct {
+    int32_t *off;
+    uint8_t *valid;
+    char *data;
+    Py_ssize_t bytes;
+} Strings;
+
+typedef struct {
+    int64_t *v;
+    uint8_t *valid;
+} Ints;
+
+typedef struct {
+    Py_ssize_t n_lines, n_blank, n_rows, n_runs, n_reference;
+    int32_t *starts, *run_of;
+    int64_t *at, *run_start, *reference;
+    int8_t *kind;
+    double *frac;
+    Strings rid, donor, message;
+    Ints offset, text_offset, tokens;
+} Out;
+
+static void out_free(Out *o) {
+    void *all[] = {o->starts, o->run_of, o->at, o->run_start, o->reference, o->kind, o->frac,
+                   o->rid.off, o->rid.valid, o->rid.data, o->donor.off, o->donor.valid, o->donor.data,
+                   o->message.off, o->message.valid, o->message.data, o->offset.v, o->offset.valid,
+                   o->text_offset.v, o->text_offset.valid, o->tokens.v, o->tokens.valid};
+    for (size_t k = 0; k < sizeof all / sizeof *all; k++)
+        free(all[k]);
+}
+
+static int strings_alloc(Strings *s, size_t rows, size_t bytes) {
+    s->off = malloc((rows + 1) * sizeof(int32_t));
+    s->valid = malloc(rows + 1);
+    s->data = malloc(bytes + 1);
+    if (s->off)
+        s->off[0] = 0;
+    return s->off && s->valid && s->data;
+}
+
+static int ints_alloc(Ints *x, size_t rows) {
+    x->v = malloc((rows + 1) * sizeof(int64_t));
+    x->valid = malloc(rows + 1);
+    return x->v && x->valid;
+}
+
+static int out_alloc(Out *o, size_t lines, size_t bytes) {
+    size_t m = lines + 1;
+    o->starts = malloc(m * sizeof(int32_t));
+    o->run_of = malloc(m * sizeof(int32_t));
+    o->at = malloc(m * sizeof(int64_t));
+    o->run_start = malloc(m * sizeof(int64_t));
+    o->reference = malloc(m * sizeof(int64_t));
+    o->kind = malloc(m);
+    o->frac = malloc(m * sizeof(double));
+    return o->starts && o->run_of && o->at && o->run_start && o->reference && o->kind && o->frac &&
+           strings_alloc(&o->rid, lines, bytes) && strings_alloc(&o->donor, lines, bytes) &&
+           strings_alloc(&o->message, lines, bytes) && ints_alloc(&o->offset, lines) &&
+           ints_alloc(&o->text_offset, lines) && ints_alloc(&o->tokens, lines);
+}
+
+static void put_string(Strings *s, Py_ssize_t row, Span x, size_t most) {
+    size_t n = x.s == NULL ? 0 : (x.n < most ? x.n : most);
+    s->valid[row] = x.s != NULL && x.n > 0; /* an empty group is null, as log_columns has it */
+    memcpy(s->data + s->bytes, x.s ? x.s : "", n);
+    s->bytes += (Py_ssize_t)n;
+    s->off[row + 1] = (int32_t)s->bytes;
+}
+
+static void put_int(Ints *x, Py_ssize_t row, Span d) {
+    x->valid[row] = d.s != NULL && d.n > 0;
+    x->v[row] = x->valid[row] ? value(d.s, d.n) : 0;
+}
+
+static void put_row(Out *o, const char *buf, const char *line, Py_ssize_t i, const Fields *f, const int8_t *kinds,
+                    const char **prev_stamp) {
+    Py_ssize_t k = o->n_rows++;
+    o->at[k] = i;
+    o->kind[k] = kinds[f->kind];
+    o->frac[k] = f->frac;
+    if (*prev_stamp == NULL || memcmp(*prev_stamp, line, 19) != 0) {
+        o->run_start[o->n_runs++] = line - buf;
+        *prev_stamp = line;
+    }
+    o->run_of[k] = (int32_t)(o->n_runs - 1);
+    put_string(&o->rid, k, f->rid, ID_MAX);
+    put_string(&o->donor, k, f->donor, ID_MAX);
+    put_string(&o->message, k, f->message, MESSAGE_MAX);
+    put_int(&o->offset, k, f->offset);
+    put_int(&o->text_offset, k, f->text_offset);
+    put_int(&o->tokens, k, f->tokens);
 }
 
 static int blank_line(const char *s, const char *e) {
@@ -183,76 +484,35 @@ static int blank_line(const char *s, const char *e) {
     return 1;
 }
 
-typedef struct {
-    Py_ssize_t n_lines, n_blank, n_fast, n_runs, n_slow, n_rest, rid_bytes;
-    int32_t *starts, *run_of, *rid_off;
-    int64_t *fast_at, *run_start, *n1, *n2, *slow_at, *rest_at;
-    int8_t *where;
-    uint8_t *is_long;
-    double *frac;
-    char *rid_data;
-} Out;
-
-static void out_free(Out *o) {
-    void *all[] = {o->starts, o->run_of, o->rid_off, o->fast_at, o->run_start, o->n1, o->n2, o->slow_at, o->rest_at,
-                   o->where, o->is_long, o->frac, o->rid_data};
-    for (size_t k = 0; k < sizeof all / sizeof *all; k++)
-        free(all[k]);
-}
-
-static int out_alloc(Out *o, Py_ssize_t n, Py_ssize_t bytes) {
-    size_t m = (size_t)n + 1;
-    o->starts = malloc(m * sizeof(int32_t));
-    o->run_of = malloc(m * sizeof(int32_t));
-    o->rid_off = malloc(m * sizeof(int32_t));
-    o->fast_at = malloc(m * sizeof(int64_t));
-    o->run_start = malloc(m * sizeof(int64_t));
-    o->n1 = malloc(m * sizeof(int64_t));
-    o->n2 = malloc(m * sizeof(int64_t));
-    o->slow_at = malloc(m * sizeof(int64_t));
-    o->rest_at = malloc(m * sizeof(int64_t));
-    o->where = malloc(m);
-    o->is_long = malloc(m);
-    o->frac = malloc(m * sizeof(double));
-    o->rid_data = malloc((size_t)bytes + 1);
-    return o->starts && o->run_of && o->rid_off && o->fast_at && o->run_start && o->n1 && o->n2 && o->slow_at &&
-           o->rest_at && o->where && o->is_long && o->frac && o->rid_data;
-}
-
-static void scan(const char *buf, Py_ssize_t stop, Out *o) {
+static void scan(const char *buf, Py_ssize_t stop, const int8_t *kinds, Py_ssize_t max_line, Out *o) {
     const char *end = buf + stop, *p = buf + 1, *prev_stamp = NULL;
     Py_ssize_t i = 0;
     o->starts[0] = 1;
-    o->rid_off[0] = 0;
     while (p < end) {
-        const char *nl = memchr(p, '\n', (size_t)(end - p));
-        if (nl == NULL)
-            nl = end - 1; /* never: buf[stop - 1] is a '\n' */
-        Fast f;
-        int shape = fast_shape(p, nl, &f);
-        if (shape == FAST) {
-            Py_ssize_t k = o->n_fast++;
-            o->fast_at[k] = i;
-            o->where[k] = (int8_t)f.where;
-            o->frac[k] = f.frac;
-            if (prev_stamp == NULL || memcmp(prev_stamp, p, 19) != 0) {
-                o->run_start[o->n_runs++] = p - buf;
-                prev_stamp = p;
+        const char *nl = memchr(p, '\n', (size_t)(end - p)); /* never NULL: buf[stop - 1] is a '\n' */
+        const char *e = nl > p && nl[-1] == '\r' ? nl - 1 : nl; /* `\r?\n$` */
+        Fields f = {0};
+        const char *after_head = NULL;
+        int got = head(p, e, &after_head, &f.frac) ? common_shape(after_head, e, &f) : NO_SHAPE;
+        if (got == NO_SHAPE) {
+            if ((p < nl && is_blank_char(*p)) ? blank_line(p, nl) : p == nl) {
+                o->n_blank++;
+            } else if (is_candidate(p, (size_t)(nl - p))) {
+                Fields r = {0};
+                r.frac = f.frac;
+                got = REFERENCE; /* the rare shapes are matched on candidates only, on lines under MAX_LINE_BYTES */
+                if (after_head != NULL && nl - p < max_line) {
+                    got = rare_shape(p, after_head, e, &r);
+                    if (got == NO_SHAPE)
+                        got = REFERENCE;
+                }
+                f = r;
             }
-            o->run_of[k] = (int32_t)(o->n_runs - 1);
-            memcpy(o->rid_data + o->rid_bytes, f.rid, f.rid_len);
-            o->rid_bytes += (Py_ssize_t)f.rid_len;
-            o->rid_off[k + 1] = (int32_t)o->rid_bytes;
-            o->is_long[k] = f.n1 != NULL;
-            o->n1[k] = f.n1 ? value(f.n1, f.n1_len) : 0;
-            o->n2[k] = f.n2 ? value(f.n2, f.n2_len) : 0;
-        } else if (shape == FAST_SHAPE_ONLY) {
-            o->slow_at[o->n_slow++] = i;
-        } else if ((p < nl && is_blank_char(*p)) ? blank_line(p, nl) : p == nl) {
-            o->n_blank++;
-        } else if (is_candidate(p, (size_t)(nl - p))) {
-            o->rest_at[o->n_rest++] = i;
         }
+        if (got == ROW)
+            put_row(o, buf, p, i, &f, kinds, &prev_stamp);
+        else if (got == REFERENCE)
+            o->reference[o->n_reference++] = i;
         p = nl + 1;
         o->starts[++i] = (int32_t)(p - buf);
     }
@@ -261,44 +521,57 @@ static void scan(const char *buf, Py_ssize_t stop, Out *o) {
 
 static PyObject *as_bytes(const void *data, Py_ssize_t n) { return PyBytes_FromStringAndSize((const char *)data, n); }
 
+static PyObject *strings_tuple(const Strings *s, Py_ssize_t rows) {
+    return Py_BuildValue("NNN", as_bytes(s->off, (rows + 1) * 4), as_bytes(s->data, s->bytes), as_bytes(s->valid, rows));
+}
+
+static PyObject *ints_tuple(const Ints *x, Py_ssize_t rows) {
+    return Py_BuildValue("NN", as_bytes(x->v, rows * 8), as_bytes(x->valid, rows));
+}
+
 PyDoc_STRVAR(scan_block_doc,
-             "scan_block(buf, stop) -> (lines, blank, starts, fast_at, where, run_of, run_start, frac, rid_offsets, "
-             "rid_data, tokens, offset, is_long, slow_at, rest_at): the lines of buf[1:stop] sorted and the common "
-             "shapes' fields, as bytes of little arrays (see log_columns._scan_native).");
+             "scan_block(buf, stop, kinds, max_line) -> (lines, blank, starts, at, kind, run_of, run_start, frac, rid, "
+             "donor, message, offset, text_offset, tokens, reference): the lines of buf[1:stop] sorted and the known "
+             "shapes' fields, as bytes of little arrays (see log_columns._native_parts). kinds: 8 int8 event kind "
+             "codes (the common shapes, then the rare ones); max_line: log_line.MAX_LINE_BYTES.");
 
 static PyObject *scan_block(PyObject *self, PyObject *args) {
     (void)self;
-    Py_buffer view;
-    Py_ssize_t stop;
-    if (!PyArg_ParseTuple(args, "y*n", &view, &stop))
+    Py_buffer view, kinds;
+    Py_ssize_t stop, max_line;
+    if (!PyArg_ParseTuple(args, "y*ny*n", &view, &stop, &kinds, &max_line))
         return NULL;
-    if (stop < 1 || stop > view.len || ((const char *)view.buf)[0] != '\n' ||
-        ((const char *)view.buf)[stop - 1] != '\n' || stop > INT32_MAX) {
+    const char *buf = view.buf;
+    if (stop < 1 || stop > view.len || buf[0] != '\n' || buf[stop - 1] != '\n' || stop > INT32_MAX ||
+        kinds.len != KINDS) {
         PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "scan_block: buf[0] and buf[stop - 1] must be newlines, stop within buf");
+        PyBuffer_Release(&kinds);
+        PyErr_SetString(PyExc_ValueError,
+                        "scan_block: buf[0] and buf[stop - 1] must be newlines, stop within buf, 8 kind codes");
         return NULL;
     }
-    const char *buf = view.buf;
     Py_ssize_t lines = 0;
     for (const char *p = buf + 1, *e = buf + stop; (p = memchr(p, '\n', (size_t)(e - p))) != NULL; p++)
         lines++;
     Out o;
     memset(&o, 0, sizeof o);
-    if (!out_alloc(&o, lines, stop)) {
+    if (!out_alloc(&o, (size_t)lines, (size_t)stop)) {
         out_free(&o);
         PyBuffer_Release(&view);
+        PyBuffer_Release(&kinds);
         return PyErr_NoMemory();
     }
     Py_BEGIN_ALLOW_THREADS
-    scan(buf, stop, &o);
+    scan(buf, stop, (const int8_t *)kinds.buf, max_line, &o);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
-    Py_ssize_t nf = o.n_fast;
+    PyBuffer_Release(&kinds);
+    Py_ssize_t n = o.n_rows;
     PyObject *result = Py_BuildValue(
-        "nnNNNNNNNNNNNNN", o.n_lines, o.n_blank, as_bytes(o.starts, (o.n_lines + 1) * 4), as_bytes(o.fast_at, nf * 8),
-        as_bytes(o.where, nf), as_bytes(o.run_of, nf * 4), as_bytes(o.run_start, o.n_runs * 8), as_bytes(o.frac, nf * 8),
-        as_bytes(o.rid_off, (nf + 1) * 4), as_bytes(o.rid_data, o.rid_bytes), as_bytes(o.n1, nf * 8),
-        as_bytes(o.n2, nf * 8), as_bytes(o.is_long, nf), as_bytes(o.slow_at, o.n_slow * 8), as_bytes(o.rest_at, o.n_rest * 8));
+        "nnNNNNNNNNNNNNN", o.n_lines, o.n_blank, as_bytes(o.starts, (o.n_lines + 1) * 4), as_bytes(o.at, n * 8),
+        as_bytes(o.kind, n), as_bytes(o.run_of, n * 4), as_bytes(o.run_start, o.n_runs * 8), as_bytes(o.frac, n * 8),
+        strings_tuple(&o.rid, n), strings_tuple(&o.donor, n), strings_tuple(&o.message, n), ints_tuple(&o.offset, n),
+        ints_tuple(&o.text_offset, n), ints_tuple(&o.tokens, n), as_bytes(o.reference, o.n_reference * 8));
     out_free(&o);
     return result;
 }
@@ -309,4 +582,7 @@ static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_logscan",
                                     "One native pass over a chunk of runtime-log lines (see log_columns).", -1, METHODS,
                                     NULL, NULL, NULL, NULL};
 
-PyMODINIT_FUNC PyInit__logscan(void) { return PyModule_Create(&MODULE); }
+PyMODINIT_FUNC PyInit__logscan(void) {
+    init_pairs();
+    return PyModule_Create(&MODULE);
+}
