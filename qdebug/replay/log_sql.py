@@ -67,15 +67,16 @@ def _derive(parts: list[Path], requests: Path, findings: Path, tmp: Path, host: 
         con.execute(f"CREATE VIEW ev AS SELECT * FROM read_parquet({sql_list(parts)})")
         # Each mention of a request: pos orders them (an overwrite's donor, pos 2*seq, before its victim, 2*seq + 1);
         # kind -1 marks the donor's own write. A million requests' states must fit the memory limit, so each aggregate is
-        # a fixed-size number: (pos, line) and (seq, offset + 1, 0 for none) packed into one HUGEINT, max/min of which
-        # picks the first mention's line and the last write's offset (arg_min/arg_max states are several times larger).
+        # a fixed-size number: the first mention's line is the least line (seq and line grow together), and (seq,
+        # offset + 1, 0 for none) packed into one HUGEINT, whose max picks the last write's offset (arg_max states are
+        # several times larger).
         con.execute(f"""
             CREATE TABLE agg AS
             WITH m AS (
               SELECT rid, seq * 2 + 1 AS pos, seq, line, kind, "offset" FROM ev WHERE rid IS NOT NULL
               UNION ALL
               SELECT donor, seq * 2, seq, line, -1, "offset" FROM ev WHERE kind = {over} AND donor IS NOT NULL)
-            SELECT rid, min((pos::HUGEINT << 64) | line) AS first,
+            SELECT rid, min(pos) AS ord, min(line) AS line,
                    max(CASE WHEN kind = {desync} THEN {desynced} WHEN kind IN ({shape}, {oob}) THEN {error} ELSE 0 END) AS rank,
                    max((seq::HUGEINT << 64) | coalesce("offset" + 1, 0)) FILTER (WHERE kind IN ({write}, -1)) AS w,
                    max(seq) FILTER (WHERE kind = {sync}) AS last_stitch
@@ -89,8 +90,7 @@ def _derive(parts: list[Path], requests: Path, findings: Path, tmp: Path, host: 
             WHERE e.kind = {over} AND e.donor <> e.rid AND (r.last_stitch IS NULL OR e.seq < r.last_stitch)""")
         con.execute(f"""
             COPY (
-              SELECT (a.first >> 64)::BIGINT AS ord, a.rid,
-                     (a.first & 18446744073709551615)::BIGINT AS line,
+              SELECT a.ord, a.rid, a.line,
                      (CASE WHEN c.donor_seq IS NOT NULL THEN {contaminated} ELSE a.rank END)::TINYINT AS rank,
                      d.rid IS NOT NULL AS has_d, d.d_text::BIGINT AS d_text, d.d_vis::BIGINT AS d_vis, a.w IS NOT NULL AS has_w,
                      (nullif(a.w & 18446744073709551615, 0) - 1)::BIGINT AS w_vis,
