@@ -162,24 +162,19 @@ static int is_candidate(const char *s, size_t n) {
     return 0;
 }
 
-/* A run of digits at *p: its length (0: none); *p moves past it. */
-static inline size_t digits(const char **p, const char *e) {
+/* A run of bytes of one class at *p (digits, or an id's [0-9A-Za-z-]): its length (0: none); *p moves past it. */
+static inline size_t class_run(const char **p, const char *e, int (*in_class)(char)) {
     const char *q = *p;
-    while (q < e && is_digit(*q))
+    while (q < e && in_class(*q))
         q++;
     size_t k = (size_t)(q - *p);
     *p = q;
     return k;
 }
 
-static inline size_t id(const char **p, const char *e) {
-    const char *q = *p;
-    while (q < e && is_id_char(*q))
-        q++;
-    size_t k = (size_t)(q - *p);
-    *p = q;
-    return k;
-}
+static inline size_t digits(const char **p, const char *e) { return class_run(p, e, is_digit); }
+
+static inline size_t id(const char **p, const char *e) { return class_run(p, e, is_id_char); }
 
 static inline int64_t value(const char *s, size_t k) {
     int64_t v = 0;
@@ -297,13 +292,23 @@ static int number_then(const char **p, const char *e, Span *x, const Needle *lit
     return x->n > 0 && (literal == NULL || take(p, e, literal));
 }
 
+/* After an exception's name: `[A-Za-z]*:<lead>(?P<a>NUM)<middle>(?P<b>NUM)` and the optional ` (request_id=ID)` to
+ * the end (the desync and index-out-of-bounds shapes): ROW, REFERENCE (a number or id too long) or NO_SHAPE. */
+static int named_pair(const char *p, const char *e, const Needle *lead, Span *a, const Needle *middle, Span *b,
+                      Span *rid) {
+    if (!skip_letters_then(&p, e, ':') || !take(&p, e, lead) || !number_then(&p, e, a, middle) ||
+        !number_then(&p, e, b, NULL) || !optional_rid_then_end(p, e, rid))
+        return NO_SHAPE;
+    return a->n <= DIGITS_MAX && b->n <= DIGITS_MAX && short_enough(*rid, ID_MAX) ? ROW : REFERENCE;
+}
+
 /* The rare shapes after the head (log_columns._RARE): ROW, REFERENCE (a check refused it), or NO_SHAPE. */
 static int rare_shape(const char *line, const char *p, const char *e, Fields *f) {
     static const Needle OVER = N("VisualEncoder::write_buffer: request_id="), OVER_AT = N(" overwrote buffer at offset "),
                         WITH = N(" with "), TOKENS = N(" tokens"), PREVIOUSLY = N(" (previously "),
-                        DESYNC_NAME = N("TokenStreamDesync"), VISUAL = N(": visual token offset "),
+                        DESYNC_NAME = N("TokenStreamDesync"), VISUAL = N(" visual token offset "),
                         DIFFERS = N(" differs from textual offset "), OOB_NAME = N("CrossAttentionIndexOutOfBounds"),
-                        TOKEN_INDEX = N(": token index "), EXCEEDS = N(" exceeds sequence length "),
+                        TOKEN_INDEX = N(" token index "), EXCEEDS = N(" exceeds sequence length "),
                         SHAPE_NAME = N("VisualEmbeddingShapeMismatch");
     f->message.s = p;
     f->message.n = (size_t)(e - p);
@@ -331,21 +336,11 @@ static int rare_shape(const char *line, const char *p, const char *e, Fields *f)
     }
     if (take(&p, e, &DESYNC_NAME)) {
         f->kind = DESYNC;
-        if (!skip_letters_then(&p, e, ':') || (p--, !take(&p, e, &VISUAL)) ||
-            !number_then(&p, e, &f->offset, &DIFFERS) || !number_then(&p, e, &f->text_offset, NULL) ||
-            !optional_rid_then_end(p, e, &f->rid))
-            return NO_SHAPE;
-        int ok = f->offset.n <= DIGITS_MAX && f->text_offset.n <= DIGITS_MAX && short_enough(f->rid, ID_MAX);
-        return ok ? ROW : REFERENCE;
+        return named_pair(p, e, &VISUAL, &f->offset, &DIFFERS, &f->text_offset, &f->rid);
     }
     if (take(&p, e, &OOB_NAME)) {
         f->kind = OUT_OF_BOUNDS;
-        if (!skip_letters_then(&p, e, ':') || (p--, !take(&p, e, &TOKEN_INDEX)) ||
-            !number_then(&p, e, &f->offset, &EXCEEDS) || !number_then(&p, e, &f->tokens, NULL) ||
-            !optional_rid_then_end(p, e, &f->rid))
-            return NO_SHAPE;
-        int ok = f->offset.n <= DIGITS_MAX && f->tokens.n <= DIGITS_MAX && short_enough(f->rid, ID_MAX);
-        return ok ? ROW : REFERENCE;
+        return named_pair(p, e, &TOKEN_INDEX, &f->offset, &EXCEEDS, &f->tokens, &f->rid);
     }
     if (take(&p, e, &SHAPE_NAME)) {
         f->kind = SHAPE_MISMATCH;
@@ -359,7 +354,6 @@ static int rare_shape(const char *line, const char *p, const char *e, Fields *f)
                 return NO_SHAPE;
         if (e - p < 1 || e[-1] == ' ')
             return NO_SHAPE;
-        const char *open = NULL;
         if (e[-1] == ')') {
             const char *q = e - 1;
             while (q > p && is_id_char(q[-1]))
@@ -367,12 +361,10 @@ static int rare_shape(const char *line, const char *p, const char *e, Fields *f)
             static const Needle OPEN = N(" (request_id=");
             if (q < e - 1 && (size_t)(q - p) >= OPEN.len + 1 && memcmp(q - OPEN.len, OPEN.text, OPEN.len) == 0 &&
                 q[-(long)OPEN.len - 1] != ' ') {
-                open = q - OPEN.len;
                 f->rid.s = q;
                 f->rid.n = (size_t)(e - 1 - q);
             }
         }
-        (void)open;
         /* its id (if any) is the line's only request_id: the reference reads the first one */
         size_t mentions = 0;
         for (const char *q = line; (q = find(q, (size_t)(e - q), &REQUEST_ID)) != NULL; q += REQUEST_ID.len)
