@@ -1,4 +1,4 @@
-"""The numbers a log index stores for words: its version, verdict codes, event kind codes."""
+"""The numbers a log index stores for words: its version, verdict codes, event kind codes; and its files' codec."""
 
 from __future__ import annotations
 
@@ -6,6 +6,9 @@ from qdebug.vocab import EVENT_KINDS, VERDICT_RANK, EventKind, Verdict
 
 # Bump when the parser or the tables change: an index built by another version is rebuilt, never misread.
 INDEX_VERSION = 4
+# Every Parquet file of an index (events, requests, findings) is compressed with it; readers take any codec, so an
+# index written with another (zstd, before) is read as it is.
+INDEX_CODEC = "snappy"
 # A request's stored verdict code (column `rank`): its place in vocab.VERDICT_RANK among the verdicts a log can
 # give (never `diverged`), so SQL's max() and ORDER BY rank keep the shared ranking. On disk: ok 0, error 1, desync 2, contaminated 3.
 VERDICT_OF_CODE = tuple(v for v in sorted(VERDICT_RANK, key=VERDICT_RANK.__getitem__) if v != Verdict.DIVERGED)

@@ -19,7 +19,7 @@ from pathlib import Path
 from qdebug import strict_json
 from qdebug.vocab import EVENT_KINDS
 
-from .log_codes import INDEX_VERSION
+from .log_codes import INDEX_CODEC, INDEX_VERSION
 
 FORMAT = "qdebug-log-index"
 MANIFEST = "manifest.json"
@@ -77,7 +77,9 @@ class IndexWriter:
         self.parts.append({"file": name, "source": source, "rows": 0, "identity": identity})
         # Plain encoding (no dictionaries) and statistics on the columns a reader filters by: a third of the time of
         # the defaults and a smaller file (measured on a 1 M-line log: 0.05 s and 1.9 MiB against 0.17 s and 3.1 MiB).
-        self._writer = pq.ParquetWriter(self.folder / name, event_schema(), compression="zstd", compression_level=1,
+        # Snappy, not zstd: at 10 M lines 0.3 s less to write and 0.7 s less for the verdict SQL to read, for a file
+        # three times larger (58 MiB against 19, 7% of the log); Spark's default codec, read by every Parquet engine.
+        self._writer = pq.ParquetWriter(self.folder / name, event_schema(), compression=INDEX_CODEC,
                                         use_dictionary=["host"], write_statistics=["seq", "line", "t", "kind", "rid"])
 
     def reuse_parts(self, folder: Path, parts: list[dict]) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from qdebug.vocab import EventKind, Verdict
 
-from .log_codes import kind_code, verdict_code
+from .log_codes import INDEX_CODEC, kind_code, verdict_code
 
 
 def connect(memory_mb: int = 64, database: str = ":memory:"):
@@ -101,14 +101,14 @@ def _derive(parts: list[Path], requests: Path, findings: Path, tmp: Path, host: 
               LEFT JOIN (SELECT victim, max(seq) AS donor_seq, arg_max(donor, seq) AS donor FROM contam GROUP BY victim) c
                 ON c.victim = a.rid
               ORDER BY ord
-            ) TO '{_q(requests)}' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 262144)""")
+            ) TO '{_q(requests)}' (FORMAT parquet, COMPRESSION {INDEX_CODEC}, ROW_GROUP_SIZE 262144)""")
         con.execute(f"""
             COPY (
               SELECT e.*, c.seq IS NOT NULL AS contaminating
               FROM (SELECT * FROM ev WHERE kind IN ({desync}, {shape}, {oob}, {over})) e LEFT JOIN contam c ON c.seq = e.seq
               WHERE e.kind <> {over} OR c.seq IS NOT NULL
               ORDER BY e.seq
-            ) TO '{_q(findings)}' (FORMAT parquet, COMPRESSION zstd)""")
+            ) TO '{_q(findings)}' (FORMAT parquet, COMPRESSION {INDEX_CODEC})""")
     finally:
         con.close()
         for leftover in (work, tmp / ".derive.duckdb.wal"):
