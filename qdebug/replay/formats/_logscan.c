@@ -490,15 +490,14 @@ static void scan(const char *buf, Py_ssize_t stop, const int8_t *kinds, Py_ssize
             if ((p < nl && is_blank_char(*p)) ? blank_line(p, nl) : p == nl) {
                 o->n_blank++;
             } else if (is_candidate(p, (size_t)(nl - p))) {
-                Fields r = {0};
-                r.frac = f.frac;
-                got = REFERENCE; /* the rare shapes are matched on candidates only, on lines under MAX_LINE_BYTES */
-                if (after_head != NULL && nl - p < max_line) {
-                    got = rare_shape(p, after_head, e, &r);
-                    if (got == NO_SHAPE)
-                        got = REFERENCE;
-                }
-                f = r;
+                double frac = f.frac;
+                f = (Fields){0}; /* a common shape that failed half-way may have left spans */
+                f.frac = frac;
+                /* the rare shapes are matched on candidates only, on lines under MAX_LINE_BYTES; else the reference */
+                if (after_head != NULL && nl - p < max_line)
+                    got = rare_shape(p, after_head, e, &f);
+                if (got == NO_SHAPE)
+                    got = REFERENCE;
             }
         }
         if (got == ROW)
