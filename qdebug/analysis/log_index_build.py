@@ -58,16 +58,18 @@ def build_index(paths: list[Path], target: Path, progress: Callable[[int, int, i
     t0 = time.perf_counter()
     started = {"files": len(stats.files)}
 
+    summary: dict = {}
+
     def on_table(table) -> None:
         # a new partition each time the scan moves on to the next file
         while started["files"] < len(stats.files):
             path = stats.files[started["files"]]["path"]
             writer.begin_part(path, identities.get(path, ""))
             started["files"] += 1
-        writer.add(table)
+        writer.add(table, summary.pop("chunk", None))
 
     try:
-        scan_files(todo, on_table, progress, stats, as_tables=True)
+        scan_files(todo, on_table, progress, stats, as_tables=True, on_summary=lambda s: summary.update(chunk=s))
     except KeyboardInterrupt:
         interrupted = True
     while started["files"] < len(stats.files):  # files with no events still get their (empty) partition

@@ -39,8 +39,10 @@ def sql_list(paths: list[Path]) -> str:
 _BUDGETS = ((96, 2), (256, 1), (2048, 1))
 
 
-def derive_tables(parts: list[Path], requests: Path, findings: Path, tmp: Path, host: str) -> None:
-    """Write requests.parquet and findings.parquet from the events partitions (absolute seq and line numbers)."""
+def derive_tables(parts: list[tuple[Path, tuple[Path, Path] | None]], requests: Path, findings: Path, tmp: Path,
+                  host: str) -> None:
+    """Write requests.parquet and findings.parquet from the events partitions (absolute seq and line numbers), each
+    with its summary's files (log_partials: partials, raw rows) when the scan made them, else read whole."""
     import duckdb
 
     for i, (memory_mb, threads) in enumerate(_BUDGETS):
@@ -51,12 +53,15 @@ def derive_tables(parts: list[Path], requests: Path, findings: Path, tmp: Path, 
                 raise
 
 
-def _derive(parts: list[Path], requests: Path, findings: Path, tmp: Path, host: str, memory_mb: int, threads: int) -> None:
+def _derive(parts: list[tuple[Path, tuple[Path, Path] | None]], requests: Path, findings: Path, tmp: Path, host: str,
+            memory_mb: int, threads: int) -> None:
     """derive_tables within one memory limit and thread count."""
     over, write, sync, desync, shape, oob = (kind_code(k) for k in (
         EventKind.BUFFER_OVERWRITE, EventKind.BUFFER_WRITE, EventKind.SYNC, EventKind.DESYNC,
         EventKind.SHAPE_MISMATCH, EventKind.INDEX_OUT_OF_BOUNDS))
     error, desynced, contaminated = (verdict_code(v) for v in (Verdict.ERROR, Verdict.DESYNC, Verdict.CONTAMINATED))
+    partials = [summary[0] for _, summary in parts if summary is not None]
+    raw = [summary[1] for _, summary in parts if summary is not None] + [events for events, summary in parts if summary is None]
     # A database file in the index folder (removed after), not an in-memory one: its tables (a row per request, a
     # million at 10 M lines) are paged to disk by the buffer manager instead of failing at the memory limit.
     work = tmp / ".derive.duckdb"
@@ -64,29 +69,37 @@ def _derive(parts: list[Path], requests: Path, findings: Path, tmp: Path, host: 
     con.execute(f"SET threads = {threads}")
     con.execute(f"SET temp_directory = '{_q(tmp / '.spill')}'")
     try:
-        con.execute(f"CREATE VIEW ev AS SELECT * FROM read_parquet({sql_list(parts)})")
+        # `raw`: the events read one by one (the rare shapes, the reference's rows, and every event of a partition
+        # with no summary); the common shapes' rows come folded, a partial per request and chunk.
+        con.execute(f"CREATE VIEW raw AS SELECT * FROM read_parquet({sql_list(raw)})")
         # Each mention of a request: pos orders them (an overwrite's donor, pos 2*seq, before its victim, 2*seq + 1);
-        # kind -1 marks the donor's own write. A million requests' states must fit the memory limit, so each aggregate is
-        # a fixed-size number: the first mention's line is the least line (seq and line grow together), and (seq,
-        # offset + 1, 0 for none) packed into one HUGEINT, whose max picks the last write's offset (arg_max states are
-        # several times larger).
+        # an overwrite is also the donor's own write. A million requests' states must fit the memory limit, so each
+        # aggregate is a fixed-size number: the first mention's line is the least line (seq and line grow together),
+        # and (seq, offset + 1, 0 for none) packed into one HUGEINT, whose max picks the last write's offset (arg_max
+        # states are several times larger). Every aggregate is a min or a max: partials merge as their rows would.
+        folded = (f"""SELECT rid, ord AS pos, line, 0 AS rank, (w_seq::HUGEINT << 64) | coalesce(w_off + 1, 0) AS w,
+                             last_stitch
+                      FROM read_parquet({sql_list(partials)}) UNION ALL""" if partials else "")
         con.execute(f"""
             CREATE TABLE agg AS
             WITH m AS (
-              SELECT rid, seq * 2 + 1 AS pos, seq, line, kind, "offset" FROM ev WHERE rid IS NOT NULL
+              {folded}
+              SELECT rid, seq * 2 + 1, line,
+                     CASE WHEN kind = {desync} THEN {desynced} WHEN kind IN ({shape}, {oob}) THEN {error} ELSE 0 END,
+                     CASE WHEN kind = {write} THEN (seq::HUGEINT << 64) | coalesce("offset" + 1, 0) END,
+                     CASE WHEN kind = {sync} THEN seq END
+              FROM raw WHERE rid IS NOT NULL
               UNION ALL
-              SELECT donor, seq * 2, seq, line, -1, "offset" FROM ev WHERE kind = {over} AND donor IS NOT NULL)
-            SELECT rid, min(pos) AS ord, min(line) AS line,
-                   max(CASE WHEN kind = {desync} THEN {desynced} WHEN kind IN ({shape}, {oob}) THEN {error} ELSE 0 END) AS rank,
-                   max((seq::HUGEINT << 64) | coalesce("offset" + 1, 0)) FILTER (WHERE kind IN ({write}, -1)) AS w,
-                   max(seq) FILTER (WHERE kind = {sync}) AS last_stitch
+              SELECT donor, seq * 2, line, 0, (seq::HUGEINT << 64) | coalesce("offset" + 1, 0), NULL
+              FROM raw WHERE kind = {over} AND donor IS NOT NULL)
+            SELECT rid, min(pos) AS ord, min(line) AS line, max(rank) AS rank, max(w) AS w, max(last_stitch) AS last_stitch
             FROM m GROUP BY rid""")
         con.execute(f"""
             CREATE TABLE des AS SELECT rid, arg_max_null(text_offset, seq) AS d_text, arg_max_null("offset", seq) AS d_vis
-            FROM ev WHERE kind = {desync} AND rid IS NOT NULL GROUP BY rid""")
+            FROM raw WHERE kind = {desync} AND rid IS NOT NULL GROUP BY rid""")
         con.execute(f"""
             CREATE TABLE contam AS
-            SELECT e.seq, e.rid AS victim, e.donor FROM ev e JOIN agg r ON r.rid = e.rid
+            SELECT e.seq, e.rid AS victim, e.donor FROM raw e JOIN agg r ON r.rid = e.rid
             WHERE e.kind = {over} AND e.donor <> e.rid AND (r.last_stitch IS NULL OR e.seq < r.last_stitch)""")
         con.execute(f"""
             COPY (
@@ -105,7 +118,7 @@ def _derive(parts: list[Path], requests: Path, findings: Path, tmp: Path, host: 
         con.execute(f"""
             COPY (
               SELECT e.*, c.seq IS NOT NULL AS contaminating
-              FROM (SELECT * FROM ev WHERE kind IN ({desync}, {shape}, {oob}, {over})) e LEFT JOIN contam c ON c.seq = e.seq
+              FROM (SELECT * FROM raw WHERE kind IN ({desync}, {shape}, {oob}, {over})) e LEFT JOIN contam c ON c.seq = e.seq
               WHERE e.kind <> {over} OR c.seq IS NOT NULL
               ORDER BY e.seq
             ) TO '{_q(findings)}' (FORMAT parquet, COMPRESSION {INDEX_CODEC})""")

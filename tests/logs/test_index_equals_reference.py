@@ -23,7 +23,8 @@ def log(tmp_path_factory):
 
 
 @pytest.mark.parametrize("seed", [24, 25])
-def test_index_equals_reference_table_by_table(log, tmp_path, monkeypatch, seed):
+def test_index_equals_reference_table_by_table(log, tmp_path, monkeypatch, seed, recogniser):
+    """With the native pass (its per-chunk partials merged by the SQL) and with the RE2 passes (every event read)."""
     chunk = random.Random(seed).randrange(20_000, 1_500_000)
     monkeypatch.setattr(log_scan, "CHUNK_BYTES", chunk)
     index, _ = build_index([log], tmp_path / "idx")

@@ -60,16 +60,6 @@ line = st.one_of(
 )
 
 
-@pytest.fixture(params=["native", "re2"])
-def recogniser(request):
-    """Each test runs with the native pass and with the RE2 passes alone."""
-    native = request.param == "native"
-    assert not native or log_columns.native_built(), "the native pass is not built: run `pip install -e .`"
-    before = log_columns.use_native(native)
-    yield request.param
-    log_columns.use_native(before)
-
-
 def reference(path):
     stats = ScanStats()
     rows, seq, clock = [], 0, _seconds_cache()

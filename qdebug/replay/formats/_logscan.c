@@ -9,6 +9,9 @@
  *   - blank (`_BLANK`), or noise.
  * A stamp's seconds are left to Python (its calendar, cached per second, per run of equal stamps here); the fraction
  * is computed as Python's int(frac) / 10 ** len(frac) (two exact doubles, one correctly rounded division).
+ * It also folds the common-shape rows by request id, the chunk's part of each request's summary (log_sql's
+ * partials): per id, its first such row, its last buffer write and its last sync, as row numbers. The verdict SQL
+ * then merges a few partials per request instead of every event (the rare shapes' rows it still reads one by one).
  * The GIL is released while it runs: the scan's worker threads recognise chunks on every core.
  */
 #define PY_SSIZE_T_CLEAN
@@ -396,13 +399,19 @@ typedef struct {
     double *frac;
     Strings rid, donor, message;
     Ints offset, text_offset, tokens;
+    /* the common-shape rows folded by request id: per id (in order of its first row) that row, its last write and
+     * its last sync (-1: none), found through an open-addressing table of (id's partial + 1) */
+    Py_ssize_t n_partials;
+    int32_t *first, *write, *stitch, *slots;
+    size_t slot_mask;
 } Out;
 
 static void out_free(Out *o) {
     void *all[] = {o->starts, o->run_of, o->at, o->run_start, o->reference, o->kind, o->frac,
                    o->rid.off, o->rid.valid, o->rid.data, o->donor.off, o->donor.valid, o->donor.data,
                    o->message.off, o->message.valid, o->message.data, o->offset.v, o->offset.valid,
-                   o->text_offset.v, o->text_offset.valid, o->tokens.v, o->tokens.valid};
+                   o->text_offset.v, o->text_offset.valid, o->tokens.v, o->tokens.valid,
+                   o->first, o->write, o->stitch, o->slots};
     for (size_t k = 0; k < sizeof all / sizeof *all; k++)
         free(all[k]);
 }
@@ -423,7 +432,14 @@ static int ints_alloc(Ints *x, size_t rows) {
 }
 
 static int out_alloc(Out *o, size_t lines, size_t bytes) {
-    size_t m = lines + 1;
+    size_t m = lines + 1, slots = 16;
+    while (slots < 2 * m) /* at most half full: a probe ends in a step or two */
+        slots *= 2;
+    o->slot_mask = slots - 1;
+    o->slots = calloc(slots, sizeof(int32_t));
+    o->first = malloc(m * sizeof(int32_t));
+    o->write = malloc(m * sizeof(int32_t));
+    o->stitch = malloc(m * sizeof(int32_t));
     o->starts = malloc(m * sizeof(int32_t));
     o->run_of = malloc(m * sizeof(int32_t));
     o->at = malloc(m * sizeof(int64_t));
@@ -431,7 +447,8 @@ static int out_alloc(Out *o, size_t lines, size_t bytes) {
     o->reference = malloc(m * sizeof(int64_t));
     o->kind = malloc(m);
     o->frac = malloc(m * sizeof(double));
-    return o->starts && o->run_of && o->at && o->run_start && o->reference && o->kind && o->frac &&
+    return o->slots && o->first && o->write && o->stitch && o->starts && o->run_of && o->at && o->run_start &&
+           o->reference && o->kind && o->frac &&
            strings_alloc(&o->rid, lines, bytes) && strings_alloc(&o->donor, lines, bytes) &&
            strings_alloc(&o->message, lines, bytes) && ints_alloc(&o->offset, lines) &&
            ints_alloc(&o->text_offset, lines) && ints_alloc(&o->tokens, lines);
@@ -448,6 +465,34 @@ static void put_string(Strings *s, Py_ssize_t row, Span x, size_t most) {
 static void put_int(Ints *x, Py_ssize_t row, Span d) {
     x->valid[row] = d.s != NULL && d.n > 0;
     x->v[row] = x->valid[row] ? value(d.s, d.n) : 0;
+}
+
+/* Row k (of a common shape: its id is there, whole) into its id's partial. */
+static void fold(Out *o, Py_ssize_t k, int shape) {
+    const char *id = o->rid.data + o->rid.off[k];
+    size_t n = (size_t)(o->rid.off[k + 1] - o->rid.off[k]);
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (size_t j = 0; j < n; j++)
+        h = (h ^ (unsigned char)id[j]) * 1099511628211ULL;
+    size_t at = (size_t)(h ^ (h >> 32)) & o->slot_mask;
+    int32_t p;
+    for (;; at = (at + 1) & o->slot_mask) {
+        if (o->slots[at] == 0) {
+            p = (int32_t)o->n_partials++;
+            o->slots[at] = p + 1;
+            o->first[p] = (int32_t)k;
+            o->write[p] = o->stitch[p] = -1;
+            break;
+        }
+        p = o->slots[at] - 1;
+        Py_ssize_t f = o->first[p];
+        if ((size_t)(o->rid.off[f + 1] - o->rid.off[f]) == n && memcmp(o->rid.data + o->rid.off[f], id, n) == 0)
+            break;
+    }
+    if (shape == 2) /* VisualEncoder::write_buffer */
+        o->write[p] = (int32_t)k;
+    else if (shape == 3) /* TokenSynchronizer::stitch */
+        o->stitch[p] = (int32_t)k;
 }
 
 static void put_row(Out *o, const char *buf, const char *line, Py_ssize_t i, const Fields *f, const int8_t *kinds,
@@ -467,6 +512,8 @@ static void put_row(Out *o, const char *buf, const char *line, Py_ssize_t i, con
     put_int(&o->offset, k, f->offset);
     put_int(&o->text_offset, k, f->text_offset);
     put_int(&o->tokens, k, f->tokens);
+    if (f->kind < 4)
+        fold(o, k, f->kind);
 }
 
 static int blank_line(const char *s, const char *e) {
@@ -522,9 +569,11 @@ static PyObject *ints_tuple(const Ints *x, Py_ssize_t rows) {
 
 PyDoc_STRVAR(scan_block_doc,
              "scan_block(buf, stop, kinds, max_line) -> (lines, blank, starts, at, kind, run_of, run_start, frac, rid, "
-             "donor, message, offset, text_offset, tokens, reference): the lines of buf[1:stop] sorted and the known "
-             "shapes' fields, as bytes of little arrays (see log_columns._native_parts). kinds: 8 int8 event kind "
-             "codes (the common shapes, then the rare ones); max_line: log_line.MAX_LINE_BYTES.");
+             "donor, message, offset, text_offset, tokens, reference, first, write, stitch): the lines of buf[1:stop] "
+             "sorted and the known shapes' fields, as bytes of little arrays (see log_columns._native_parts); first, "
+             "write, stitch: per request id of the common-shape rows, its first row, last write and last sync (int32 "
+             "row numbers, -1: none). kinds: 8 int8 event kind codes (the common shapes, then the rare ones); "
+             "max_line: log_line.MAX_LINE_BYTES.");
 
 static PyObject *scan_block(PyObject *self, PyObject *args) {
     (void)self;
@@ -559,10 +608,11 @@ static PyObject *scan_block(PyObject *self, PyObject *args) {
     PyBuffer_Release(&kinds);
     Py_ssize_t n = o.n_rows;
     PyObject *result = Py_BuildValue(
-        "nnNNNNNNNNNNNNN", o.n_lines, o.n_blank, as_bytes(o.starts, (o.n_lines + 1) * 4), as_bytes(o.at, n * 8),
+        "nnNNNNNNNNNNNNNNNN", o.n_lines, o.n_blank, as_bytes(o.starts, (o.n_lines + 1) * 4), as_bytes(o.at, n * 8),
         as_bytes(o.kind, n), as_bytes(o.run_of, n * 4), as_bytes(o.run_start, o.n_runs * 8), as_bytes(o.frac, n * 8),
         strings_tuple(&o.rid, n), strings_tuple(&o.donor, n), strings_tuple(&o.message, n), ints_tuple(&o.offset, n),
-        ints_tuple(&o.text_offset, n), ints_tuple(&o.tokens, n), as_bytes(o.reference, o.n_reference * 8));
+        ints_tuple(&o.text_offset, n), ints_tuple(&o.tokens, n), as_bytes(o.reference, o.n_reference * 8),
+        as_bytes(o.first, o.n_partials * 4), as_bytes(o.write, o.n_partials * 4), as_bytes(o.stitch, o.n_partials * 4));
     out_free(&o);
     return result;
 }

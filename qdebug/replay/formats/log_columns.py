@@ -18,6 +18,7 @@ from qdebug.vocab import EventKind
 
 from . import log_line
 from .log_line import KIND_CODE
+from .log_partials import Fold, Summary, summarise, unfolded
 
 
 def _lean_pool() -> None:
@@ -107,24 +108,26 @@ EVENT_SCHEMA = pa.schema([("seq", pa.int64()), ("line", pa.int64()), ("t", pa.fl
                           ("tokens", pa.int64()), ("message", pa.string())])
 
 
-def scan_block_table(buf: bytes, stop: int, line0: int, seq: int, clock) -> tuple[pa.Table, int, int, int]:
+def scan_block_table(buf: bytes, stop: int, line0: int, seq: int, clock) -> tuple[pa.Table, int, int, int, Summary]:
     """The events of the lines in buf[1:stop] as an Arrow table (EVENT_SCHEMA, in line order), next seq, lines,
-    unknown: the common and the rare shapes stay columns end to end; only lines of no known shape become Python rows."""
+    unknown, and the chunk's summary for the verdict SQL (log_partials): the common and the rare shapes stay columns
+    end to end; only lines of no known shape become Python rows."""
     sort = _native_parts if _native is not None else _arrow_parts
-    starts, n_lines, blank, parts, slow = sort(buf, stop, clock)
+    starts, n_lines, blank, parts, slow, fold = sort(buf, stop, clock)
     slow_rows = []
     for i in np.unique(np.concatenate(slow)).tolist() if slow else ():
         row = log_line._scan_line(buf[starts[i] : starts[i + 1] - 1], i + line0 + 1, 0, clock)  # its seq is given below
         if row is not None:
             slow_rows.append((i, row))
+    where = np.array([i for i, _ in slow_rows], np.int64)
     if slow_rows:
-        where = np.array([i for i, _ in slow_rows], np.int64)
         cols = list(zip(*(row for _, row in slow_rows)))
         parts.append((where, [pa.array(c, f.type) for c, f in zip(cols[2:], list(EVENT_SCHEMA)[2:])]))
     table = _in_line_order(parts, line0)
     n = table.num_rows
     table = table.set_column(0, "seq", pa.array(np.arange(seq, seq + n, dtype=np.int64)))
-    return table, seq + n, n_lines, n_lines - blank - n
+    summary = unfolded(table) if fold is None else summarise(table, seq, line0, fold, where)
+    return table, seq + n, n_lines, n_lines - blank - n, summary
 
 
 def use_native(on: bool) -> bool:
@@ -141,14 +144,15 @@ def native_built() -> bool:
     return _built is not None
 
 
-def _native_parts(buf: bytes, stop: int, clock) -> tuple[np.ndarray, int, int, list, list]:
-    """(line starts, lines, blank lines, parts of (line indices, columns t .. message), indices for the reference):
-    one native pass sorts the lines and cuts every known shape's fields, in line order."""
+def _native_parts(buf: bytes, stop: int, clock) -> tuple[np.ndarray, int, int, list, list, Fold | None]:
+    """(line starts, lines, blank lines, parts of (line indices, columns t .. message), indices for the reference,
+    the common-shape rows folded by request id): one native pass sorts the lines and cuts every known shape's fields,
+    in line order."""
     (n_lines, blank, starts, at, kind, run_of, run_start, frac, rid, donor, message, offset, text_offset, tokens,
-     reference) = _native.scan_block(buf, stop, _NATIVE_KINDS, log_line.MAX_LINE_BYTES)
+     reference, first, write, stitch) = _native.scan_block(buf, stop, _NATIVE_KINDS, log_line.MAX_LINE_BYTES)
     starts = np.frombuffer(starts, np.int32)
     at = np.frombuffer(at, np.int64)
-    parts, slow = [], [np.frombuffer(reference, np.int64)]
+    parts, slow, fold = [], [np.frombuffer(reference, np.int64)], None
     if len(at):
         # a stamp's seconds once per run of rows in the same second, in Python as the reference computes them
         cache, seconds = clock
@@ -159,13 +163,16 @@ def _native_parts(buf: bytes, stop: int, clock) -> tuple[np.ndarray, int, int, l
         cols = [t, np.frombuffer(kind, np.int8), *(_native_strings(n, *c) for c in (rid, donor)),
                 *(_native_ints(*c) for c in (offset, text_offset, tokens)), _native_strings(n, *message)]
         ok = ~np.isnan(t)  # an impossible date: the reference's to judge
-        if not ok.all():
+        if ok.all():
+            fold = Fold(at, cols[2], np.frombuffer(offset[0], np.int64),
+                        *(np.frombuffer(x, np.int32) for x in (first, write, stitch)))
+        else:  # the fold counted rows the reference now judges: the chunk goes unfolded (all raw)
             keep = pa.array(ok)
             cols = [c[ok] if isinstance(c, np.ndarray) else c.filter(keep) for c in cols]
             slow.append(at[~ok])
             at = at[ok]
         parts.append((at, cols))
-    return starts, n_lines, blank, parts, slow
+    return starts, n_lines, blank, parts, slow, fold
 
 
 def _native_strings(n: int, offsets: bytes, data: bytes, valid: bytes) -> pa.Array:
@@ -181,8 +188,8 @@ def _native_ints(values: bytes, valid: bytes) -> pa.Array:
     return pa.array(np.frombuffer(values, np.int64), pa.int64(), mask=~np.frombuffer(valid, np.bool_))
 
 
-def _arrow_parts(buf: bytes, stop: int, clock) -> tuple[np.ndarray, int, int, list, list]:
-    """As _native_parts, with RE2 passes over the chunk's lines alone (when the native pass is not built)."""
+def _arrow_parts(buf: bytes, stop: int, clock) -> tuple[np.ndarray, int, int, list, list, None]:
+    """As _native_parts, with RE2 passes over the chunk's lines alone (when the native pass is not built): no fold."""
     nl = np.flatnonzero(np.frombuffer(buf, np.uint8, stop) == 10)
     starts = (nl + 1).astype(np.int32)
     lines = pa.Array.from_buffers(pa.binary(), len(nl) - 1, [None, pa.py_buffer(starts), pa.py_buffer(buf)])
@@ -208,7 +215,7 @@ def _arrow_parts(buf: bytes, stop: int, clock) -> tuple[np.ndarray, int, int, li
             rare, left = _rare_shapes(cand.filter(pc.invert(is_fast)), clock)
             parts += [(rest_at[i], cols) for i, cols in rare]
             slow.append(rest_at[left])
-    return starts, n_lines, blank, parts, slow
+    return starts, n_lines, blank, parts, slow, None
 
 
 def _blank_lines(buf: bytes, stop: int, nl: np.ndarray, lines: pa.BinaryArray) -> int:

@@ -32,14 +32,15 @@ class ChunkPool:
             self.executor.shutdown(wait=True, cancel_futures=True)
 
     def scan(self, blocks: Iterable[tuple[bytes, int, bool]], scan_block: Callable, clock) -> Iterator[tuple]:
-        """(events table numbered from line 1 and seq 0, lines, unknown, overlong) per block, in the blocks' order.
+        """(events table numbered from line 1 and seq 0, its summary (log_partials), lines, unknown, overlong) per block,
+        in the blocks' order.
 
         `clock` (log_line._seconds_cache) is shared: its values are the same whichever thread fills them.
         """
         if self.executor is None:
             for buf, stop, overlong in blocks:
-                table, _seq, lines, unknown = scan_block(buf, stop, 0, 0, clock)
-                yield table, lines, unknown, overlong
+                table, _seq, lines, unknown, summary = scan_block(buf, stop, 0, 0, clock)
+                yield table, summary, lines, unknown, overlong
             return
         pending: deque = deque()
         for buf, stop, overlong in blocks:
@@ -52,8 +53,8 @@ class ChunkPool:
     @staticmethod
     def _done(item) -> tuple:
         future, overlong = item
-        table, _seq, lines, unknown = future.result()
-        return table, lines, unknown, overlong
+        table, _seq, lines, unknown, summary = future.result()
+        return table, summary, lines, unknown, overlong
 
     @staticmethod
     def renumber(table, line0: int, seq: int):

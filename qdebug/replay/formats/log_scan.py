@@ -112,13 +112,16 @@ def scan_files(
     progress: Callable[[int, int, int], None] | None = None,
     stats: ScanStats | None = None,
     as_tables: bool = False,
+    on_summary: Callable | None = None,
 ) -> ScanStats:
     """Read the files in order, call on_rows with each chunk's events; progress(bytes, total, lines).
 
     The events are row tuples, or (as_tables) Arrow tables in log_columns.EVENT_SCHEMA with no Python object per
-    line. A KeyboardInterrupt stops the scan after the events handed over so far (stats say how far it got).
+    line; on_summary, when given, gets each chunk's summary for the verdict SQL (log_partials.Summary) just before its
+    events. A KeyboardInterrupt stops the scan after the events handed over so far (stats say how far it got).
     """
     from .log_columns import scan_block_table  # pyarrow loads only when a log is read
+    from .log_partials import renumber
     from .log_pool import ChunkPool
 
     stats = stats if stats is not None else ScanStats()
@@ -144,10 +147,12 @@ def scan_files(
                 with open_log(path) as f:
                     plain = getattr(f, "fileobj", None) is None  # a .gz is read whole (its stream says where it ends)
                     blocks = _blocks(f, tick, size if plain and is_regular(path) else None, stats)
-                    for table, lines, unknown, overlong in pool.scan(blocks, scan_block_table, clock):
+                    for table, summary, lines, unknown, overlong in pool.scan(blocks, scan_block_table, clock):
                         if overlong:  # counted once as an unknown line, after the chunk's complete lines
                             lines += 1
                             unknown += 1
+                        if on_summary is not None and table.num_rows:
+                            on_summary(renumber(summary, stats.total_lines, seq, pool.renumber))
                         table = pool.renumber(table, stats.total_lines, seq)
                         seq += table.num_rows
                         stats.total_lines += lines
