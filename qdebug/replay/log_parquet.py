@@ -87,8 +87,10 @@ class IndexWriter:
         from .formats.log_partials import PARTIAL_SCHEMA
 
         summary = self.summaries[len(self.parts) - 1] = (self.folder / f".partials-{name}", self.folder / f".raw-{name}")
-        self._writers = (events, pq.ParquetWriter(summary[0], PARTIAL_SCHEMA, compression=INDEX_CODEC, use_dictionary=False),
-                         pq.ParquetWriter(summary[1], event_schema(), compression=INDEX_CODEC, use_dictionary=["host"]))
+        # read once by the verdict SQL, then removed: plain, neither compressed nor with statistics (cheapest to write)
+        plain = {"compression": "none", "use_dictionary": False, "write_statistics": False}
+        self._writers = (events, pq.ParquetWriter(summary[0], PARTIAL_SCHEMA, **plain),
+                         pq.ParquetWriter(summary[1], event_schema(), **plain))
 
     def reuse_parts(self, folder: Path, parts: list[dict]) -> None:
         """Start from another index's partitions (of the same files, read before): linked, or copied, never re-read."""

@@ -80,29 +80,33 @@ def _derive(parts: list[tuple[Path, tuple[Path, Path] | None]], requests: Path, 
         folded = (f"""SELECT rid, ord AS pos, line, 0 AS rank, (w_seq::HUGEINT << 64) | coalesce(w_off + 1, 0) AS w,
                              last_stitch
                       FROM read_parquet({sql_list(partials)}) UNION ALL""" if partials else "")
+        # m: each mention of a request, as a row of the aggregates below (pos, line, rank, w, last_stitch)
         con.execute(f"""
-            CREATE TABLE agg AS
-            WITH m AS (
+            CREATE VIEW m AS
               {folded}
-              SELECT rid, seq * 2 + 1, line,
-                     CASE WHEN kind = {desync} THEN {desynced} WHEN kind IN ({shape}, {oob}) THEN {error} ELSE 0 END,
-                     CASE WHEN kind = {write} THEN (seq::HUGEINT << 64) | coalesce("offset" + 1, 0) END,
-                     CASE WHEN kind = {sync} THEN seq END
+              SELECT rid, seq * 2 + 1 AS pos, line,
+                     CASE WHEN kind = {desync} THEN {desynced} WHEN kind IN ({shape}, {oob}) THEN {error} ELSE 0 END AS rank,
+                     CASE WHEN kind = {write} THEN (seq::HUGEINT << 64) | coalesce("offset" + 1, 0) END AS w,
+                     CASE WHEN kind = {sync} THEN seq END AS last_stitch
               FROM raw WHERE rid IS NOT NULL
               UNION ALL
               SELECT donor, seq * 2, line, 0, (seq::HUGEINT << 64) | coalesce("offset" + 1, 0), NULL
-              FROM raw WHERE kind = {over} AND donor IS NOT NULL)
-            SELECT rid, min(pos) AS ord, min(line) AS line, max(rank) AS rank, max(w) AS w, max(last_stitch) AS last_stitch
-            FROM m GROUP BY rid""")
+              FROM raw WHERE kind = {over} AND donor IS NOT NULL""")
         con.execute(f"""
             CREATE TABLE des AS SELECT rid, arg_max_null(text_offset, seq) AS d_text, arg_max_null("offset", seq) AS d_vis
             FROM raw WHERE kind = {desync} AND rid IS NOT NULL GROUP BY rid""")
+        # The overwritten requests' last syncs alone (a few in a hundred): the million requests' rows are aggregated
+        # once, streamed into requests.parquet below, never stored as a table (that cost more than aggregating them).
         con.execute(f"""
             CREATE TABLE contam AS
-            SELECT e.seq, e.rid AS victim, e.donor FROM raw e JOIN agg r ON r.rid = e.rid
+            WITH victims AS (SELECT DISTINCT rid FROM raw WHERE kind = {over} AND donor <> rid),
+                 r AS (SELECT rid, max(last_stitch) AS last_stitch FROM m WHERE rid IN (SELECT rid FROM victims) GROUP BY rid)
+            SELECT e.seq, e.rid AS victim, e.donor FROM raw e JOIN r ON r.rid = e.rid
             WHERE e.kind = {over} AND e.donor <> e.rid AND (r.last_stitch IS NULL OR e.seq < r.last_stitch)""")
         con.execute(f"""
             COPY (
+              WITH agg AS (SELECT rid, min(pos) AS ord, min(line) AS line, max(rank) AS rank, max(w) AS w,
+                                  max(last_stitch) AS last_stitch FROM m GROUP BY rid)
               SELECT a.ord, a.rid, a.line,
                      (CASE WHEN c.donor_seq IS NOT NULL THEN {contaminated} ELSE a.rank END)::TINYINT AS rank,
                      d.rid IS NOT NULL AS has_d, d.d_text::BIGINT AS d_text, d.d_vis::BIGINT AS d_vis, a.w IS NOT NULL AS has_w,
