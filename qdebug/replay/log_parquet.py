@@ -147,7 +147,7 @@ class IndexWriter:
         give_back_memory()  # the scan's chunks are gone: DuckDB's working set then reuses their pages, not adds to them
         try:
             derive_tables([(self.folder / p["file"], self.summaries.get(i)) for i, p in enumerate(self.parts)],
-                          self.folder / REQUESTS, self.folder / FINDINGS, self.folder, self.host)
+                          self.folder / REQUESTS, self.folder / FINDINGS, self.folder, self.host, requests_schema())
         finally:  # a second finish (after a Ctrl-C during the SQL) reads the events themselves
             summaries, self.summaries = self.summaries, {}
             for files in summaries.values():

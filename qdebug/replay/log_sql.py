@@ -43,21 +43,22 @@ _BUDGETS = ((96, 2), (256, 1), (2048, 1))
 
 
 def derive_tables(parts: list[tuple[Path, tuple[Path, Path] | None]], requests: Path, findings: Path, tmp: Path,
-                  host: str) -> None:
-    """Write requests.parquet and findings.parquet from the events partitions (absolute seq and line numbers), each
-    with its summary's files (log_partials: partials, raw rows) when the scan made them, else read whole."""
+                  host: str, requests_schema) -> None:
+    """Write requests.parquet (in requests_schema, log_parquet's) and findings.parquet from the events partitions
+    (absolute seq and line numbers), each with its summary's files (log_partials: partials, raw rows) when the scan
+    made them, else read whole."""
     import duckdb
 
     for i, (memory_mb, threads) in enumerate(_BUDGETS):
         try:
-            return _derive(parts, requests, findings, tmp, host, memory_mb, threads)
+            return _derive(parts, requests, findings, tmp, host, requests_schema, memory_mb, threads)
         except duckdb.OutOfMemoryException:
             if i == len(_BUDGETS) - 1:
                 raise
 
 
 def _derive(parts: list[tuple[Path, tuple[Path, Path] | None]], requests: Path, findings: Path, tmp: Path, host: str,
-            memory_mb: int, threads: int) -> None:
+            requests_schema, memory_mb: int, threads: int) -> None:
     """derive_tables within one memory limit and thread count."""
     over, write, sync, desync, shape, oob = (kind_code(k) for k in (
         EventKind.BUFFER_OVERWRITE, EventKind.BUFFER_WRITE, EventKind.SYNC, EventKind.DESYNC,
@@ -119,7 +120,7 @@ def _derive(parts: list[tuple[Path, tuple[Path, Path] | None]], requests: Path, 
               LEFT JOIN des d ON d.rid = a.rid
               LEFT JOIN (SELECT victim, max(seq) AS donor_seq, arg_max(donor, seq) AS donor FROM contam GROUP BY victim) c
                 ON c.victim = a.rid
-              """, requests)  # unsorted: every reader says ORDER BY ord, and a sort here cost memory and time
+              """, requests, requests_schema)  # unsorted: every reader says ORDER BY ord, and a sort here cost memory and time
         con.execute(f"""
             COPY (
               SELECT e.*, c.seq IS NOT NULL AS contaminating
@@ -134,15 +135,12 @@ def _derive(parts: list[tuple[Path, tuple[Path, Path] | None]], requests: Path, 
         shutil.rmtree(tmp / ".spill", ignore_errors=True)
 
 
-def _stream_to_parquet(con, query: str, path: Path) -> None:
+def _stream_to_parquet(con, query: str, path: Path, schema) -> None:
     """requests.parquet from the query's rows, streamed in batches and written by Arrow's Parquet writer (a third less
     CPU than DuckDB's COPY for these thirteen mostly-null columns, measured at 10 M lines)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from .log_parquet import requests_schema
-
-    schema = requests_schema()
     with pq.ParquetWriter(path, schema, compression=INDEX_CODEC, use_dictionary=["host"]) as writer:
         for batch in con.sql(query).to_arrow_reader(1 << 16):  # a row group each: small batches, a small peak
             table = pa.Table.from_batches([batch])
