@@ -19,6 +19,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #define ID_MAX 64
 #define DIGITS_MAX 18
@@ -34,7 +37,7 @@ typedef struct {
 #define N(s) {s, sizeof(s) - 1}
 static const Needle LEVELS[] = {N("DEBUG "), N("INFO "), N("WARN "), N("WARNING "), N("ERROR "), N("TRACE ")};
 static const Needle EXC_NAMES[] = {N("TokenStreamDesync"), N("VisualEmbeddingShapeMismatch"),
-                                   N("CrossAttentionIndexOutOfBounds")};
+                                   N("CrossAttentionIndexOutOfBounds")}; /* the shortest first */
 /* The common shapes, in log_columns._WHERE's order (the index is the kind's place in the kinds argument). */
 static const Needle WHERES[] = {N("VisualEncoder::encode_image: request_id="), N("Generator::decode: request_id="),
                                 N("VisualEncoder::write_buffer: request_id="), N("TokenSynchronizer::stitch: request_id=")};
@@ -42,6 +45,8 @@ static const Needle SHORT_TAILS[] = {N("start"), N("first_token")};
 static const Needle LONG_VERBS[] = {N("wrote "), N("consumed ")};
 static const Needle TOKENS_AT = N(" tokens at offset ");
 static const Needle REQUEST_ID = N("request_id");
+
+static const char STAMP[] = "dddd-dd-ddTdd:dd:dd"; /* a stamp's seconds: d a digit, else the byte itself */
 
 /* The rare shapes, in log_columns._RARE's order (kinds 4..7). */
 enum { OVERWRITE = 4, DESYNC = 5, OUT_OF_BOUNDS = 6, SHAPE_MISMATCH = 7, KINDS = 8 };
@@ -53,13 +58,16 @@ typedef struct {
     int what; /* 1: the request id, 2: an event word, 4: an exception's name */
 } Word;
 
+/* The request id and the exception names first (FIRST_PASS of them): a line with neither is done after those four;
+ * only a line with a request id is searched for the six event words. */
 static const Word WORDS[] = {
-    {N("request_id"), 2, 1},  {N("wrote"), 0, 2},   {N("encode_image"), 6, 2},
-    {N("first"), 0, 2},       {N("stitch"), 3, 2},  {N("concat"), 2, 2},
-    {N("consumed"), 4, 2},    {N("TokenStreamDesync"), 4, 4}, {N("VisualEmbeddingShapeMismatch"), 5, 4},
+    {N("request_id"), 2, 1},  {N("TokenStreamDesync"), 4, 4}, {N("VisualEmbeddingShapeMismatch"), 5, 4},
     {N("CrossAttentionIndexOutOfBounds"), 4, 4},
+    {N("wrote"), 0, 2},       {N("encode_image"), 6, 2},      {N("first"), 0, 2},
+    {N("stitch"), 3, 2},      {N("concat"), 2, 2},            {N("consumed"), 4, 2},
 };
 #define N_WORDS ((int)(sizeof WORDS / sizeof *WORDS))
+#define FIRST_PASS 4
 
 static inline int is_digit(char c) { return (unsigned char)(c - '0') < 10; }
 
@@ -86,16 +94,20 @@ static inline const char *find(const char *s, size_t n, const Needle *needle) {
 }
 
 static int has_exc_name(const char *s, size_t n) {
+    if (n < EXC_NAMES[0].len) /* the shortest: most ids are far shorter than any name */
+        return 0;
     for (size_t k = 0; k < sizeof EXC_NAMES / sizeof *EXC_NAMES; k++)
         if (find(s, n, &EXC_NAMES[k]))
             return 1;
     return 0;
 }
 
-/* Which words start at s[j] (j the place of a word's pair), as the `what` bits. */
-static inline int words_at(const char *s, size_t n, size_t j) {
+#define INLINE static inline __attribute__((always_inline)) /* constant word ranges: each call site unrolled */
+
+/* Which of words w0..w1 start at s[j] (j the place of a word's pair), as the `what` bits. */
+INLINE int words_at(const char *s, size_t n, size_t j, int w0, int w1) {
     int got = 0;
-    for (int w = 0; w < N_WORDS; w++) {
+    for (int w = w0; w < w1; w++) {
         const Word *word = &WORDS[w];
         if (s[j] == word->n.text[word->at] && j + 1 < n && s[j + 1] == word->n.text[word->at + 1] &&
             j >= (size_t)word->at && n - (j - word->at) >= word->n.len &&
@@ -109,60 +121,90 @@ static inline int words_at(const char *s, size_t n, size_t j) {
 typedef unsigned char v16 __attribute__((vector_size(16)));
 static v16 FIRST[N_WORDS], SECOND[N_WORDS]; /* each word's pair, broadcast (set when the module loads) */
 
+static v16 STAMP_BASE, STAMP_SPAN; /* per byte of a stamp's first 16: '0' and 10 for a digit, the separator and 1 */
+
 static void init_pairs(void) {
     for (int w = 0; w < N_WORDS; w++)
         for (int k = 0; k < 16; k++) {
             FIRST[w][k] = (unsigned char)WORDS[w].n.text[WORDS[w].at];
             SECOND[w][k] = (unsigned char)WORDS[w].n.text[WORDS[w].at + 1];
         }
+    for (int k = 0; k < 16; k++) {
+        STAMP_BASE[k] = STAMP[k] == 'd' ? '0' : (unsigned char)STAMP[k];
+        STAMP_SPAN[k] = STAMP[k] == 'd' ? 10 : 1;
+    }
 }
 
-/* The `what` bits of the words whose pair sits in s[j .. j + 16] (16 places), s + j + 17 <= s + n. */
-static inline int block_words(const char *s, size_t n, size_t j) {
+/* `\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}` at s (19 bytes there): its first 16 bytes checked at once. */
+static inline int stamp_at(const char *s) {
+    v16 a;
+    memcpy(&a, s, 16);
+    v16 ok = (v16)((v16)(a - STAMP_BASE) < STAMP_SPAN);
+    uint64_t half[2];
+    memcpy(half, &ok, 16);
+    return (half[0] & half[1]) == ~(uint64_t)0 && s[16] == ':' && is_digit(s[17]) && is_digit(s[18]);
+}
+
+/* The `what` bits of words w0..w1 whose pair sits in s[j .. j + 16] (16 places), s + j + 17 <= s + n. */
+INLINE int block_words(const char *s, size_t n, size_t j, int w0, int w1) {
     v16 a, b, hit = {0};
     memcpy(&a, s + j, 16);
     memcpy(&b, s + j + 1, 16);
-    for (int w = 0; w < N_WORDS; w++)
+    for (int w = w0; w < w1; w++)
         hit |= (v16)((a == FIRST[w]) & (b == SECOND[w]));
+    int got = 0;
+#if defined(__SSE2__)
+    for (unsigned m = (unsigned)_mm_movemask_epi8((__m128i)hit); m; m &= m - 1) /* the places that matched, alone */
+        got |= words_at(s, n, j + (size_t)__builtin_ctz(m), w0, w1);
+#else
     uint64_t half[2];
     memcpy(half, &hit, 16);
     if (!(half[0] | half[1]))
         return 0;
-    int got = 0;
     for (size_t k = 0; k < 16; k++)
         if (hit[k])
-            got |= words_at(s, n, j + k);
+            got |= words_at(s, n, j + k, w0, w1);
+#endif
     return got;
 }
 #else
 static void init_pairs(void) {}
+
+static inline int stamp_at(const char *s) {
+    for (int i = 0; i < 19; i++)
+        if (STAMP[i] == 'd' ? !is_digit(s[i]) : s[i] != STAMP[i])
+            return 0;
+    return 1;
+}
 #endif
 
-static inline int decided(int got) { return (got & 4) || (got & 3) == 3; }
-
-/* `_CANDIDATE`: a request id and an event word (in either order: no word overlaps "request_id"), or an exception's
- * name. Sixteen places at a time, every word's pair compared at each; a place where one matches is checked whole.
- * The last block overlaps the one before it rather than leave a tail to a slower loop. */
-static int is_candidate(const char *s, size_t n) {
+/* The `what` bits of words w0..w1 in s[0 .. n), the search stopped once one of `enough` is found. Sixteen places at a
+ * time, every word's pair compared at each; a place where one matches is checked whole. The last block overlaps the
+ * one before it rather than leave a tail to a slower loop. */
+INLINE int words_in(const char *s, size_t n, int w0, int w1, int enough) {
     int got = 0;
 #if defined(__GNUC__)
     if (n >= 17) {
         for (size_t j = 0;; j += 16) {
             size_t at = j + 17 <= n ? j : n - 17;
-            got |= block_words(s, n, at);
-            if (decided(got))
-                return 1;
-            if (at + 17 >= n)
-                return 0;
+            got |= block_words(s, n, at, w0, w1);
+            if ((got & enough) || at + 17 >= n)
+                return got;
         }
     }
 #endif
-    for (size_t j = 0; j < n; j++) {
-        got |= words_at(s, n, j);
-        if (decided(got))
-            return 1;
-    }
-    return 0;
+    for (size_t j = 0; j < n && !(got & enough); j++)
+        got |= words_at(s, n, j, w0, w1);
+    return got;
+}
+
+/* `_CANDIDATE`: a request id and an event word (in either order: no word overlaps "request_id"), or an exception's
+ * name. */
+static int is_candidate(const char *s, size_t n) {
+    int got = words_in(s, n, 0, FIRST_PASS, 4);
+    if (got & 4)
+        return 1;
+    return (got & 1) && (words_in(s, n, FIRST_PASS, N_WORDS, 2) & 2);
 }
 
 /* A run of bytes of one class at *p (digits, or an id's [0-9A-Za-z-]): its length (0: none); *p moves past it. */
@@ -200,12 +242,8 @@ typedef struct {
 
 /* `_HEAD` / `_RARE_HEAD`: `<stamp>[.<1-9 digits>]Z <LEVEL> `; *p moves past it. */
 static int head(const char *s, const char *e, const char **p, double *frac) {
-    static const char STAMP[] = "dddd-dd-ddTdd:dd:dd";
-    if (e - s < 21)
+    if (e - s < 21 || !stamp_at(s))
         return 0;
-    for (int i = 0; i < 19; i++)
-        if (STAMP[i] == 'd' ? !is_digit(s[i]) : s[i] != STAMP[i])
-            return 0;
     const char *q = s + 19;
     *frac = 0.0;
     if (*q == '.') {
