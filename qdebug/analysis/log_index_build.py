@@ -31,11 +31,12 @@ def default_host() -> str:
 
 def build_index(paths: list[Path], target: Path, progress: Callable[[int, int, int], None] | None = None,
                 host: str | None = None, stats: ScanStats | None = None,
-                reuse_from: Path | None = None) -> tuple[LogIndex, bool]:
+                reuse_from: Path | None = None, opened: bool = True) -> tuple[LogIndex | None, bool]:
     """Scan the files (in time order) into a new index folder at target; (index, interrupted by Ctrl-C).
 
     `reuse_from`: a cache folder holding an index of the first of these files, whose partitions are taken as they
-    are; only the files after them are read (a rotated log appended to the list adds a partition).
+    are; only the files after them are read (a rotated log appended to the list adds a partition). Not `opened`:
+    the index is None, for a caller that opens the folder where it moves it (one DuckDB and check the fewer).
     """
     target.mkdir(parents=True, exist_ok=True)
     writer = IndexWriter(target, host or default_host())
@@ -92,7 +93,7 @@ def build_index(paths: list[Path], target: Path, progress: Callable[[int, int, i
             raise
         interrupted = True
         writer.finish({**meta, "complete": False})
-    return LogIndex.open(target, partial=True), interrupted
+    return LogIndex.open(target, partial=True) if opened else None, interrupted
 
 
 def index_logs(sources: list[str | os.PathLike], out: Path, host: str | None = None,
@@ -108,11 +109,10 @@ def index_logs(sources: list[str | os.PathLike], out: Path, host: str | None = N
     parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".building", dir=parent))
     try:
-        index, interrupted = build_index(paths, tmp, progress, host, stats)
+        _, interrupted = build_index(paths, tmp, progress, host, stats, opened=False)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    index.close()
     if interrupted:  # never left where a fleet job would ship it
         _remove_at_exit(tmp)
         return LogIndex.open(tmp, partial=True), True
@@ -148,21 +148,22 @@ def open_log_index(
         tmp = Path(tempfile.mkdtemp(prefix="qdebug-log-"))
         use_cache = False
     try:
-        index, interrupted = build_index(paths, tmp, progress, stats=stats, reuse_from=folder if use_cache else None)
+        _, interrupted = build_index(paths, tmp, progress, stats=stats, reuse_from=folder if use_cache else None,
+                                     opened=False)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     if use_cache and not interrupted:
-        index.close()
         try:
             _put_in_place(tmp, cached)
         except OSError:  # the cache entry cannot be replaced (permissions, a race with another run): use this build
-            index = LogIndex.open(tmp)
+            pass
         else:
             reopened = LogIndex.open(cached)
             if reopened is not None:
                 return reopened, False, False
-            index, tmp = LogIndex.open(cached, partial=True), cached
+            tmp = cached
+    index = LogIndex.open(tmp, partial=True)
     _remove_at_exit(tmp)
     return index, False, interrupted
 
