@@ -5,7 +5,9 @@
     DIR/requests.parquet      one row per request: first mention, verdict code, offsets, donor (from SQL over events)
     DIR/findings.parquet      the events that are findings, with `contaminating`
 
-The manifest is written last and atomically: a folder without a finished one is no index.
+The manifest is written last and atomically: a folder without a finished one is no index. While it is built, each
+partition read also has its summary for the verdict SQL (`.partials-events-NNNNN.parquet`, `.raw-events-NNNNN.parquet`:
+formats/log_partials.py), removed once the SQL ran.
 """
 
 from __future__ import annotations
@@ -75,6 +77,8 @@ class IndexWriter:
         """Start the partition of one log file (identity: log_index.file_identity, so a later index can reuse it)."""
         import pyarrow.parquet as pq
 
+        from .formats.log_partials import PARTIAL_SCHEMA
+
         self.end_part()
         name = f"events-{len(self.parts):05d}.parquet"
         self.parts.append({"file": name, "source": source, "rows": 0, "identity": identity})
@@ -84,8 +88,6 @@ class IndexWriter:
         # three times larger (58 MiB against 19, 7% of the log); Spark's default codec, read by every Parquet engine.
         events = pq.ParquetWriter(self.folder / name, event_schema(), compression=INDEX_CODEC,
                                   use_dictionary=["host"], write_statistics=["seq", "line", "t", "kind", "rid"])
-        from .formats.log_partials import PARTIAL_SCHEMA
-
         summary = self.summaries[len(self.parts) - 1] = (self.folder / f".partials-{name}", self.folder / f".raw-{name}")
         # read once by the verdict SQL, then removed: plain, neither compressed nor with statistics (cheapest to write)
         plain = {"compression": "none", "use_dictionary": False, "write_statistics": False}

@@ -9,8 +9,8 @@
  *   - blank (`_BLANK`), or noise.
  * A stamp's seconds are left to Python (its calendar, cached per second, per run of equal stamps here); the fraction
  * is computed as Python's int(frac) / 10 ** len(frac) (two exact doubles, one correctly rounded division).
- * It also folds the common-shape rows by request id, the chunk's part of each request's summary (log_sql's
- * partials): per id, its first such row, its last buffer write and its last sync, as row numbers. The verdict SQL
+ * It also folds the common-shape rows by request id, the chunk's part of each request's summary (log_partials,
+ * for log_sql): per id, its first such row, its last buffer write and its last sync, as row numbers. The verdict SQL
  * then merges a few partials per request instead of every event (the rare shapes' rows it still reads one by one).
  * The GIL is released while it runs: the scan's worker threads recognise chunks on every core.
  */
@@ -102,7 +102,11 @@ static int has_exc_name(const char *s, size_t n) {
     return 0;
 }
 
+#if defined(__GNUC__)
 #define INLINE static inline __attribute__((always_inline)) /* constant word ranges: each call site unrolled */
+#else
+#define INLINE static inline
+#endif
 
 /* Which of words w0..w1 start at s[j] (j the place of a word's pair), as the `what` bits. */
 INLINE int words_at(const char *s, size_t n, size_t j, int w0, int w1) {
