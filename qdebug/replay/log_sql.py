@@ -37,9 +37,11 @@ def sql_list(paths: list[Path]) -> str:
 
 
 # (memory limit MB, threads) tried in turn: DuckDB spills most work to disk, but a hash aggregate over a million
-# requests can still run out at the smallest limit (seen at 10 M lines, 64 MB, two threads); a bigger limit on one
-# thread then finishes it. A bound the index can always be built under beats a tighter one that sometimes fails.
-_BUDGETS = ((96, 2), (256, 1), (2048, 1))
+# requests can still run out of memory; a bigger limit then finishes it. One thread, not two: on the 10 M-line
+# benchmark log, 96 MB on two threads ran out in half of the runs (and 128 MB in two of three), then paid for both
+# attempts; 80 MB on one thread never did, for the same CPU and about 20 MiB less peak (wall: 0.3 s more).
+# A bound the index can always be built under beats a tighter one that sometimes fails.
+_BUDGETS = ((80, 1), (256, 1), (2048, 1))
 
 
 def derive_tables(parts: list[tuple[Path, tuple[Path, Path] | None]], requests: Path, findings: Path, tmp: Path,
@@ -99,17 +101,20 @@ def _derive(parts: list[tuple[Path, tuple[Path, Path] | None]], requests: Path, 
         con.execute(f"""
             CREATE TABLE des AS SELECT rid, arg_max_null(text_offset, seq) AS d_text, arg_max_null("offset", seq) AS d_vis
             FROM raw WHERE kind = {desync} AND rid IS NOT NULL GROUP BY rid""")
-        # The overwritten requests' last syncs alone (a few in a hundred): the million requests' rows are aggregated
-        # once, streamed into requests.parquet below, never stored as a table (that cost more than aggregating them).
+        # The overwritten requests' last syncs alone (a few in a hundred), not every request's.
         con.execute(f"""
             CREATE TABLE contam AS
             WITH victims AS (SELECT DISTINCT rid FROM raw WHERE kind = {over} AND donor <> rid),
                  r AS (SELECT rid, max(last_stitch) AS last_stitch FROM m WHERE rid IN (SELECT rid FROM victims) GROUP BY rid)
             SELECT e.seq, e.rid AS victim, e.donor FROM raw e JOIN r ON r.rid = e.rid
             WHERE e.kind = {over} AND e.donor <> e.rid AND (r.last_stitch IS NULL OR e.seq < r.last_stitch)""")
+        # Every request's aggregates, once, into a temporary table (in memory, paged to the temp folder beyond the
+        # limit): not a table of the work database file (at 10 M lines that cost 0.35 s more), and not aggregated inside
+        # the query that streams out, which ran out of memory in one run of four at 20 M lines, 80 MB (this: none in five).
+        con.execute("""
+            CREATE TEMP TABLE agg AS SELECT rid, min(pos) AS ord, min(line) AS line, max(rank) AS rank, max(w) AS w,
+                                            max(last_stitch) AS last_stitch FROM m GROUP BY rid""")
         _stream_to_parquet(con, f"""
-              WITH agg AS (SELECT rid, min(pos) AS ord, min(line) AS line, max(rank) AS rank, max(w) AS w,
-                                  max(last_stitch) AS last_stitch FROM m GROUP BY rid)
               SELECT a.ord, a.rid, a.line,
                      (CASE WHEN c.donor_seq IS NOT NULL THEN {contaminated} ELSE a.rank END)::TINYINT AS rank,
                      d.rid IS NOT NULL AS has_d, d.d_text::BIGINT AS d_text, d.d_vis::BIGINT AS d_vis, a.w IS NOT NULL AS has_w,

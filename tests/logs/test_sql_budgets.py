@@ -1,0 +1,33 @@
+"""The verdict SQL runs under a memory bound; when DuckDB runs out under one, the next (larger) budget finishes the
+index, and the index is the same as the reference's."""
+
+from __future__ import annotations
+
+from qdebug.analysis.log_index_build import build_index
+from qdebug.replay import log_sql
+from tests.logs.log_synth import generate_log
+
+from .reference_index import index_tables, reference_tables
+
+
+def test_a_budget_that_runs_out_falls_back_to_the_next(tmp_path, monkeypatch):
+    log = tmp_path / "svc.log"
+    generate_log(log, 30_000, seed=5)
+    tried, derive = [], log_sql._derive
+
+    def spy(*args):
+        memory_mb = args[-2]
+        try:
+            derive(*args)
+        except Exception as exc:
+            tried.append((memory_mb, type(exc).__name__))
+            raise
+        tried.append((memory_mb, "ok"))
+
+    monkeypatch.setattr(log_sql, "_BUDGETS", ((1, 1), (256, 1)))  # 1 MB: DuckDB runs out on the first statement
+    monkeypatch.setattr(log_sql, "_derive", spy)
+    index, interrupted = build_index([log], tmp_path / "idx")
+    assert tried == [(1, "OutOfMemoryException"), (256, "ok")]
+    assert not interrupted and index_tables(index) == reference_tables(log)
+    index.close()
+    assert sorted(p.name for p in (tmp_path / "idx").iterdir() if p.name.startswith(".")) == []  # nothing of the failed try left
