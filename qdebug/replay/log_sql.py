@@ -68,8 +68,9 @@ def _derive(parts: list[tuple[Path, tuple[Path, Path] | None]], requests: Path, 
     error, desynced, contaminated = (verdict_code(v) for v in (Verdict.ERROR, Verdict.DESYNC, Verdict.CONTAMINATED))
     partials = [summary[0] for _, summary in parts if summary is not None]
     raw = [summary[1] for _, summary in parts if summary is not None] + [events for events, summary in parts if summary is None]
-    # A database file in the index folder (removed after), not an in-memory one: its tables (a row per request, a
-    # million at 10 M lines) are paged to disk by the buffer manager instead of failing at the memory limit.
+    # A database file in the index folder (removed after), not an in-memory one, with a spill folder beside it: what
+    # outgrows the memory limit (the requests' table below, a row per request, a million at 10 M lines) is paged to
+    # disk by the buffer manager instead of failing at the limit.
     work = tmp / ".derive.duckdb"
     con = connect(memory_mb, database=str(work))
     con.execute(f"SET threads = {threads}")
