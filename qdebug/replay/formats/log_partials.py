@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 from qdebug.vocab import EventKind
 
 from .log_line import KIND_CODE
+from .log_pool import ChunkPool
 
 PARTIAL_SCHEMA = pa.schema([("rid", pa.string()), ("ord", pa.int64()), ("line", pa.int64()), ("w_seq", pa.int64()),
                             ("w_off", pa.int64()), ("last_stitch", pa.int64())])
@@ -74,13 +75,12 @@ def summarise(table: pa.Table, seq: int, line0: int, fold: Fold, slow_at: np.nda
     return Summary(partials, raw)
 
 
-def renumber(summary: Summary, line0: int, seq: int, renumber_events) -> Summary:
-    """The summary with its lines and seqs counted from the start of the whole scan (renumber_events: the events
-    table's own renumbering)."""
+def renumber(summary: Summary, line0: int, seq: int) -> Summary:
+    """The summary with its lines and seqs counted from the start of the whole scan (its raw rows as the events are)."""
     p = summary.partials
     if p.num_rows and (line0 or seq):
         p = p.set_column(1, "ord", pc.add(p.column(1), 2 * seq))
         p = p.set_column(2, "line", pc.add(p.column(2), line0))
         for i in (3, 5):
             p = p.set_column(i, PARTIAL_SCHEMA.names[i], pc.add(p.column(i), seq))
-    return Summary(p, renumber_events(summary.raw, line0, seq))
+    return Summary(p, ChunkPool.renumber(summary.raw, line0, seq))

@@ -152,7 +152,7 @@ def scan_files(
                             lines += 1
                             unknown += 1
                         if on_summary is not None and table.num_rows:
-                            on_summary(renumber(summary, stats.total_lines, seq, pool.renumber))
+                            on_summary(renumber(summary, stats.total_lines, seq))
                         table = pool.renumber(table, stats.total_lines, seq)
                         seq += table.num_rows
                         stats.total_lines += lines
