@@ -129,6 +129,7 @@ def scan_only(path: str | os.PathLike, native: bool = True) -> dict:
 _CHILD = """
 import json, os, resource, sys, time
 i0, ic0 = time.perf_counter(), time.process_time()
+import qdebug  # first, as `qdebug replay` has it (it chooses Arrow's allocator before pyarrow loads)
 import numpy, pyarrow, pyarrow.compute, pyarrow.parquet, duckdb  # the libraries, once per process: reported apart
 import qdebug.replay.formats.log_columns
 from qdebug.analysis.log_index_build import open_log_index
