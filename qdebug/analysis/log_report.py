@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
 
 from qdebug.findings import Finding
@@ -49,9 +48,9 @@ def iter_findings(index: LogIndex, flt: EventFilter | None = None, limit: int = 
             yield finding
 
 
-def iter_cells(index: LogIndex, request: str | None = None) -> Iterator[dict]:
+def iter_cells(index: LogIndex, request: str | None = None, limit: int = -1) -> Iterator[dict]:
     """The contamination cells of a log: each contaminated request, its donor and the overwrite line that shows it."""
-    for victim, donor, event in index.cells(request):
+    for victim, donor, event in index.cells(request, limit):
         where = "" if event.line is None else f"line {event.line}: "
         yield {"request_id": victim, "donor": donor, "score": 1.0, "evidence": f"{where}{event.message}"}
 
@@ -69,7 +68,7 @@ def report_from_index(index: LogIndex, flt: EventFilter | None = None, interrupt
     requests = [outcome_from_row(r) for r in index.requests(flt.request, worst_first=worst_first, limit=REQUEST_PAGE)]
     events = list(index.events(flt, limit=EVENT_PAGE))
     findings = list(iter_findings(index, flt, FINDING_PAGE))
-    cells = list(itertools.islice(iter_cells(index, flt.request), CELL_PAGE))
+    cells = list(iter_cells(index, flt.request, CELL_PAGE))
     sources = meta.get("sources") or [str(index.path)]
     return ReplayReport(
         source=sources[0] if len(sources) == 1 else " + ".join(sources), kind="runtime-log",

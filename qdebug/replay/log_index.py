@@ -344,12 +344,18 @@ class LogIndex:
             counts = {"contamination": n_contam, **counts}
         return counts
 
-    def cells(self, request: str | None = None) -> Iterator[tuple[str, str, Event]]:
-        """(victim, donor, the overwrite that decided it) for every contaminated request, in order of mention."""
-        where, params = ("AND r.rid = ?", [request]) if request is not None else ("", [])
+    def cells(self, request: str | None = None, limit: int = -1) -> Iterator[tuple[str, str, Event]]:
+        """(victim, donor, the overwrite that decided it) for every contaminated request (the first `limit`), in order
+        of mention."""
+        where, params = ("AND rid = ?", [request]) if request is not None else ("", [])
+        cap = "" if limit < 0 else f" LIMIT {int(limit)}"
+        # the page of victims first, then their overwrites: the join's table is theirs, not every finding's (at 10 M
+        # lines, 37 MiB less for the report's first page)
         cur = self.conn.execute(
-            f"SELECT r.rid, r.donor, {_EVENT_COLS} FROM requests r JOIN findings e ON e.seq = r.donor_seq "
-            f"WHERE r.donor_seq IS NOT NULL {where} ORDER BY r.ord", params,
+            f"WITH r AS (SELECT rid, donor, donor_seq, ord FROM requests WHERE donor_seq IS NOT NULL {where} "
+            f"ORDER BY ord{cap}) "
+            f"SELECT r.rid, r.donor, {_EVENT_COLS} FROM r JOIN (SELECT * FROM findings WHERE contaminating) e "
+            f"ON e.seq = r.donor_seq ORDER BY r.ord", params,
         )
         return ((row[0], row[1], event_from_row(row[2:])) for row in cur)
 
