@@ -149,7 +149,8 @@ class IndexWriter:
         give_back_memory()  # the scan's chunks are gone: DuckDB's working set then reuses their pages, not adds to them
         try:
             derive_tables([(self.folder / p["file"], self.summaries.get(i)) for i, p in enumerate(self.parts)],
-                          self.folder / REQUESTS, self.folder / FINDINGS, self.folder, self.host, requests_schema())
+                          self.folder / REQUESTS, self.folder / FINDINGS, self.folder, self.host,
+                          (requests_schema(), findings_schema()))
         finally:  # a second finish (after a Ctrl-C during the SQL) reads the events themselves
             summaries, self.summaries = self.summaries, {}
             for files in summaries.values():
@@ -185,6 +186,10 @@ def give_back_memory() -> None:
     import pyarrow as pa
 
     pa.default_memory_pool().release_unused()
+    try:  # Arrow's C++ code allocates from its own default, mimalloc where the user chose it (qdebug/__init__): it keeps freed pages too
+        pa.mimalloc_memory_pool().release_unused()
+    except (AttributeError, NotImplementedError):  # a pyarrow built without mimalloc
+        pass
     try:
         import ctypes
 

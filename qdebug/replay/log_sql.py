@@ -45,29 +45,29 @@ _BUDGETS = ((80, 1), (256, 1), (2048, 1))
 
 
 def derive_tables(parts: list[tuple[Path, tuple[Path, Path] | None]], requests: Path, findings: Path, tmp: Path,
-                  host: str, requests_schema) -> None:
-    """Write requests.parquet (in requests_schema, log_parquet's) and findings.parquet from the events partitions
+                  host: str, schemas: tuple) -> None:
+    """Write requests.parquet and findings.parquet (in `schemas`, log_parquet's) from the events partitions
     (absolute seq and line numbers), each with its summary's files (log_partials: partials, raw rows) when the scan
     made them, else read whole."""
     import duckdb
 
     for i, (memory_mb, threads) in enumerate(_BUDGETS):
         try:
-            return _derive(parts, requests, findings, tmp, host, requests_schema, memory_mb, threads)
+            return _derive(parts, requests, findings, tmp, host, schemas, memory_mb, threads)
         except duckdb.OutOfMemoryException:
             if i == len(_BUDGETS) - 1:
                 raise
 
 
 def _derive(parts: list[tuple[Path, tuple[Path, Path] | None]], requests: Path, findings: Path, tmp: Path, host: str,
-            requests_schema, memory_mb: int, threads: int) -> None:
+            schemas: tuple, memory_mb: int, threads: int) -> None:
     """derive_tables within one memory limit and thread count."""
     over, write, sync, desync, shape, oob = (kind_code(k) for k in (
         EventKind.BUFFER_OVERWRITE, EventKind.BUFFER_WRITE, EventKind.SYNC, EventKind.DESYNC,
         EventKind.SHAPE_MISMATCH, EventKind.INDEX_OUT_OF_BOUNDS))
     error, desynced, contaminated = (verdict_code(v) for v in (Verdict.ERROR, Verdict.DESYNC, Verdict.CONTAMINATED))
     partials = [summary[0] for _, summary in parts if summary is not None]
-    raw = [summary[1] for _, summary in parts if summary is not None] + [events for events, summary in parts if summary is None]
+    raw = [events if summary is None else summary[1] for events, summary in parts]  # in seq order, file after file
     # A database file in the index folder (removed after), not an in-memory one, with a spill folder beside it: what
     # outgrows the memory limit (the requests' table below, a row per request, a million at 10 M lines) is paged to
     # disk by the buffer manager instead of failing at the limit.
@@ -84,9 +84,13 @@ def _derive(parts: list[tuple[Path, tuple[Path, Path] | None]], requests: Path, 
         # aggregate is a fixed-size number: the first mention's line is the least line (seq and line grow together),
         # and (seq, offset + 1, 0 for none) packed into one HUGEINT, whose max picks the last write's offset (arg_max
         # states are several times larger). Every aggregate is a min or a max: partials merge as their rows would.
+        # Only the partials of ids mentioned elsewhere too (`shared`) are merged here; the rest are requests already.
+        if partials:
+            _register_shared(con, partials, over)
         folded = (f"""SELECT rid, ord AS pos, line, 0 AS rank, (w_seq::HUGEINT << 64) | coalesce(w_off + 1, 0) AS w,
                              last_stitch
-                      FROM read_parquet({sql_list(partials)}) UNION ALL""" if partials else "")
+                      FROM read_parquet({sql_list(partials)}) WHERE hash(rid) IN (SELECT h FROM shared) UNION ALL"""
+                  if partials else "")
         # m: each mention of a request, as a row of the aggregates below (pos, line, rank, w, last_stitch)
         con.execute(f"""
             CREATE VIEW m AS
@@ -115,7 +119,7 @@ def _derive(parts: list[tuple[Path, tuple[Path, Path] | None]], requests: Path, 
         con.execute("""
             CREATE TEMP TABLE agg AS SELECT rid, min(pos) AS ord, min(line) AS line, max(rank) AS rank, max(w) AS w,
                                             max(last_stitch) AS last_stitch FROM m GROUP BY rid""")
-        _stream_to_parquet(con, f"""
+        _stream_to_parquet(con, [f"""
               SELECT a.ord, a.rid, a.line,
                      (CASE WHEN c.donor_seq IS NOT NULL THEN {contaminated} ELSE a.rank END)::TINYINT AS rank,
                      d.rid IS NOT NULL AS has_d, d.d_text::BIGINT AS d_text, d.d_vis::BIGINT AS d_vis, a.w IS NOT NULL AS has_w,
@@ -126,14 +130,14 @@ def _derive(parts: list[tuple[Path, tuple[Path, Path] | None]], requests: Path, 
               LEFT JOIN des d ON d.rid = a.rid
               LEFT JOIN (SELECT victim, max(seq) AS donor_seq, arg_max(donor, seq) AS donor FROM contam GROUP BY victim) c
                 ON c.victim = a.rid
-              """, requests, requests_schema)  # unsorted: every reader says ORDER BY ord, and a sort here cost memory and time
-        con.execute(f"""
-            COPY (
-              SELECT e.*, c.seq IS NOT NULL AS contaminating
-              FROM (SELECT * FROM raw WHERE kind IN ({desync}, {shape}, {oob}, {over})) e LEFT JOIN contam c ON c.seq = e.seq
-              WHERE e.kind <> {over} OR c.seq IS NOT NULL
-              ORDER BY e.seq
-            ) TO '{_q(findings)}' (FORMAT parquet, COMPRESSION {INDEX_CODEC})""")
+              """] + ([f"""
+              SELECT ord, rid, line, 0::TINYINT AS rank, false AS has_d, NULL::BIGINT AS d_text, NULL::BIGINT AS d_vis,
+                     w_seq IS NOT NULL AS has_w, nullif(coalesce(w_off + 1, 0), 0) - 1 AS w_vis, last_stitch,
+                     NULL::VARCHAR AS donor, NULL::BIGINT AS donor_seq, '{_q(host)}'::VARCHAR AS host
+              FROM read_parquet({sql_list(partials)}) WHERE hash(rid) NOT IN (SELECT h FROM shared)"""] if partials else []),
+              requests, schemas[0])  # unsorted: every reader says ORDER BY ord, and a sort here cost memory and time
+        contaminating = con.execute("SELECT seq FROM contam ORDER BY seq").fetchnumpy()["seq"]
+        _write_findings(con, contaminating, (desync, shape, oob, over), findings, schemas[1])
     finally:
         con.close()
         for leftover in (work, tmp / ".derive.duckdb.wal"):
@@ -141,16 +145,90 @@ def _derive(parts: list[tuple[Path, tuple[Path, Path] | None]], requests: Path, 
         shutil.rmtree(tmp / ".spill", ignore_errors=True)
 
 
-def _stream_to_parquet(con, query: str, path: Path, schema) -> None:
-    """requests.parquet from the query's rows, streamed in batches and written by Arrow's Parquet writer (a third less
-    CPU than DuckDB's COPY for these thirteen mostly-null columns, measured at 10 M lines)."""
+def _register_shared(con, partials: list[Path], over: int) -> None:
+    """Register table `shared`: the hashes of the request ids a partial alone does not settle, those in two partials or
+    in a raw row. The others (most: a request's lines are near each other, in one chunk) are final as they are, and the
+    GROUP BY of a million ids, the SQL's largest working set, shrinks to theirs. A hash that two ids share only sends
+    both through the GROUP BY: the partials' hashes are counted in one sorted array (8 bytes an id), not grouped."""
+    import numpy as np
+    import pyarrow as pa
+
+    query = f"""SELECT hash(rid) FROM read_parquet({sql_list(partials)})
+                UNION ALL SELECT hash(rid) FROM raw WHERE rid IS NOT NULL
+                UNION ALL SELECT hash(donor) FROM raw WHERE kind = {over} AND donor IS NOT NULL"""
+    hashes = np.concatenate([np.zeros(0, np.uint64)] + [batch.column(0).to_numpy() for batch in
+                                                         con.sql(query).to_arrow_reader(1 << 16)])
+    hashes.sort()
+    twice = hashes[1:][hashes[1:] == hashes[:-1]]
+    con.register("shared", pa.table({"h": np.unique(twice)}))
+
+
+def _write_findings(con, contaminating, kinds: tuple[int, int, int, int], path: Path, schema) -> None:
+    """findings.parquet: the raw rows that are findings (desyncs, errors, and the overwrites whose seqs are in the
+    sorted array `contaminating`), streamed in seq order as the raw rows are (one thread, insertion order kept) and
+    written as they come: no sort of them all, a few batches in memory, row groups of about 16 k rows."""
+    import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    with pq.ParquetWriter(path, schema, compression=INDEX_CODEC, use_dictionary=["host"]) as writer:
-        for batch in con.sql(query).to_arrow_reader(1 << 16):  # a row group each: small batches, a small peak
-            table = pa.Table.from_batches([batch])
-            writer.write_table(table if table.schema.equals(schema) else table.cast(schema))
+    *findings, over = kinds
+    last = max(len(contaminating) - 1, 0)
+    con.execute("SET preserve_insertion_order = true")
+    query = f"SELECT * FROM raw WHERE kind IN ({', '.join(str(k) for k in kinds)})"
+    with _Grouped(pq.ParquetWriter(path, schema, compression=INDEX_CODEC, use_dictionary=["host"]), schema) as writer:
+        for batch in con.sql(query).to_arrow_reader(1 << 13):
+            kind, seq = batch.column("kind").to_numpy(), batch.column("seq").to_numpy()
+            contam = (kind == over) & (contaminating[np.minimum(np.searchsorted(contaminating, seq), last)] == seq
+                                       if len(contaminating) else False)
+            keep = np.isin(kind, findings) | contam
+            writer.add(batch.filter(pa.array(keep)).append_column("contaminating", pa.array(contam[keep])))
+
+
+class _Grouped:
+    """A ParquetWriter fed small Arrow batches (a small peak) that writes them in row groups of about 16 k rows."""
+
+    def __init__(self, writer, schema, rows: int = 1 << 14):
+        self.writer, self.schema, self.rows = writer, schema, rows
+        self.pending: list = []
+        self.count = 0
+
+    def add(self, batch) -> None:
+        """Queue a batch; write a row group once enough rows are queued."""
+        self.pending.append(batch)
+        self.count += batch.num_rows
+        if self.count >= self.rows:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write what is queued as one row group."""
+        import pyarrow as pa
+
+        if self.count:
+            table = pa.Table.from_batches(self.pending)
+            self.writer.write_table(table if table.schema.equals(self.schema) else table.cast(self.schema))
+        self.pending, self.count = [], 0
+
+    def __enter__(self) -> _Grouped:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            if exc[0] is None:
+                self.flush()
+        finally:
+            self.writer.close()
+
+
+def _stream_to_parquet(con, queries: list[str], path: Path, schema) -> None:
+    """requests.parquet from the queries' rows, one after the other, streamed in batches and written by Arrow's Parquet
+    writer (a third less CPU than DuckDB's COPY for these thirteen mostly-null columns, measured at 10 M lines)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with _Grouped(pq.ParquetWriter(path, schema, compression=INDEX_CODEC, use_dictionary=["host"]), schema) as writer:
+        for query in queries:
+            for batch in con.sql(query).to_arrow_reader(1 << 13):  # small batches, a small peak
+                writer.add(batch)
 
 
 def _q(text: Path | str) -> str:

@@ -7,12 +7,14 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from qdebug.analysis.log_index_build import build_index
 from qdebug.replay.formats import log_scan
+from qdebug.replay.log_parquet import FINDINGS
 
 from .reference_index import index_tables, reference_tables
 from .test_scan_block_matches_lines import line
@@ -51,6 +53,8 @@ def test_partials_merge_into_the_reference(recogniser, sample, chunk):
         finally:
             index.close()
         assert sorted(p.name for p in (Path(tmp) / "idx").iterdir() if p.name.startswith(".")) == []  # summaries removed
+        seqs = pq.read_table(Path(tmp) / "idx" / FINDINGS, columns=["seq"]).column(0).to_pylist()
+        assert seqs == sorted(seqs)  # written in seq order (not sorted in memory): a reader's page skips row groups
 
 
 def test_rows_the_reference_judged_shift_the_folded_rows_after_them(tmp_path, recogniser):
