@@ -108,7 +108,7 @@ EVENT_SCHEMA = pa.schema([("seq", pa.int64()), ("line", pa.int64()), ("t", pa.fl
                           ("tokens", pa.int64()), ("message", pa.string())])
 
 
-def scan_block_table(buf: bytes, stop: int, line0: int, seq: int, clock) -> tuple[pa.Table, int, int, int, Summary]:
+def scan_block_table(buf: bytes | bytearray, stop: int, line0: int, seq: int, clock) -> tuple[pa.Table, int, int, int, Summary]:
     """The events of the lines in buf[1:stop] as an Arrow table (EVENT_SCHEMA, in line order), next seq, lines,
     unknown, and the chunk's summary for the verdict SQL (log_partials): the common and the rare shapes stay columns
     end to end; only lines of no known shape become Python rows."""
@@ -116,7 +116,7 @@ def scan_block_table(buf: bytes, stop: int, line0: int, seq: int, clock) -> tupl
     starts, n_lines, blank, parts, slow, fold = sort(buf, stop, clock)
     slow_rows = []
     for i in np.unique(np.concatenate(slow)).tolist() if slow else ():
-        row = log_line._scan_line(buf[starts[i] : starts[i + 1] - 1], i + line0 + 1, 0, clock)  # its seq is given below
+        row = log_line._scan_line(bytes(buf[starts[i] : starts[i + 1] - 1]), i + line0 + 1, 0, clock)  # its seq is given below
         if row is not None:
             slow_rows.append((i, row))
     where = np.array([i for i, _ in slow_rows], np.int64)
@@ -156,7 +156,7 @@ def _native_parts(buf: bytes, stop: int, clock) -> tuple[np.ndarray, int, int, l
     if len(at):
         # a stamp's seconds once per run of rows in the same second, in Python as the reference computes them
         cache, seconds = clock
-        stamps = (buf[r : r + 19] for r in np.frombuffer(run_start, np.int64).tolist())
+        stamps = (bytes(buf[r : r + 19]) for r in np.frombuffer(run_start, np.int64).tolist())
         per_run = np.array([_or_nan(cache.get(s, -1.0), s, seconds) for s in stamps], np.float64)
         t = per_run[np.frombuffer(run_of, np.int32)] + np.frombuffer(frac, np.float64)
         n = len(at)
