@@ -21,6 +21,7 @@ from pathlib import Path
 from qdebug import strict_json
 from qdebug.vocab import EVENT_KINDS
 
+from .heap import give_back_memory
 from .log_codes import INDEX_CODEC, INDEX_VERSION
 
 FORMAT = "qdebug-log-index"
@@ -179,23 +180,6 @@ def _repeated(text: str, n: int):
     data = text.encode()
     offsets = np.arange(n + 1, dtype=np.int32) * len(data)
     return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data * n)])
-
-
-def give_back_memory() -> None:
-    """Return freed heap pages to the system (glibc's malloc_trim, Arrow's pool): peaks of successive phases do not add."""
-    import pyarrow as pa
-
-    pa.default_memory_pool().release_unused()
-    try:  # Arrow's C++ code allocates from its own default, mimalloc where the user chose it (qdebug/__init__): it keeps freed pages too
-        pa.mimalloc_memory_pool().release_unused()
-    except (AttributeError, NotImplementedError):  # a pyarrow built without mimalloc
-        pass
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc: its allocator keeps what it keeps
-        pass
 
 
 def check_index(folder: Path, version: int, partial: bool = False) -> tuple[dict | None, str]:

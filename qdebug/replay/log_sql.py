@@ -17,6 +17,7 @@ from pathlib import Path
 
 from qdebug.vocab import EventKind, Verdict
 
+from .heap import give_back_memory
 from .log_codes import INDEX_CODEC, kind_code, verdict_code
 
 
@@ -86,6 +87,7 @@ def _derive(parts: list[tuple[Path, tuple[Path, Path] | None]], requests: Path, 
         # Only the partials of ids mentioned elsewhere too (`shared`) are merged here; the rest are requests already.
         if partials:
             _register_shared(con, partials, over)
+            give_back_memory()  # the hashes' arrays: freed to glibc, where DuckDB would not reuse them
         folded = (f"""SELECT rid, ord AS pos, line, 0 AS rank, (w_seq::HUGEINT << 64) | coalesce(w_off + 1, 0) AS w,
                              last_stitch
                       FROM read_parquet({sql_list(partials)}) WHERE hash(rid) IN (SELECT h FROM shared) UNION ALL"""
@@ -102,25 +104,24 @@ def _derive(parts: list[tuple[Path, tuple[Path, Path] | None]], requests: Path, 
               UNION ALL
               SELECT donor, seq * 2, line, 0, (seq::HUGEINT << 64) | coalesce("offset" + 1, 0), NULL
               FROM raw WHERE kind = {over} AND donor IS NOT NULL""")
-        con.execute(f"""
-            CREATE TABLE des AS SELECT rid, arg_max_null(text_offset, seq) AS d_text, arg_max_null("offset", seq) AS d_vis
-            FROM raw WHERE kind = {desync} AND rid IS NOT NULL GROUP BY rid""")
-        # The overwritten requests' last syncs alone (a few in a hundred), not every request's.
-        con.execute(f"""
-            CREATE TABLE contam AS
-            WITH victims AS (SELECT DISTINCT rid FROM raw WHERE kind = {over} AND donor <> rid),
-                 r AS (SELECT rid, max(last_stitch) AS last_stitch FROM m WHERE rid IN (SELECT rid FROM victims) GROUP BY rid)
-            SELECT e.seq, e.rid AS victim, e.donor FROM raw e JOIN r ON r.rid = e.rid
-            WHERE e.kind = {over} AND e.donor <> e.rid AND (r.last_stitch IS NULL OR e.seq < r.last_stitch)""")
-        # The findings now, while DuckDB holds least (its working set grows statement by statement until closed)
-        contaminating = con.execute("SELECT seq FROM contam ORDER BY seq").fetchnumpy()["seq"]
-        _write_findings(con, contaminating, (desync, shape, oob, over), findings, schemas[1])
-        # Every request's aggregates, once, into a temporary table (in memory, paged to the temp folder beyond the
-        # limit): not a table of the work database file (at 10 M lines that cost 0.35 s more), and not aggregated inside
-        # the query that streams out, which ran out of memory in one run of four at 20 M lines, 80 MB (this: none in five).
+        # Every request's aggregates (of those the partials alone do not settle), once, into a temporary table (in
+        # memory, paged to the temp folder beyond the limit): not aggregated inside the query that streams out, which
+        # ran out of memory in one run of four at 20 M lines, 80 MB, when every request went through it.
         con.execute("""
             CREATE TEMP TABLE agg AS SELECT rid, min(pos) AS ord, min(line) AS line, max(rank) AS rank, max(w) AS w,
                                             max(last_stitch) AS last_stitch FROM m GROUP BY rid""")
+        # An overwrite by another request before the victim's last sync (read from agg: a victim is in a raw row, so
+        # never settled by its partials alone).
+        con.execute(f"""
+            CREATE TABLE contam AS
+            SELECT e.seq, e.rid AS victim, e.donor FROM raw e JOIN agg r ON r.rid = e.rid
+            WHERE e.kind = {over} AND e.donor <> e.rid AND (r.last_stitch IS NULL OR e.seq < r.last_stitch)""")
+        contaminating = con.execute("SELECT seq FROM contam ORDER BY seq").fetchnumpy()["seq"]
+        _write_findings(con, contaminating, (desync, shape, oob, over), findings, schemas[1])
+        give_back_memory()  # the findings' Arrow batches, likewise
+        con.execute(f"""
+            CREATE TABLE des AS SELECT rid, arg_max_null(text_offset, seq) AS d_text, arg_max_null("offset", seq) AS d_vis
+            FROM raw WHERE kind = {desync} AND rid IS NOT NULL GROUP BY rid""")
         _stream_to_parquet(con, [f"""
               SELECT a.ord, a.rid, a.line,
                      (CASE WHEN c.donor_seq IS NOT NULL THEN {contaminated} ELSE a.rank END)::TINYINT AS rank,
