@@ -89,7 +89,7 @@ def _derive(parts: list[tuple[Path, tuple[Path, Path] | None]], requests: Path, 
         # states are several times larger). Every aggregate is a min or a max: partials merge as their rows would.
         # Only the partials of ids mentioned elsewhere too (`shared`) are merged here; the rest are requests already.
         if partials:
-            _register_shared(con, partials, over)
+            _register_shared(con, partials, raw, over)
             give_back_memory()  # the hashes' arrays: freed to glibc, where DuckDB would not reuse them
         folded = (f"""SELECT rid, ord AS pos, line, 0 AS rank, (w_seq::HUGEINT << 64) | coalesce(w_off + 1, 0) AS w,
                              last_stitch
@@ -147,22 +147,36 @@ def _derive(parts: list[tuple[Path, tuple[Path, Path] | None]], requests: Path, 
         shutil.rmtree(tmp / ".spill", ignore_errors=True)
 
 
-def _register_shared(con, partials: list[Path], over: int) -> None:
-    """Register table `shared`: the hashes of the request ids a partial alone does not settle, those in two partials or
-    in a raw row. The others (most: a request's lines are near each other, in one chunk) are final as they are, and the
+# How many mentions' hashes are sorted at once (8 bytes each: 16 MiB, twice that while they are gathered): a bigger
+# log's are counted a slice of the hash space at a time, so memory stays bounded whatever the log's length.
+_HASHES_AT_ONCE = 1 << 21
+
+
+def _register_shared(con, partials: list[Path], raw: list[Path], over: int) -> None:
+    """Make table `shared`: the hashes of the request ids a partial alone does not settle, those in two partials or in
+    a raw row. The others (most: a request's lines are near each other, in one chunk) are final as they are, and the
     GROUP BY of a million ids, the SQL's largest working set, shrinks to theirs. A hash that two ids share only sends
-    both through the GROUP BY: the partials' hashes are counted in one sorted array (8 bytes an id), not grouped."""
+    both through the GROUP BY: the hashes are counted in a sorted array (8 bytes a mention), not grouped; the table
+    itself is DuckDB's (paged to disk beyond the memory limit)."""
     import numpy as np
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
-    query = f"""SELECT hash(rid) FROM read_parquet({sql_list(partials)})
-                UNION ALL SELECT hash(rid) FROM raw WHERE rid IS NOT NULL
-                UNION ALL SELECT hash(donor) FROM raw WHERE kind = {over} AND donor IS NOT NULL"""
-    hashes = np.concatenate([np.zeros(0, np.uint64)] + [batch.column(0).to_numpy() for batch in
-                                                         con.sql(query).to_arrow_reader(1 << 16)])
-    hashes.sort()
-    twice = hashes[1:][hashes[1:] == hashes[:-1]]
-    con.register("shared", pa.table({"h": np.unique(twice)}))
+    mentions = sum(pq.read_metadata(p).num_rows for p in partials) + 2 * sum(pq.read_metadata(r).num_rows for r in raw)
+    slices = max(1, -(-mentions // _HASHES_AT_ONCE))
+    con.execute("CREATE TEMP TABLE shared (h UBIGINT)")
+    for k in range(slices):
+        query = f"""SELECT h FROM (SELECT hash(rid) AS h FROM read_parquet({sql_list(partials)})
+                                   UNION ALL SELECT hash(rid) FROM raw WHERE rid IS NOT NULL
+                                   UNION ALL SELECT hash(donor) FROM raw WHERE kind = {over} AND donor IS NOT NULL)
+                    {'' if slices == 1 else f'WHERE h % {slices} = {k}'}"""
+        hashes = np.concatenate([np.zeros(0, np.uint64)] + [batch.column(0).to_numpy() for batch in
+                                                             con.sql(query).to_arrow_reader(1 << 16)])
+        hashes.sort()
+        con.register("twice", pa.table({"h": np.unique(hashes[1:][hashes[1:] == hashes[:-1]])}))
+        del hashes
+        con.execute("INSERT INTO shared SELECT h FROM twice")
+        con.unregister("twice")
 
 
 def _write_findings(con, contaminating, kinds: tuple[int, int, int, int], path: Path, schema) -> None:

@@ -31,3 +31,21 @@ def test_a_budget_that_runs_out_falls_back_to_the_next(tmp_path, monkeypatch):
     assert not interrupted and index_tables(index) == reference_tables(log)
     index.close()
     assert sorted(p.name for p in (tmp_path / "idx").iterdir() if p.name.startswith(".")) == []  # nothing of the failed try left
+
+
+def test_a_log_with_more_mentions_than_one_sort_holds_is_counted_in_slices(tmp_path, monkeypatch):
+    log = tmp_path / "svc.log"
+    generate_log(log, 30_000, seed=6)
+    slices = []
+    register = log_sql._register_shared
+
+    def spy(con, partials, raw, over):
+        register(con, partials, raw, over)
+        slices.append(con.execute("SELECT count(*) FROM shared").fetchone()[0])
+
+    monkeypatch.setattr(log_sql, "_HASHES_AT_ONCE", 997)  # a few thousand mentions: several slices of the hash space
+    monkeypatch.setattr(log_sql, "_register_shared", spy)
+    index, interrupted = build_index([log], tmp_path / "idx")
+    assert slices and slices[0] > 0  # some ids were shared (so the slices were merged into one table)
+    assert not interrupted and index_tables(index) == reference_tables(log)
+    index.close()
