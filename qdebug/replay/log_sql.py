@@ -192,7 +192,8 @@ def _write_findings(con, contaminating, kinds: tuple[int, int, int, int], path: 
     query = f"SELECT * FROM raw WHERE kind IN ({', '.join(str(k) for k in kinds)})"
     con.execute("SET preserve_insertion_order = true")
     try:
-        with _Grouped(pq.ParquetWriter(path, schema, compression=INDEX_CODEC, use_dictionary=["host"]), schema) as writer:
+        with _Grouped(pq.ParquetWriter(path, schema, compression=INDEX_CODEC, use_dictionary=["host"],
+                                       write_statistics=["seq", "line", "t", "kind", "contaminating"]), schema) as writer:
             for batch in con.sql(query).to_arrow_reader(1 << 13):
                 kind, seq = batch.column("kind").to_numpy(), batch.column("seq").to_numpy()
                 contam = (kind == over) & (contaminating[np.minimum(np.searchsorted(contaminating, seq), last)] == seq
@@ -244,7 +245,11 @@ def _stream_to_parquet(con, queries: list[str], path: Path, schema) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    with _Grouped(pq.ParquetWriter(path, schema, compression=INDEX_CODEC, use_dictionary=["host"]), schema) as writer:
+    # statistics on what readers filter by (a page of the flagged ones, the victims): ids are in no order, so the min
+    # and max of a row group's ids would skip nothing
+    stats = ["ord", "rank", "donor_seq"]
+    with _Grouped(pq.ParquetWriter(path, schema, compression=INDEX_CODEC, use_dictionary=["host"],
+                                   write_statistics=stats), schema) as writer:
         for query in queries:
             for batch in con.sql(query).to_arrow_reader(1 << 13):  # small batches, a small peak
                 writer.add(batch)
