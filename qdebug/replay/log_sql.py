@@ -185,15 +185,13 @@ def _write_findings(con, contaminating, kinds: tuple[int, int, int, int], path: 
     written as they come: no sort of them all, a few batches in memory, row groups of about 16 k rows."""
     import numpy as np
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     *findings, over = kinds
     last = max(len(contaminating) - 1, 0)
     query = f"SELECT * FROM raw WHERE kind IN ({', '.join(str(k) for k in kinds)})"
     con.execute("SET preserve_insertion_order = true")
     try:
-        with _Grouped(pq.ParquetWriter(path, schema, compression=INDEX_CODEC, use_dictionary=["host"],
-                                       write_statistics=["seq", "line", "t", "kind", "contaminating"]), schema) as writer:
+        with _Grouped(path, schema, ["seq", "line", "t", "kind", "contaminating"]) as writer:
             for batch in con.sql(query).to_arrow_reader(1 << 13):
                 kind, seq = batch.column("kind").to_numpy(), batch.column("seq").to_numpy()
                 contam = (kind == over) & (contaminating[np.minimum(np.searchsorted(contaminating, seq), last)] == seq
@@ -205,10 +203,15 @@ def _write_findings(con, contaminating, kinds: tuple[int, int, int, int], path: 
 
 
 class _Grouped:
-    """A ParquetWriter fed small Arrow batches (a small peak) that writes them in row groups of about 16 k rows."""
+    """An index file (the index's codec, statistics on `stats` alone) fed small Arrow batches (a small peak) and written
+    in row groups of about 16 k rows."""
 
-    def __init__(self, writer, schema, rows: int = 1 << 14):
-        self.writer, self.schema, self.rows = writer, schema, rows
+    def __init__(self, path: Path, schema, stats: list[str], rows: int = 1 << 14):
+        import pyarrow.parquet as pq
+
+        self.writer = pq.ParquetWriter(path, schema, compression=INDEX_CODEC, use_dictionary=["host"],
+                                       write_statistics=stats)
+        self.schema, self.rows = schema, rows
         self.pending: list = []
         self.count = 0
 
@@ -242,14 +245,9 @@ class _Grouped:
 def _stream_to_parquet(con, queries: list[str], path: Path, schema) -> None:
     """requests.parquet from the queries' rows, one after the other, streamed in batches and written by Arrow's Parquet
     writer (a third less CPU than DuckDB's COPY for these thirteen mostly-null columns, measured at 10 M lines)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     # statistics on what readers filter by (a page of the flagged ones, the victims): ids are in no order, so the min
     # and max of a row group's ids would skip nothing
-    stats = ["ord", "rank", "donor_seq"]
-    with _Grouped(pq.ParquetWriter(path, schema, compression=INDEX_CODEC, use_dictionary=["host"],
-                                   write_statistics=stats), schema) as writer:
+    with _Grouped(path, schema, ["ord", "rank", "donor_seq"]) as writer:
         for query in queries:
             for batch in con.sql(query).to_arrow_reader(1 << 13):  # small batches, a small peak
                 writer.add(batch)
