@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+import tempfile
 from pathlib import Path
 
 from qdebug.atomic import ACTIVE_PLAN, write_failed
@@ -26,8 +27,7 @@ def check_output_path(option: str, path: str | os.PathLike) -> Path:
             folder = folder.parent
         if not folder.is_dir():
             raise OutputError(f"{where}: {folder} is a file, not a folder (expected a path in an existing or creatable folder)")
-        if not os.access(folder, os.W_OK | os.X_OK):
-            raise OutputError(f"{where}: folder {folder} is not writable (expected a writable folder)")
+        probe_folder(folder, where)
     except OSError as exc:  # a name too long, a loop of links...
         raise OutputError(f"{where}: unusable ({exc.strerror or type(exc).__name__}); expected a writable file path") from None
     return p
@@ -120,8 +120,19 @@ def check_creatable(target: Path, where: str) -> None:
         parent = parent.parent
     if not parent.is_dir():
         raise OutputError(f"{where}: {parent} is a file, not a folder (expected a path in an existing or creatable folder)")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise OutputError(f"{where}: folder {parent} is not writable (expected a writable folder)")
+    probe_folder(parent, where)
+
+
+def probe_folder(folder: Path, where: str) -> None:
+    """OutputError unless an entry can really be made in `folder`: os.access says yes to root everywhere, and
+    /proc, /sys or a read-only mount refuse only the attempt, so a folder is made there and removed at once."""
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise OutputError(f"{where}: folder {folder} is not writable (expected a writable folder)")
+    try:
+        os.rmdir(tempfile.mkdtemp(dir=folder, prefix=".qdebug-probe-"))
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise OutputError(f"{where}: nothing can be created in {folder} ({reason}); expected a writable folder") from None
 
 
 def resolved(path: Path) -> Path:
