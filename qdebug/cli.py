@@ -314,7 +314,7 @@ def repl(
     attn_kernel: AttnKernelOpt = "sdpa",
     images: Annotated[Optional[list[Path]], typer.Option("--image", help="Pre-fill the request with this image (repeatable).")] = None,
     prompt: Annotated[Optional[str], typer.Option("--prompt", help="Pre-fill the request's prompt.")] = None,
-    trace: Annotated[Optional[Path], typer.Option("--trace", help="Open a saved trace (.qdt) without loading any model.")] = None,
+    trace: Annotated[Optional[Path], typer.Option("--trace", help="Open a saved trace (.qdt), or a replay report (.qdr: the batch screen), without loading any model.")] = None,
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=1, help="Tokens to generate (greedy).")] = 16,
 ) -> None:
     """Open the interactive debugger: step a request through its stages, see offsets, attention and top-k."""
@@ -331,9 +331,11 @@ def repl(
     from qdebug.tui.app import build_app
 
     if trace is not None:
-        from qdebug.trace.schema import load_trace
+        from qdebug.replay.report import ReplayReport
+        from qdebug.tui.files import load_document
 
-        tui = build_app(trace=load_trace(trace), source=str(trace))
+        doc = load_document(trace)  # a replay report given to --trace opens the batch screen
+        tui = build_app(report=doc, source=str(trace)) if isinstance(doc, ReplayReport) else build_app(trace=doc, source=str(trace))
     else:
         tui = build_app(model_spec=ModelChoice(model=model, device=device, dtype=dtype, attn_kernel=attn_kernel), image_paths=list(images or []),
                         prompt=prompt, max_new_tokens=max_new_tokens, before_load=check_fits)

@@ -23,14 +23,27 @@ from .state import TraceDoc
 
 
 def load_document(path: Path):
-    """A .qdr replay report or a .qdt trace, read from `path` (errors: one line through `describe`)."""
-    if path.suffix == ".qdr":
+    """A replay report or a trace, read from `path` whatever its suffix (errors: one line through `describe`)."""
+    if is_report(path):
         from qdebug.replay.report import load_report
 
         return load_report(path)
     from qdebug.trace.schema import load_trace
 
     return load_trace(path)
+
+
+def is_report(path: Path) -> bool:
+    """Whether `path` holds a replay report (a zip with report.json) rather than a trace: read from its zip
+    directory, so a report named .qdt (or a trace named .qdr) still opens as what it is."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as zf:
+            names = set(zf.namelist())
+    except (OSError, zipfile.BadZipFile, ValueError):
+        return path.suffix == ".qdr"  # unreadable: the loader the suffix names gives the one-line error
+    return "report.json" in names and "trace.json" not in names
 
 
 class FileRouter:
