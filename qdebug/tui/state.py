@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
-from qdebug.vocab import EVERY_STEP, StageName, is_layer_stage, is_step_stage, layer_stage, stage_number, step_stage
+from qdebug.vocab import EVERY_STEP, Severity, StageName, is_layer_stage, is_step_stage, layer_stage, stage_number, step_stage
 
 BASE_STAGES = (StageName.PREPROCESS, StageName.ENCODE, StageName.SYNC)
 STAGE_PATTERN = re.compile(rf"^({'|'.join(StageName)}|layer\.\d+|step\.(\d+|\*))$")
@@ -141,8 +141,9 @@ class StageRow:
 
     name: str
     status: str  # pending | running | paused | done
-    failed: bool = False
+    failed: bool = False  # a check failed, or an error finding names this stage
     breakpoint: bool = False
+    warned: bool = False  # a warning finding names this stage (and nothing failed)
 
 
 @dataclass(frozen=True)
@@ -191,7 +192,9 @@ def stage_rows(names: list[str], trace, run: RunState | None, breakpoints: set[s
     rows = []
     for name in names:
         stage = trace.stages.get(name) if trace is not None else None
-        failed = stage is not None and not stage.ok
+        found = findings_at(trace, name) if trace is not None else []
+        failed = (stage is not None and not stage.ok) or any(f.severity == Severity.ERROR for f in found)
+        warned = not failed and any(f.severity == Severity.WARNING for f in found)
         if run is not None and name == run.paused_at:
             status = "paused"
         elif name in reached:
@@ -201,8 +204,20 @@ def stage_rows(names: list[str], trace, run: RunState | None, breakpoints: set[s
         else:
             status = "pending"
         bp = name in breakpoints or (is_step_stage(name) and EVERY_STEP in breakpoints)
-        rows.append(StageRow(name, status, failed, bp))
+        rows.append(StageRow(name, status, failed, bp, warned))
     return rows
+
+
+def findings_at(trace, name: str) -> list:
+    """The trace's findings that name stage `name`: by their stage, or by their layer for a `layer.N` stage; those
+    naming no stage belong to `preprocess`, the request's first stage, so every finding is shown somewhere."""
+    first = name == StageName.PREPROCESS
+    out = []
+    for f in getattr(trace, "findings", None) or []:
+        where = f.stage or (layer_stage(f.layer) if f.layer is not None else None)
+        if where == name or (where is None and first):
+            out.append(f)
+    return out
 
 
 def valid_stage(name: str, num_layers: int | None) -> bool:

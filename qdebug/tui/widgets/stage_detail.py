@@ -7,9 +7,10 @@ from rich.table import Table
 from rich.text import Text
 from rich.segment import Segment
 
+from qdebug.render.findings import findings_text
 from qdebug.vocab import StageName
 
-from ..state import View
+from ..state import View, findings_at
 from .view_panel import Lines, ViewPanel
 
 _SKIP = {"shape"}  # rows/dim say it already
@@ -198,6 +199,10 @@ def detail_renderable(view: View):
         parts.append(Text(why, style="yellow"))
     elif view.stage_status in _WAITING:
         parts.append(Text(_WAITING[view.stage_status], style="yellow" if view.stage_status != "pending" else "dim"))
+    found = findings_at(view.doc.trace, name)
+    if found:  # before the summary: a finding is why a user looks at this stage
+        parts.append(Text("findings", style="bold underline"))
+        parts.append(findings_text(found))
     if stage is None:
         return Group(*parts)
     parts.extend(summary_renderables(stage.summary.to_json()))

@@ -24,7 +24,8 @@ _STATUS = {
 
 
 def row_text(row: StageRow) -> Text:
-    """One stage as a line: breakpoint dot, status mark, name, status word, ✗ when a check failed."""
+    """One stage as a line: breakpoint dot, status mark, name, status word, ✗ when a check failed or an error finding
+    names the stage, ! for a warning finding."""
     mark, style, word = _STATUS[row.status]
     text = Text()
     text.append("●" if row.breakpoint else " ", style="bold red")
@@ -34,6 +35,8 @@ def row_text(row: StageRow) -> Text:
         text.append(f" {word}", style="dim" if row.status == "pending" else style)
     if row.failed:
         text.append(" ✗", style="bold red")
+    elif row.warned:
+        text.append(" !", style="bold yellow")
     return text
 
 
