@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import zipfile
 from pathlib import Path
 
@@ -21,8 +20,10 @@ _CHUNK = 1 * _MiB
 
 
 def _limit(env: str, default: int) -> int:
-    value = os.environ.get(env, "")
-    return int(value) if value.isdigit() and int(value) > 0 else default
+    """A limit in bytes from its environment variable (a bad value is a one-line error naming it: qdebug.env)."""
+    from qdebug.env import env_int
+
+    return env_int(env, default, unit="bytes")
 
 
 def member_limit() -> int:

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from qdebug.replay.formats.log_scan import ScanStats, log_paths, order_files, scan_files
+from qdebug.replay.formats.log_scan import ScanStats, is_regular, log_paths, order_files, scan_files
 from qdebug.replay.log_index import LogIndex, cache_dir, cache_key, file_identity
 from qdebug.replay.log_parquet import MANIFEST, IndexWriter
 
@@ -31,12 +31,14 @@ def default_host() -> str:
 
 def build_index(paths: list[Path], target: Path, progress: Callable[[int, int, int], None] | None = None,
                 host: str | None = None, stats: ScanStats | None = None,
-                reuse_from: Path | None = None, opened: bool = True) -> tuple[LogIndex | None, bool]:
-    """Scan the files (in time order) into a new index folder at target; (index, interrupted by Ctrl-C).
+                reuse_from: Path | None = None, opened: bool = True,
+                finish_interrupted: bool = True) -> tuple[LogIndex | None, bool]:
+    """Scan the files (in time order) into a new index folder at target; (index, interrupted by Ctrl-C or SIGTERM).
 
     `reuse_from`: a cache folder holding an index of the first of these files, whose partitions are taken as they
     are; only the files after them are read (a rotated log appended to the list adds a partition). Not `opened`:
     the index is None, for a caller that opens the folder where it moves it (one DuckDB and check the fewer).
+    Not `finish_interrupted`: a stopped build is abandoned at once (None, True), for a caller that discards it.
     """
     target.mkdir(parents=True, exist_ok=True)
     writer = IndexWriter(target, host or default_host())
@@ -83,40 +85,46 @@ def build_index(paths: list[Path], target: Path, progress: Callable[[int, int, i
         "bytes_read": stats.bytes_read, "bytes_total": stats.bytes_total, "changes": stats.changes,
         "build_seconds": round(time.perf_counter() - t0, 3), "reused_parts": 0 if reuse is None else len(reuse[1]["parts"]),
     }
+    if interrupted and not finish_interrupted:
+        writer.abandon()
+        return None, True
     try:
-        writer.finish(meta)
+        writer.finish(meta)  # log_sql turns DuckDB's "Query interrupted" back into KeyboardInterrupt / Terminated
     except KeyboardInterrupt:  # (SIGTERM too) while the SQL ran: the events are stored, so finish for this run's
-        interrupted = True     # report, uncached; a second Ctrl-C stops for good
-        writer.finish({**meta, "complete": False})
-    except Exception as exc:  # DuckDB's own word for an interrupted query
-        if type(exc).__name__ != "InterruptException":
-            raise
+        if not finish_interrupted:  # report, uncached; a second Ctrl-C stops for good
+            writer.abandon()
+            return None, True
         interrupted = True
         writer.finish({**meta, "complete": False})
     return LogIndex.open(target, partial=True) if opened else None, interrupted
 
 
 def index_logs(sources: list[str | os.PathLike], out: Path, host: str | None = None,
-               progress: Callable[[int, int, int], None] | None = None, stats: ScanStats | None = None) -> tuple[LogIndex, bool]:
-    """`--index-only`: index the logs into the folder `out` (made, or emptied of a previous index of ours)."""
-    from qdebug.errors import ReplayFormatError
+               progress: Callable[[int, int, int], None] | None = None, stats: ScanStats | None = None) -> tuple[LogIndex | None, bool]:
+    """`--index-only`: index the logs into the folder `out` (made, or holding an index of ours whose files are
+    replaced; a user's own files there are never touched); (index, False), or (None, True) when a signal stopped it
+    (`out` then as it was)."""
+    from qdebug.signals import deferred
+
+    from .log_index_out import OutFolder
 
     paths = order_files(log_paths(list(sources)))
-    if out.exists() and (not out.is_dir() or out.is_symlink() or any(p.name not in _OURS and not _is_part(p.name) for p in out.iterdir())):
-        raise ReplayFormatError(f"--out {out}: already exists and is not a log index (expected a new or empty folder, "
-                                "or one a previous --index-only wrote)")
-    parent = out.parent
-    parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".building", dir=parent))
+    folder = OutFolder.check(out, max(1, len(paths)))  # before any work: what is there and what would be replaced
+    with deferred():
+        build = folder.begin()
     try:
-        _, interrupted = build_index(paths, tmp, progress, host, stats, opened=False)
+        _, interrupted = build_index(paths, build.index, progress, host, stats, opened=False, finish_interrupted=False)
+        if not interrupted:
+            with deferred():  # the files go in whole: no signal between the first rename and the manifest
+                folder.put_in_place(build)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        with deferred():
+            folder.abandon(build)
         raise
-    if interrupted:  # never left where a fleet job would ship it
-        _remove_at_exit(tmp)
-        return LogIndex.open(tmp, partial=True), True
-    _put_in_place(tmp, out)
+    if interrupted:
+        with deferred():
+            folder.abandon(build)
+        return None, True
     return LogIndex.open(out), False
 
 
@@ -129,10 +137,16 @@ def open_log_index(
     Files are read in time order (rotated `svc.log.2.gz svc.log.1.gz svc.log` in any order on the command line).
     An interrupted build is kept only for this run; a finished one is cached under the files' key.
     """
+    from qdebug.signals import deferred
+
+    from .log_index_out import OWNER, write_owner
+
     paths = order_files(log_paths(list(sources)))
     key = cache_key(paths)
     folder = cache_dir()
     cached = folder / key
+    if not all(is_regular(p) for p in paths):
+        use_cache = False  # a pipe's stream is read once: its path names no content a later run could reuse
     if use_cache:
         found = LogIndex.open(cached)
         if found is not None:
@@ -143,7 +157,9 @@ def open_log_index(
         folder.mkdir(parents=True, exist_ok=True)
         if use_cache:
             prune_stale(folder)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", suffix=".building", dir=folder))
+        with deferred():  # its owner written with it: a later run removes it only once this process is gone
+            tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", suffix=".building", dir=folder))
+            write_owner(tmp)
     except OSError:  # no writable cache: build in a private temp folder, used for this run only
         tmp = Path(tempfile.mkdtemp(prefix="qdebug-log-"))
         use_cache = False
@@ -155,7 +171,9 @@ def open_log_index(
         raise
     if use_cache and not interrupted:
         try:
-            _put_in_place(tmp, cached)
+            with deferred():  # no signal between taking the old entry away and putting the new one there
+                (tmp / OWNER).unlink(missing_ok=True)
+                _put_in_place(tmp, cached)
         except OSError:  # the cache entry cannot be replaced (permissions, a race with another run): use this build
             pass
         else:
@@ -199,17 +217,19 @@ def _earlier_index(folder: Path, identities: list[str], host: str) -> tuple[Path
 
 
 # Cache entries of ours no qdebug of this version reads: the SQLite index of versions 1-2 (`<key>.sqlite` and its
-# journal files), an index folder of another version, and a build a killed run left behind a day ago or more.
+# journal files), an index folder of another version, and a build a killed run left behind (its owner process is gone;
+# without an owner file, a day ago or more: log_index_out.build_is_stale).
 _KEY = r"[0-9a-f]{32}"
 _OLD_SQLITE = re.compile(_KEY + r"\.sqlite(-wal|-shm|-journal)?")
 _BUILDING = re.compile(r"\." + _KEY + r"\..+\.building")
-STALE_BUILD_SECONDS = 24 * 3600
 
 
 def prune_stale(folder: Path) -> list[str]:
     """Remove what qdebug left in its cache that this version never reads (names as above, plain files and folders,
     never a link or anything named otherwise); the names removed. Called when an index is built, so a hit stays fast."""
     from qdebug.replay.log_codes import INDEX_VERSION
+
+    from .log_index_out import build_is_stale
 
     removed = []
     try:
@@ -226,7 +246,7 @@ def prune_stale(folder: Path) -> list[str]:
                 continue
             elif re.fullmatch(_KEY, entry.name) and _ours(entry) and _version(entry) not in (INDEX_VERSION, None):
                 shutil.rmtree(entry)
-            elif _BUILDING.fullmatch(entry.name) and now - st.st_mtime > STALE_BUILD_SECONDS:
+            elif _BUILDING.fullmatch(entry.name) and build_is_stale(entry, now):
                 shutil.rmtree(entry)
             else:
                 continue

@@ -57,6 +57,29 @@ def is_runtime_log(files: list[Path], fmt: str | None) -> bool:
     return (fmt or detect_format(files[0])) == "runtime-log"
 
 
+# What a runtime log's lines are recognised by, named when a file holds none of them (a false pass otherwise).
+LOOKED_FOR = ("a JSONL capture (a chat-completions body per line) or runtime-log lines: VisualEncoder::encode_image "
+              "start, VisualEncoder::write_buffer wrote / overwrote, TokenSynchronizer::stitch, Generator::decode "
+              "first_token, TokenStreamDesyncWarning, VisualEmbeddingShapeMismatchError, CrossAttentionIndexOutOfBounds "
+              "(README: Runtime log)")
+
+
+def no_event_text(lines: int, what: str) -> str:
+    """The line saying a log holds no recognised event, and what was looked for."""
+    return f"no recognised event in the {lines:,} line(s) of {what} (looked for {LOOKED_FOR})"
+
+
+def _refuse_eventless(index, interrupted: bool, shown: str) -> None:
+    """No recognised event in logs read to their end: ReplayFormatError (exit 2), since a report of no event would
+    say "no contamination" about a file qdebug could not read at all."""
+    from qdebug.errors import ReplayFormatError
+
+    if not interrupted and not index.meta.get("events"):
+        lines = int(index.meta.get("total_lines") or 0)
+        index.close()
+        raise ReplayFormatError(no_event_text(lines, shown))
+
+
 def run_log_replay(files: list[Path], flt, console=None, use_cache: bool = True):
     """Index (or reopen) the logs with a progress bar on a terminal; Ctrl-C stops and reports what was read.
 
@@ -64,18 +87,22 @@ def run_log_replay(files: list[Path], flt, console=None, use_cache: bool = True)
     """
     from qdebug.analysis.log_report import report_from_index
 
+    shown = str(files[0])[:200] + (f" (+{len(files) - 1} more)" if len(files) > 1 else "")
     if any(p.is_dir() for p in files):
         from qdebug.replay.log_index import LogIndex
 
         if not all(p.is_dir() for p in files):
             raise InputError("give either runtime logs or index folders, not both (expected index each host's logs "
                              "with --index-only, then read the folders together)")
-        return report_from_index(LogIndex.open_folders(files), flt, False)
+        index = LogIndex.open_folders(files)
+        _refuse_eventless(index, False, shown)
+        return report_from_index(index, flt, False)
     from qdebug.analysis.log_index_build import drop_cached, open_log_index
     from qdebug.errors import ReplayFormatError
 
     with _progress(files, console) as (on_progress, stats):
         index, reused, interrupted = open_log_index(files, on_progress, use_cache, stats)
+    _refuse_eventless(index, interrupted, shown)
     try:
         return report_from_index(index, flt, interrupted)
     except ReplayFormatError:  # a cached Parquet file whose footer reads but whose pages do not: a cache miss after all
@@ -89,11 +116,13 @@ def run_log_replay(files: list[Path], flt, console=None, use_cache: bool = True)
 
 
 def run_index_only(files: list[Path], out: Path, host: str | None, console=None):
-    """`--index-only`: index the logs into the folder out (for shipping); returns the index and whether Ctrl-C cut it."""
+    """`--index-only`: index the logs into the folder out (for shipping); (the index or None, whether a signal cut it,
+    the scan's stats)."""
     from qdebug.analysis.log_index_build import index_logs
 
     with _progress(files, console) as (on_progress, stats):
-        return index_logs(files, out, host, on_progress, stats)
+        index, interrupted = index_logs(files, out, host, on_progress, stats)
+    return index, interrupted, stats
 
 
 class _progress:
@@ -148,12 +177,18 @@ def index_only_command(files: list[Path], index_only: bool, out: Path | None, ho
         raise InputError(f"--host {host!r}: not a host name (expected a name without '/', as ids are shown host/id)")
     if any(p.is_dir() for p in files):
         raise InputError("--index-only reads runtime logs (expected log files, not index folders)")
-    index, interrupted = run_index_only(files, out, host, status)
-    meta = index.meta
+    from qdebug.signals import interrupt_exit_code
+
+    index, interrupted, stats = run_index_only(files, out, host, status)
     if interrupted:
-        status.print(f"interrupted after {meta['total_lines']:,} lines: no index written to {out}")
-        return 130
+        code = interrupt_exit_code()
+        status.print(f"{'terminated (SIGTERM)' if code == 143 else 'interrupted'} after {stats.total_lines:,} lines: "
+                     f"no index written to {out} (what was there is as it was)")
+        return code
+    meta = index.meta
     status.print(f"indexed {meta['total_lines']:,} lines ({meta['events']:,} events, {index.request_count():,} requests) "
                  f"of host {meta['host']} into {out}")
+    if not meta["events"]:
+        status.print(no_event_text(meta["total_lines"], "its logs"))
     index.close()
     return 0

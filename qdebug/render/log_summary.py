@@ -84,6 +84,21 @@ def histogram(report, rows: int = HISTOGRAM_ROWS) -> Table | Text:
     return table
 
 
+def filtered_events_table(report, limit: int = SMALL_EVENTS) -> Table:
+    """The events the filter (--request, --kind, --since, --until) selects, in log order: the first `limit` of them."""
+    flt = report.event_filter
+    total = report.log_index.count_events(flt)
+    table = Table(title=f"events shown (filter): {total:,}")
+    for col in ("line", "time (UTC)", "kind", "request", "donor", "offset", "message"):
+        table.add_column(col, no_wrap=col != "message", overflow="fold")
+    for e in report.events[:limit]:
+        table.add_row(str(e.line or ""), _when(e.t)[11:] if e.t is not None else "–", e.kind, e.request_id or "",
+                      e.donor or "", "" if e.offset is None else str(e.offset), e.message)
+    if total > limit:
+        table.caption = f"first {min(limit, len(report.events)):,} of {total:,}; --jsonl for all of them"
+    return table
+
+
 def log_renderables(report) -> list:
     """What `qdebug replay LOG` prints: the full tables for a small log, a summary for any log."""
     index = report.log_index
@@ -92,6 +107,8 @@ def log_renderables(report) -> list:
     if small:
         out += [requests_table(report), matrix_table(report), timeline_table(report)]
     out += [counts_table(report), worst_table(report), histogram(report)]
+    if not small and report.event_filter is not None and report.event_filter.active:
+        out.append(filtered_events_table(report))  # what the filter asked for, not only its count
     findings = report.findings if small else report.findings[:20]
     out.append(findings_panel(findings))
     if not small and len(report.findings) > 20:

@@ -160,11 +160,14 @@ class _Conn:
 
     @contextmanager
     def reading(self):
-        """Turns DuckDB's read errors (a Parquet page that does not decode) into one-line errors."""
-        import duckdb
+        """Turns DuckDB's read errors (a Parquet page that does not decode) into one-line errors; a query a signal
+        stopped is KeyboardInterrupt (or Terminated), never "cannot be read" (which would drop a good cached index)."""
+        from .log_sql import duckdb_module, interruptible
 
+        duckdb = duckdb_module()
         try:
-            yield
+            with interruptible():
+                yield
         except duckdb.Error as exc:
             from qdebug.errors import ReplayFormatError
 

@@ -140,6 +140,13 @@ class IndexWriter:
             for writer in writers:
                 writer.close()
 
+    def abandon(self) -> None:
+        """Close the open files without writing what is pending (the build is thrown away)."""
+        self._pending, self._pending_rows = [], 0
+        writers, self._writers = self._writers, ()
+        for writer in writers:
+            writer.close()
+
     def finish(self, meta: dict) -> dict:
         """Derive requests and findings with SQL over the events, then write the manifest (last); returns it."""
         from .log_sql import derive_tables

@@ -13,7 +13,9 @@ comes before the victim's last sync (or the victim never synced); the victim's d
 
 from __future__ import annotations
 
+import re
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
 
 from qdebug.vocab import EventKind, Verdict
@@ -22,10 +24,37 @@ from .heap import give_back_memory
 from .log_codes import INDEX_CODEC, kind_code, verdict_code
 
 
+def duckdb_module():
+    """DuckDB, imported with Ctrl-C and SIGTERM held: a signal inside its import aborted the process (exit -6)."""
+    from qdebug.signals import deferred
+
+    with deferred():
+        import duckdb
+    return duckdb
+
+
+def is_interrupted_query(exc: BaseException) -> bool:
+    """Whether a DuckDB error is its word for a query a signal stopped (it swallows the KeyboardInterrupt and raises
+    RuntimeError("Query interrupted") or InterruptException instead)."""
+    return type(exc).__name__ == "InterruptException" or (type(exc) is RuntimeError and str(exc) == "Query interrupted")
+
+
+@contextmanager
+def interruptible():
+    """A query stopped by Ctrl-C or SIGTERM raises KeyboardInterrupt (Terminated after SIGTERM), as Python code does."""
+    try:
+        yield
+    except Exception as exc:
+        if not is_interrupted_query(exc):
+            raise
+        from qdebug.signals import interruption
+
+        raise interruption() from None
+
+
 def connect(memory_mb: int = 64, database: str = ":memory:"):
     """A DuckDB bounded in memory (it spills to a temp folder beyond) on at most two threads."""
-    import duckdb
-
+    duckdb = duckdb_module()
     con = duckdb.connect(database)
     con.execute(f"SET memory_limit = '{memory_mb}MB'")
     con.execute("SET threads = 2")
@@ -34,8 +63,26 @@ def connect(memory_mb: int = 64, database: str = ":memory:"):
 
 
 def sql_list(paths: list[Path]) -> str:
-    """A DuckDB list literal of file paths."""
-    return "[" + ", ".join("'" + str(p).replace("'", "''") + "'" for p in paths) + "]"
+    """A DuckDB list literal of file paths, each naming exactly that file (never a glob pattern: see literal_path)."""
+    return "[" + ", ".join("'" + literal_path(p).replace("'", "''") + "'" for p in paths) + "]"
+
+
+_GLOB_CHARS = re.compile(r"([*?\[])")
+
+
+def literal_path(path: Path | str) -> str:
+    """A path as DuckDB's file readers take it literally: they expand `*`, `?` and `[...]` in every name (a folder
+    `idx[1]` read `idx1`'s files), so each is written as a one-character class (`[[]`), which matches only itself.
+    DuckDB also splits a pattern at backslashes: a path holding both cannot be said, a one-line error."""
+    text = str(path)
+    if not _GLOB_CHARS.search(text):
+        return text
+    if "\\" in text:
+        from qdebug.errors import InputError
+
+        raise InputError(f"{text[:200]}: a path holding both a backslash and one of * ? [ cannot be given to DuckDB "
+                         "(expected a folder name without them: rename it)")
+    return _GLOB_CHARS.sub(r"[\1]", text)
 
 
 # (memory limit MB, threads) tried in turn: DuckDB spills most work to disk, but a hash aggregate over a million
@@ -53,11 +100,11 @@ def derive_tables(parts: list[tuple[Path, tuple[Path, Path] | None]], requests: 
     """Write requests.parquet and findings.parquet (in `schemas`, log_parquet's) from the events partitions
     (absolute seq and line numbers), each with its summary's files (log_partials: partials, raw rows) when the scan
     made them, else read whole."""
-    import duckdb
-
+    duckdb = duckdb_module()
     for i, (memory_mb, threads) in enumerate(_BUDGETS):
         try:
-            return _derive(parts, requests, findings, tmp, host, schemas, memory_mb, threads)
+            with interruptible():
+                return _derive(parts, requests, findings, tmp, host, schemas, memory_mb, threads)
         except duckdb.OutOfMemoryException:
             if i == len(_BUDGETS) - 1:
                 raise

@@ -8,7 +8,7 @@ import zlib
 from pathlib import Path
 
 from qdebug.errors import ReplayFormatError
-from qdebug.input_files import refuse_special
+from qdebug.input_files import file_kind, refuse_special
 from qdebug.replay.batch import Batch
 
 FORMATS = ("capture", "runtime-log")
@@ -28,6 +28,9 @@ def detect_format(path: str | os.PathLike) -> str:
         raise ReplayFormatError(f"replay input is a directory: {p} (expected a JSONL capture or a runtime log)")
     refuse_special(p, "replay input", "a JSONL capture or a runtime log", ReplayFormatError, allow_fifo=True)
     from qdebug.replay.formats.runtime_log import open_log
+
+    if file_kind(p) is not None:
+        return "runtime-log"  # a pipe: a look at its first lines would take them from the log (--format capture for a capture)
 
     seen = blank_bytes = 0
     try:

@@ -43,7 +43,8 @@ def _seconds_cache() -> tuple[dict, Callable[[bytes], float | None]]:
     def seconds(stamp: bytes) -> float | None:
         if len(cache) > 200_000:
             cache.clear()
-        t = cache[stamp] = _prefix(stamp.decode("ascii"))[0]
+        # a stamp holding a non-ASCII byte (a BOM, a torn line) is no time of the fast shapes: the general recogniser judges the line
+        t = cache[stamp] = _prefix(stamp.decode("ascii"))[0] if stamp.isascii() else None
         return t
 
     return cache, seconds
@@ -85,7 +86,11 @@ def _scan_line(raw: bytes, line_no: int, seq: int, clock) -> Row | None:
         return None
     if len(raw) >= MAX_LINE_BYTES or (_EVENT_WORD(raw) is None and _EXC_SEARCH(raw) is None):
         return None
-    found = recognise_line(raw.decode("utf-8", "replace"), line_no, seq)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:  # not UTF-8: unknown (README), never an id with U+FFFD in it (a phantom request)
+        return None
+    found = recognise_line(text, line_no, seq)
     if found is None:
         return None
     e = found[0]

@@ -37,7 +37,10 @@ class ScanStats:
 
 
 def first_timestamp(path: Path, max_lines: int = 200) -> float | None:
-    """The first timestamp among a file's first lines (None when there is none): orders rotated files."""
+    """The first timestamp among a file's first lines (None when there is none, or for a pipe, whose lines a look
+    would consume): orders rotated files."""
+    if not is_regular(path):
+        return None
     try:
         with open_log(path) as f:
             for _ in range(max_lines):

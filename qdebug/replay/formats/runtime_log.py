@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import io
 import os
 import re
 import zlib
@@ -264,22 +265,90 @@ def starts_gzip(path: str | os.PathLike) -> bool:
         return False
 
 
+BOM = b"\xef\xbb\xbf"  # a UTF-8 byte-order mark some editors and Windows tools put first: not part of the first line
+
+
 def open_log(path: str | os.PathLike):
-    """A binary file object for a log: gzip-compressed files (by their magic bytes) are decompressed as read."""
+    """A binary file object for a log: gzip-compressed files (by their magic bytes) are decompressed as read, a leading
+    UTF-8 BOM is skipped, and a pipe (a FIFO, `<(...)`) is read as a stream, never seeked (its first bytes, read to
+    look at, come first again)."""
     f = open(path, "rb")
-    if f.read(2) == GZIP_MAGIC:
+    try:
+        if not f.seekable():
+            return _open_stream(f)
+        head = f.read(3)
+        if head[:2] == GZIP_MAGIC:
+            import gzip
+
+            packed = gzip.open(path, "rb")
+            try:
+                packed.peek(1)  # the gzip header: a text file that merely starts with 1f 8b is read as text
+            except (OSError, EOFError, zlib.error):
+                packed.close()
+            else:
+                f.close()
+                return _skip_bom(packed)
+        f.seek(3 if head == BOM else 0)
+        return f
+    except BaseException:
+        f.close()
+        raise
+
+
+def _open_stream(f):
+    """open_log for a stream that cannot seek: the bytes read to look for gzip's magic and a BOM are handed back."""
+    head = f.read(3)  # blocks until three bytes (or the end) came
+    if head[:2] == GZIP_MAGIC:
         import gzip
 
-        packed = gzip.open(path, "rb")
-        try:
-            packed.peek(1)  # the gzip header: a text file that merely starts with 1f 8b is read as text
-        except (OSError, EOFError, zlib.error):
-            packed.close()
+        inner = io.BufferedReader(_HeadFirst(head, f))
+        packed = gzip.GzipFile(fileobj=inner, mode="rb")
+        packed.myfileobj = inner  # closed with it, as gzip.open's own file is
+        return _skip_bom(packed)
+    return io.BufferedReader(_HeadFirst(b"" if head == BOM else head, f))
+
+
+def _skip_bom(packed):
+    """A decompressed stream with a leading UTF-8 BOM read past."""
+    try:
+        if packed.peek(3)[:3] == BOM:
+            packed.read(3)
+    except (OSError, EOFError, zlib.error):
+        pass  # a corrupt stream: the scan's own read names it
+    return packed
+
+
+class _HeadFirst(io.RawIOBase):
+    """A stream's bytes with the first few (already read) given back first; counts what it hands out (its tell: the
+    progress bar's bytes), since a pipe has no position of its own."""
+
+    def __init__(self, head: bytes, f):
+        super().__init__()
+        self.head, self.f, self.pos = head, f, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf) -> int:
+        if self.head:
+            n = min(len(buf), len(self.head))
+            buf[:n] = self.head[:n]
+            self.head = self.head[n:]
         else:
-            f.close()
-            return packed
-    f.seek(0)
-    return f
+            n = self.f.readinto(buf) or 0
+        self.pos += n
+        return n
+
+    def tell(self) -> int:
+        return self.pos
+
+    def fileno(self) -> int:
+        return self.f.fileno()
+
+    def close(self) -> None:
+        if not self.closed:
+            self.f.close()
+        super().close()
 
 
 def _file_lines(path: Path) -> Iterator[bytes]:
@@ -313,7 +382,11 @@ def _consume(lines: Iterable, batch: Batch) -> None:
             if len(raw) >= MAX_LINE_BYTES and not raw.endswith(b"\n"):
                 unknown += 1  # too long to be a runtime event: not examined
                 continue
-            text = bytes(raw).decode("utf-8", "replace")
+            try:
+                text = bytes(raw).decode("utf-8")
+            except UnicodeDecodeError:  # not UTF-8: unknown (as log_line._scan_line decides), never a phantom id
+                unknown += 1
+                continue
         elif isinstance(raw, str):
             if not (_RID_KEY in raw or _DESYNC_KEY in raw or _SHAPE_KEY in raw or _OOB_KEY in raw):
                 if raw and not raw.isspace():
