@@ -28,8 +28,10 @@ def video_preps(loaded, request, prepared, images: list[ImageInfo]) -> list[Vide
     tok = loaded.processor.tokenizer
     ids = inputs["input_ids"][0].tolist()
     seconds = inputs.get("second_per_grid_ts")
+    slices = prepared.video_slices or []
+    stamps = slice_stamps(tok, prepared.text, ids, slices, loaded.config) if any(len(r) > 1 for r in slices) else None
     out = []
-    for img, video, runs in zip(images, request.videos, prepared.video_slices or []):
+    for img, video, runs, stamp in zip(images, request.videos, slices, stamps or [None] * len(slices)):
         t = img.grid_thw[0]
         meta = video.metadata()
         out.append(VideoPrep(
@@ -39,7 +41,7 @@ def video_preps(loaded, request, prepared, images: list[ImageInfo]) -> list[Vide
             slice_times=slice_times(video.times, t, tp), runs=[list(r) for r in runs],
             pixel_values_videos_shape=list(inputs["pixel_values_videos"].shape) if "pixel_values_videos" in inputs else None,
             second_per_grid_ts=round(float(seconds[img.index]), 6) if seconds is not None else None,
-            timestamps=_timestamps(tok, ids, runs, loaded.config) if len(runs) > 1 else None,
+            timestamps=stamp if len(runs) > 1 else None,
             # What Qwen3-VL's processor writes for these slice times (`<t seconds>`, through the tokenizer and back):
             # beside `timestamps`, a prompt stamped from other times (e.g. its fps=24 fallback) shows.
             expected_timestamps=[tok.decode(tok.encode(f"<{x:.1f} seconds>", add_special_tokens=False))
@@ -49,20 +51,54 @@ def video_preps(loaded, request, prepared, images: list[ImageInfo]) -> list[Vide
     return out
 
 
-def _timestamps(tok, ids: list[int], runs, config) -> list[str]:
-    """The text the processor wrote before each run (Qwen3-VL's `<t seconds>`), between the vision start/end tokens."""
+def slice_stamps(tok, text: str, ids: list[int], slices: list[list[tuple[int, int]]], config) -> list[list[str]]:
+    """Per video, the text the processor wrote before each slice's run (Qwen3-VL's `<t seconds>`), read from its output.
+
+    A later slice's stamp lies between the previous run's vision end and its own run's vision start, in every
+    transformers. The first slice's left edge is where the processor's replacement began: the prompt text since the
+    previous video (tokenized, as the processor tokenized it) precedes it, and then the chat template's outer vision
+    start when the processor keeps it (transformers < 5.25) or the stamp itself (5.25 collapses that wrapper)."""
     start, end = getattr(config, "vision_start_token_id", None), getattr(config, "vision_end_token_id", None)
-    out = []
-    for k, (s, _) in enumerate(runs):
-        stop = runs[k - 1][1] if k else None
-        i, chunk = s - 1, []
-        if i >= 0 and ids[i] == start:  # the slice's own vision start
-            i -= 1
-        while i >= 0 and ids[i] not in (start, end) and (stop is None or i >= stop):
-            chunk.append(ids[i])
-            i -= 1
-        out.append(tok.decode(chunk[::-1]))
+    segments = _prompt_segments(tok, text, config, len(slices))
+    out, at = [], 0
+    for v, runs in enumerate(slices):
+        first = runs[0][0] - (ids[runs[0][0] - 1] == start)  # the first slice's own vision start
+        seg = tok(segments[v], add_special_tokens=v == 0)["input_ids"] if v < len(segments) else []
+        same = _common_prefix(ids[at:first], seg)
+        kept = same == len(seg) and at + same + 1 < first and ids[at + same] == start  # the outer vision start, kept
+        head = tok.decode(ids[at + same + kept:first])
+        if same < len(seg):  # the prompt's last token and the stamp's first were one token: drop the prompt's part
+            tail = tok.decode(seg[same:])
+            head = head[len(tail):] if tail and head.startswith(tail) else head
+        stamps = [head]
+        for (_, prev_end), (s, _) in zip(runs, runs[1:]):
+            stamps.append(tok.decode(ids[prev_end + (ids[prev_end] == end):s - (ids[s - 1] == start)]))
+        out.append(stamps)
+        last = runs[-1][1]
+        at = last + (last < len(ids) and ids[last] == end)
+        at += kept and at < len(ids) and ids[at] == end  # the outer vision end the kept wrapper closes with
     return out
+
+
+def _prompt_segments(tok, text: str, config, count: int) -> list[str]:
+    """The prompt text before each video's placeholder (the chat template's `<|vision_start|><|video_pad|><|vision_end|>`,
+    or a bare `<|video_pad|>`), since the previous one: what the processor tokenized around its replacements."""
+    pad, vs, ve = tok.convert_ids_to_tokens([config.video_token_id, config.vision_start_token_id, config.vision_end_token_id])
+    out, prev, at = [], 0, 0
+    while len(out) < count and (i := text.find(pad, at)) >= 0:
+        begin = i - len(vs) if text.startswith(vs, i - len(vs)) and i >= len(vs) else i
+        out.append(text[prev:begin])
+        at = i + len(pad)
+        prev = at + len(ve) if text.startswith(ve, at) else at
+    return out
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    """How many leading ids `a` and `b` share."""
+    n = 0
+    while n < len(a) and n < len(b) and a[n] == b[n]:
+        n += 1
+    return n
 
 
 def video_sync(loaded, images: list[ImageInfo], encode_rows: list, rec, prepared, received, expected) -> tuple[list[SyncVideo], list[Check]]:
