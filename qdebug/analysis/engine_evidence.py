@@ -25,9 +25,10 @@ def engine_rows(traces: dict) -> dict[str, tuple[str | None, dict[str, int]]]:
     return {rid: (donor_of(ids, matrix, rid), row_owners(rid, ids, landed, encoded)) for rid in ids}
 
 
-def engine_findings(report, bursts: list[dict], missing: list[str]) -> list[Finding]:
+def engine_findings(report, bursts: list[dict], missing: list[str], unreadable: list[tuple[str, str, str]] = ()) -> list[Finding]:
     """Findings from the engine's traces of each burst (`bursts[k]`: request id → trace), set against the donors
-    the report's answers named (`burst_donors`); `missing`: the traces that never appeared."""
+    the report's answers named (`burst_donors`); `missing`: the traces that never appeared; `unreadable`: (request id,
+    tag, why) of each trace that was there but could not be read (corrupt, or not a file of the folder)."""
     out: list[Finding] = []
     outcomes = {r.id: r for r in report.requests}
     for k, traces in enumerate(bursts):
@@ -52,6 +53,10 @@ def engine_findings(report, bursts: list[dict], missing: list[str]) -> list[Find
     if missing:
         out.append(Finding(FindingKind.PARTIAL_COMPARISON, Severity.WARNING,
                            f"{len(missing)} engine trace(s) never appeared (first: {missing[0]}): those requests carry no engine evidence"))
+    for rid, tag, why in unreadable:
+        out.append(Finding(FindingKind.PARTIAL_COMPARISON, Severity.WARNING,
+                           f"the engine trace of {tag} could not be read ({why[:300]}): that request carries no engine evidence",
+                           request_id=rid))
     return out
 
 

@@ -14,6 +14,7 @@ import time
 import uuid
 from pathlib import Path
 
+from qdebug.engine.trace_dir import TRACE_NAME, index_entries
 from qdebug.errors import EngineTraceError, IncompatibleTracesError, InputError
 
 from .diff_run import Comparison, DiffRun
@@ -42,11 +43,12 @@ def run_engine_diff(args, models: dict | None = None) -> DiffRun:
     cache: dict = {} if models is None else models
     results = []
     with _client(base, key, settings.timeout) as client:
-        served = _served_model(client, settings, base)
+        served, aliases = _served_model(client, settings, base)
         for order, request in requests:
             tag = f"qdebug-diff-{uuid.uuid4().hex[:12]}"
             answer = _send(client, request, served, tag, base)
             engine = await_trace(folder if folder is not None else HttpTraces(client, base), tag, settings.timeout)
+            check_engine_model(engine, served, aliases, tag)
             dtype = engine.meta.model.get("dtype", "float32") if args.dtype == "auto" else args.dtype
             side = DiffSide(f"A transformers {dtype}", device=args.device, dtype=dtype, attn_kernel=args.attn_kernel)
             k = (args.model, side.device, side.dtype, side.attn_kernel)
@@ -70,18 +72,37 @@ def _client(base: str, key: str | None, timeout: float):
     return httpx.Client(base_url=base, timeout=timeout, headers=headers, follow_redirects=False)
 
 
-def _served_model(client, settings, base: str) -> str:
-    """--served-model, else the first model the server lists."""
+def _served_model(client, settings, base: str) -> tuple[str, tuple[str, ...]]:
+    """--served-model, else the first model the server lists; and what else the listing says it is (model_aliases)."""
     import httpx
 
-    if settings.served_model:
-        return settings.served_model
+    from qdebug.replay.endpoint import model_aliases
+
     try:
-        return str(client.get("/models").json()["data"][0]["id"])
+        response = client.get("/models")
     except (httpx.HTTPError, OSError) as exc:
         raise EngineTraceError(f"cannot reach {base} ({type(exc).__name__}); is the vLLM server running?") from None
+    if settings.served_model:
+        return settings.served_model, model_aliases(response, settings.served_model)
+    try:
+        name = str(response.json()["data"][0]["id"])
     except (ValueError, KeyError, IndexError, TypeError):
         raise EngineTraceError(f"{base}/models lists no model; name it with --served-model") from None
+    return name, model_aliases(response, name)
+
+
+def check_engine_model(trace, served: str, aliases: tuple[str, ...], tag: str) -> None:
+    """The one rule for an engine trace's model (`diff --engine` and `replay --endpoint --engine-traces`): it was
+    recorded by a serving engine serving the model the client asked for, by that name or by what /v1/models says it
+    is (its checkpoint, its base model); IncompatibleTracesError (exit 5) otherwise: another server's traces."""
+    model = trace.meta.model if isinstance(trace.meta.model, dict) else {}
+    names = {model.get("spec"), model.get("path")} - {None}
+    if trace.meta.engine and names & {served, *aliases}:
+        return
+    what = f"model {model.get('spec')!r} ({model.get('path')})" if trace.meta.engine else "no serving engine (not an engine trace)"
+    asked = f"{served!r}" + (f" ({', '.join(aliases)})" if aliases else "")
+    raise IncompatibleTracesError(f"the engine trace of request {tag} records {what}, but the server was asked for {asked}: "
+                                  "expected the traces of the server the requests went to (its QDEBUG_VLLM_TRACE_DIR)")
 
 
 def _send(client, request, served: str, tag: str, base: str) -> str:
@@ -114,19 +135,13 @@ class HttpTraces:
 
     def find(self, tag: str) -> dict | None:
         """The index line of request `tag`, once the server lists it."""
-        import json
-
         response = self.client.get(f"{self.where}/index.jsonl")
         if response.status_code == 404 and "qdebug" not in response.text:  # no such route: the endpoint plugin is not loaded
             raise EngineTraceError(f"{self.root} does not serve qdebug's traces: start it with VLLM_PLUGINS=qdebug (and "
                                    "QDEBUG_VLLM_TRACE_DIR), or give --engine-traces DIR")
         found = None
-        for raw in response.text.splitlines() if response.status_code == 200 else []:
-            try:
-                line = json.loads(raw)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(line, dict) and line.get("qdebug_id") == tag:
+        for line in index_entries(response.text.splitlines() if response.status_code == 200 else []):
+            if line.get("qdebug_id") == tag:
                 found = line
         return found
 
@@ -136,6 +151,9 @@ class HttpTraces:
 
         from qdebug.trace.schema import load_trace
 
+        if not isinstance(line.get("trace"), str) or not TRACE_NAME.fullmatch(line["trace"]):
+            raise EngineTraceError(f"{self.where}/index.jsonl names trace {str(line.get('trace'))[:200]!r} for request "
+                                   f"{line.get('qdebug_id')}: expected NAME.qdt, a file of the trace folder")
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "engine.qdt"
             with self.client.stream("GET", f"{self.where}/{line.get('trace')}") as response, open(path, "wb") as f:
@@ -159,10 +177,19 @@ class FolderTraces:
         return find_in_index(self.folder, "qdebug_id", tag)
 
     def load(self, line: dict):
-        """Read the trace the index line names."""
+        """Read the trace the index line names: only a file of the folder itself (not `../x.qdt`, `/etc/passwd`)."""
+        from qdebug.engine.trace_dir import trace_in_folder
         from qdebug.trace.schema import load_trace
 
-        return load_trace(self.folder / str(line.get("trace")))
+        path = trace_in_folder(self.folder, line.get("trace"))
+        if path is None:
+            raise EngineTraceError(f"{self.where}/index.jsonl names trace {str(line.get('trace'))[:200]!r} for request "
+                                   f"{line.get('qdebug_id')}, which is not a trace file of that folder (expected NAME.qdt in it)")
+        return load_trace(path)
+
+
+class TraceMissing(EngineTraceError):
+    """No trace of the request appeared within the time allowed (as against one that is there but unreadable)."""
 
 
 def await_trace(source, tag: str, timeout: float):
@@ -174,7 +201,7 @@ def await_trace(source, tag: str, timeout: float):
         if line is not None:
             return source.load(line)
         if time.monotonic() > deadline:
-            raise EngineTraceError(
+            raise TraceMissing(
                 f"no trace of request {tag} appeared in {source.where} within {timeout:g} s: expected the server to run qdebug's "
                 f"plugin with QDEBUG_VLLM_TRACE_DIR set (its log says 'qdebug: tracing')")
         time.sleep(POLL_S)

@@ -81,15 +81,17 @@ def run_endpoint_replay(args: EndpointArgs, console=None) -> ReplayReport:
 
 
 def _engine_evidence(report, run, folder: Path, settings) -> list:
-    """The engine's own traces of every burst request (waited for, bounded by --timeout), as findings."""
+    """The engine's own traces of every burst request (waited for, bounded by --timeout), as findings. A trace that
+    never appears or cannot be read leaves that request without engine evidence (a finding says which and why); a
+    trace of another model than the one asked for refuses the run, as `diff --engine` does (exit 5)."""
     from qdebug.analysis.engine_evidence import engine_findings
-    from qdebug.commands.engine_diff import await_trace
-    from qdebug.errors import EngineTraceError
+    from qdebug.commands.engine_diff import TraceMissing, await_trace, check_engine_model
+    from qdebug.errors import EngineTraceError, InputError
     from qdebug.replay.endpoint import engine_trace_id
 
     import time
 
-    bursts, missing = [], []
+    bursts, missing, unreadable = [], [], []
     deadline = time.monotonic() + settings.timeout  # one bound for them all: a server that traces nothing costs one --timeout
     for k, burst in enumerate(run.bursts):
         traces = {}
@@ -98,11 +100,17 @@ def _engine_evidence(report, run, folder: Path, settings) -> list:
                 continue
             tag = engine_trace_id(settings.engine_tag, rid, f"burst-{k + 1}")
             try:
-                traces[rid] = await_trace(folder, tag, max(0.5, deadline - time.monotonic()))
-            except EngineTraceError:
+                trace = await_trace(folder, tag, max(0.5, deadline - time.monotonic()))
+            except TraceMissing:
                 missing.append(tag)
+                continue
+            except (EngineTraceError, InputError, OSError) as exc:  # corrupt, truncated, or not a file of the folder
+                unreadable.append((rid, tag, getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"))
+                continue
+            check_engine_model(trace, run.model, run.model_aliases, tag)
+            traces[rid] = trace
         bursts.append(traces)
-    return engine_findings(report, bursts, missing)
+    return engine_findings(report, bursts, missing, unreadable)
 
 
 def _local_references(batch, args: EndpointArgs) -> dict:

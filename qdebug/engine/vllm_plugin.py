@@ -57,6 +57,17 @@ def keep_hidden() -> bool:
     return os.environ.get(ENV_KEEP, "hidden").strip().lower() != "last"
 
 
+def check_settings() -> None:
+    """Say (once, at attach) which of the plugin's settings has a value it does not know, and what it does instead."""
+    mode = os.environ.get(ENV_MODE, "").strip().lower()
+    if mode not in ("", "all", "tagged"):
+        log.error("qdebug: %s=%s: expected all (or unset: tagged requests only); tracing tagged requests only",
+                  ENV_MODE, os.environ[ENV_MODE][:100])
+    keep = os.environ.get(ENV_KEEP, "hidden").strip().lower()
+    if keep not in ("hidden", "last"):
+        log.error("qdebug: %s=%s: expected hidden or last; keeping every prompt row (hidden)", ENV_KEEP, os.environ[ENV_KEEP][:100])
+
+
 def _skip_prefix_cache_when_traced() -> None:
     """A traced request must compute its whole prompt: tell the scheduler to read no prefix cache for it."""
     try:
@@ -150,10 +161,20 @@ def _attach(runner) -> None:
     from .trace_dir import TraceDir
     from .vllm_tracer import EngineTracer, TraceWriter
 
+    from qdebug.errors import OutputError
+
+    check_settings()
+    try:
+        folder = TraceDir(os.environ[ENV_DIR])
+        folder.check_writable(ENV_DIR)
+    except (OSError, OutputError) as exc:
+        log.error("qdebug: not tracing: %s; every request is served as without the plugin",
+                  getattr(exc, "message", None) or f"cannot make {ENV_DIR}={os.environ[ENV_DIR]} ({exc.strerror or exc})")
+        return
     model = _engine_model(runner, engine)
     tokenizer = _Lazy(lambda: _tokenizer(runner))
     extractor = _Lazy(lambda: _feature_extractor(runner))
-    writer = TraceWriter(partial(_assemble, assemble_engine_trace, runner, model, tokenizer, extractor), TraceDir(os.environ[ENV_DIR]))
+    writer = TraceWriter(partial(_assemble, assemble_engine_trace, runner, model, tokenizer, extractor), folder)
     tracer = EngineTracer(runner, writer, trace_all=trace_all(), keep_hidden=keep_hidden(), deepstack=bool(model.deepstack_levels))
     tracer.install()
     runner._qdebug_tracer = tracer

@@ -5,16 +5,15 @@ vLLM loads endpoint plugins only when `VLLM_PLUGINS` names them (`VLLM_PLUGINS=q
 general plugin of that name). Two read-only routes serve QDEBUG_VLLM_TRACE_DIR:
 - `GET /qdebug/traces/index.jsonl`: the index;
 - `GET /qdebug/traces/{name}.qdt`: one trace, by a name the index lists (no other path is reachable).
+Both serve only files of the folder itself: an index that is a symbolic or hard link, or a trace whose real path
+is elsewhere, is answered 404 (trace_dir.open_index, trace_dir.trace_in_folder).
 """
 
 from __future__ import annotations
 
 import os
-import re
 
-from .trace_dir import INDEX
-
-_NAME = re.compile(r"[A-Za-z0-9._-]+\.qdt")
+from .trace_dir import open_index, trace_in_folder
 
 
 class QdebugRoutes:
@@ -26,7 +25,7 @@ class QdebugRoutes:
     def attach_router(self, app) -> None:
         """Register the routes on vLLM's FastAPI app."""
         from fastapi import HTTPException
-        from fastapi.responses import FileResponse
+        from fastapi.responses import FileResponse, StreamingResponse
 
         def folder():
             root = os.environ.get("QDEBUG_VLLM_TRACE_DIR")
@@ -36,19 +35,28 @@ class QdebugRoutes:
 
         @app.get("/qdebug/traces/index.jsonl")
         def index():
-            path = os.path.join(folder(), INDEX)
-            if not os.path.isfile(path):
-                raise HTTPException(404, "qdebug: no trace written yet")
-            return FileResponse(path, media_type="application/jsonl")
+            try:
+                fd = open_index(folder())
+            except FileNotFoundError:
+                raise HTTPException(404, "qdebug: no trace written yet") from None
+            except OSError:
+                raise HTTPException(404, "qdebug: the trace folder's index.jsonl is not a file of the folder itself") from None
+            return StreamingResponse(_chunks(fd), media_type="application/jsonl")
 
         @app.get("/qdebug/traces/{name}")
         def trace(name: str):
-            root = folder()
-            path = os.path.realpath(os.path.join(root, name))
-            if not _NAME.fullmatch(name) or name.startswith(".") or os.path.dirname(path) != root or not os.path.isfile(path):
-                raise HTTPException(404, f"qdebug: no trace named {name!r}")
+            path = trace_in_folder(folder(), name, one_name=True)
+            if path is None:
+                raise HTTPException(404, f"qdebug: no trace named {name[:200]!r}")
             return FileResponse(path, media_type="application/zip")
 
     async def init_state(self, engine_client, state, args) -> None:
         """Nothing to set up: the routes read the folder."""
         return None
+
+
+def _chunks(fd: int, size: int = 1 << 16):
+    """The bytes of an open file, a block at a time; the descriptor is closed at the end (or when the client leaves)."""
+    with open(fd, "rb", closefd=True) as f:
+        while block := f.read(size):
+            yield block

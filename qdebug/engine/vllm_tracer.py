@@ -23,7 +23,7 @@ import threading
 from qdebug.trace.hooks import to_cpu
 
 from .vllm_model import decoder_layers, decoder_norm, linear_parts
-from .requests import EngineRequest, Feature, RowGap, rows_of_step, wants_trace
+from .requests import EngineRequest, Feature, RowGap, client_name, rows_of_step, wants_trace
 
 log = logging.getLogger("vllm.qdebug")
 
@@ -182,7 +182,9 @@ class EngineTracer:
                 return
             ids, path = prompt_ids_for_embeds(extra.get("qdebug_prompt_ids"), int(embeds.shape[0])), "embeds"
         features = [_feature(f) for f in state.mm_features or []]
-        name = str(extra.get("qdebug_id") or rid)
+        name, refused = client_name(extra, rid)
+        if refused:
+            log.warning("qdebug: request %s: %s; traced under the server's id", rid, refused)
         self.traced[rid] = EngineRequest(rid, name, list(ids), features, getattr(params, "max_tokens", None),
                                          keep_hidden=self.keep_hidden, input_path=path)
 

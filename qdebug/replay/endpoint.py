@@ -116,6 +116,7 @@ class EndpointRun:
     endpoint: str
     model: str
     settings: EndpointSettings
+    model_aliases: tuple = ()  # what /v1/models says `model` is besides its name: checkpoint, base model (model_aliases)
     references: dict = field(default_factory=dict)  # id → Answer (each request alone)
     bursts: list = field(default_factory=list)  # per repeat: id → Answer
     interrupted: bool = False
@@ -186,7 +187,14 @@ def _wav_base64(clip) -> str:
 
 
 def engine_trace_id(tag: str, request_id: str, phase: str) -> str:
-    """The qdebug_id a tagged request carries into the engine's trace folder."""
+    """The qdebug_id a tagged request carries into the engine's trace folder; a capture's over-long request id is
+    replaced by its hash, so the whole id stays within what the plugin takes (engine.trace_dir.MAX_ID)."""
+    import hashlib
+
+    from qdebug.engine.trace_dir import MAX_ID
+
+    if len(tag) + len(request_id) + len(phase) + 2 > MAX_ID:
+        request_id = "sha256-" + hashlib.sha256(request_id.encode("utf-8", "surrogatepass")).hexdigest()[:24]
     return f"{tag}.{request_id}.{phase}"
 
 
@@ -266,8 +274,8 @@ async def _send(client, body: dict, tag: str, settings: EndpointSettings, key: s
     return Answer(error=f"{cause} (after {settings.retries + 1} attempts)", attempts=settings.retries + 1, seconds=time.perf_counter() - start)
 
 
-async def _probe_model(client, settings: EndpointSettings, base: str, key: str | None) -> str:
-    """The served model's name: --served-model, else the first entry of /v1/models."""
+async def _probe_model(client, settings: EndpointSettings, base: str, key: str | None) -> tuple[str, tuple[str, ...]]:
+    """The served model's name (--served-model, else the first entry of /v1/models) and what else it is listed as."""
     import httpx
 
     try:
@@ -281,13 +289,25 @@ async def _probe_model(client, settings: EndpointSettings, base: str, key: str |
     if response.status_code in (401, 403):
         raise EndpointError(f"{base} refused the request (HTTP {response.status_code}: {_redact(server_message(response), key)}); check --api-key-env")
     if settings.served_model:
-        return settings.served_model
+        return settings.served_model, model_aliases(response, settings.served_model)
     if response.status_code != 200:
         raise EndpointError(f"{base}/models answered HTTP {response.status_code} ({_redact(server_message(response), key)}); name the model with --served-model")
     try:
-        return str(response.json()["data"][0]["id"])
+        name = str(response.json()["data"][0]["id"])
     except (ValueError, KeyError, IndexError, TypeError, RecursionError):
         raise EndpointError(f"{base}/models lists no model; name it with --served-model") from None
+    return name, model_aliases(response, name)
+
+
+def model_aliases(response, name: str) -> tuple[str, ...]:
+    """What else the server says model `name` is, from its /v1/models entry as vLLM lists it: the checkpoint
+    (`root`) and, for an adapter, the base model (`parent`); () when the answer does not say."""
+    try:
+        entries = response.json()["data"] if response.status_code == 200 else []
+        entry = next((e for e in entries if isinstance(e, dict) and e.get("id") == name), {})
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        return ()
+    return tuple(v for v in (entry.get("root"), entry.get("parent")) if isinstance(v, str) and v)
 
 
 def run_endpoint(
@@ -311,7 +331,7 @@ async def _run(batch: Batch, settings: EndpointSettings, base: str, key: str | N
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     limits = httpx.Limits(max_connections=settings.concurrency or 64)
     async with httpx.AsyncClient(base_url=base, headers=headers, timeout=settings.timeout, limits=limits, follow_redirects=False) as client:
-        run.model = await _probe_model(client, settings, base, key)
+        run.model, run.model_aliases = await _probe_model(client, settings, base, key)
         items = [r for r in batch.requests if r.request is not None]
         cpu0 = time.process_time()
         bodies = {r.request_id: chat_body(r.request, run.model, settings.top_logprobs) for r in items}
