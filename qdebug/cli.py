@@ -12,7 +12,6 @@ import typer
 from qdebug.errors import QDebugError
 from qdebug.replay.fault_registry import Command, inject_help  # no torch: the --inject help is read from the registry
 from qdebug.signals import Terminated, terminate_as_interrupt
-from qdebug.vocab import Severity
 
 app = typer.Typer(
     name="qdebug",
@@ -92,7 +91,7 @@ def attn(
 ) -> None:
     """Run one request; show generated text, stage checks, top-k per token and attention over the image (or clip, or video)."""
     from qdebug.commands.attn import AttnArgs, run_attn, write_outputs
-    from qdebug.commands.common import consoles, progress, say_wrote
+    from qdebug.commands.common import consoles, exit_status, progress, say_wrote
     from qdebug.outputs import OutputPlan
 
     for item in keep or []:
@@ -112,14 +111,13 @@ def attn(
         from qdebug.tui.app import build_app
 
         build_app(trace=result.trace, source=f"qdebug attn {image}").run()
-        return
+        raise typer.Exit(exit_status(result.trace.findings))
     from qdebug.render.attn_report import attn_renderables
 
     for renderable in attn_renderables(result):  # on stderr when stdout carries the JSON, terminal or not
         report.print(renderable)
     say_wrote(status, png, save, json_out)
-    if any(f.severity == Severity.ERROR for f in result.trace.findings):
-        raise typer.Exit(1)
+    raise typer.Exit(exit_status(result.trace.findings))  # the one rule (commands/common.py): an ERROR finding is exit 1
 
 
 @app.command()
@@ -224,8 +222,10 @@ def replay(
             status.print("SIGTERM asks for a prompt stop: the files hold the requests, events and findings kept in memory "
                           f"(up to {len(report.events):,} events); Ctrl-C, or a run to the end, writes all that was read")
         raise typer.Exit(143 if terminated.is_set() else 130)
-    if found_problems(report) and not exit_zero:
-        raise typer.Exit(1)  # a gate for CI or a canary: this replay found a problem
+    if not exit_zero:  # a gate for CI or a canary: 1 when this replay found a problem
+        from qdebug.commands.common import exit_status
+
+        raise typer.Exit(exit_status(report.findings, found_problems(report)))
 
 
 @app.command()
@@ -258,7 +258,7 @@ def diff(
     max_frames: Annotated[Optional[int], typer.Option("--max-frames", min=1, help="With a video: at most this many frames, spread evenly (default 64).")] = None,
 ) -> None:
     """Find the first stage where two runs that should agree part (two input paths, dtypes, kernels, devices, an engine, or two saved traces)."""
-    from qdebug.commands.common import consoles, emit_json, progress, say_wrote
+    from qdebug.commands.common import consoles, emit_json, exit_status, progress, say_wrote
     from qdebug.commands.diff import DiffArgs, run_diff
     from qdebug.outputs import OutputPlan
 
@@ -281,8 +281,7 @@ def diff(
     for renderable in diff_report(run, onnx=onnx is not None):  # on stderr when stdout carries the JSON, terminal or not
         report.print(renderable)
     say_wrote(status, png, json_out)
-    if run.parted:
-        raise typer.Exit(1)
+    raise typer.Exit(exit_status([f for c in run.comparisons for f in c.result.findings], run.parted))
 
 
 @export_app.command("onnx")

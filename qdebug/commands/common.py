@@ -5,6 +5,10 @@ from __future__ import annotations
 import sys
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Iterable
+
+if TYPE_CHECKING:
+    from qdebug.findings import Finding
 
 
 def consoles(json_to_stdout: bool):
@@ -108,3 +112,15 @@ def two_phase_progress(console, first: tuple[str, int], second: tuple[str, int],
             bar.update(run, advance=1, note=f"{count_word}: {bad[0]}")
 
         yield on_progress
+
+
+def exit_status(findings: Iterable[Finding], problem: bool = False) -> int:
+    """The exit status of every command that reports findings: 1 for a problem (any ERROR finding, or the command's own judgement), else 0.
+
+    The one exception is what another system said: a capture's `observed` answers are production's story, reported
+    beside this run's and never its failure (README, `qdebug replay`).
+    """
+    from qdebug.vocab import FindingKind, Severity
+
+    reported_only = {FindingKind.OBSERVED_CONTAMINATION, FindingKind.OBSERVED_DIVERGED}
+    return int(problem or any(f.severity == Severity.ERROR and f.kind not in reported_only for f in findings))

@@ -100,7 +100,8 @@ def _cuda() -> bool:
 
 
 def found_problems(report: ReplayReport) -> bool:
-    """Whether this replay found contamination, desync, divergence or errors: `qdebug replay` then exits 1.
+    """Whether this replay's verdicts found contamination, desync, divergence or errors: `qdebug replay` then exits 1, as
+    for any ERROR finding (`commands.common.exit_status`, the rule of every command).
 
     Request verdicts judge what this replay observed (what production answered, `observed`, has its own findings);
     a log's problem that names no request (a desync warning without an id) counts too.

@@ -9,6 +9,7 @@ from __future__ import annotations
 from qdebug.vocab import FindingKind, StageName
 
 from ..audio import envelope
+from ..media_rows import rows_gap, same_rows
 from ..schema import Check, Stage
 from ..stats import SAME_ROWS, best_block_match, fingerprint, tensor_stats
 from ..summaries import EncodeClip, EncodeSummary, PreprocessSummary, SyncClip, SyncSummary, TensorStats
@@ -78,11 +79,14 @@ def clip_stages(clips: list[dict], rows: dict, padded: int, embeds, position_ids
         tensors[tensor_name(T.SYNC_EMBEDS)] = embeds
     for c, clip_rows in zip([c for c in clips if c["index"] in rows], encode_rows):
         start, end = c["span"] or (0, 0)
-        landed, score = best_block_match(clip_rows, embeds) if embeds is not None and len(clip_rows) else (None, 0.0)
-        landed = landed if score >= SAME_ROWS else None
         same_len = embeds is not None and end - start == clip_rows.shape[0]
-        exact = same_len and bool(torch.equal(embeds[start:end], clip_rows.to(embeds.dtype)))
-        diff = float((embeds[start:end].float() - clip_rows.float()).abs().max()) if same_len and len(clip_rows) else None
+        exact = same_len and same_rows(embeds[start:end], clip_rows)  # NaN-aware: a NaN row copied into place is in place
+        diff = rows_gap(embeds[start:end], clip_rows) if same_len and len(clip_rows) else None
+        if exact and len(clip_rows):  # its very rows, bit for bit, at its placeholders (a cosine cannot say so of NaN rows)
+            landed, score = start, 1.0
+        else:
+            landed, score = best_block_match(clip_rows, embeds) if embeds is not None and len(clip_rows) else (None, 0.0)
+            landed = landed if score >= SAME_ROWS else None
         per_clip.append(SyncClip(audio=c["index"], text_offset=start, audio_offset=landed, match=score, rows=clip_rows.shape[0],
                                  placeholders=end - start, frames=c["frames"], max_abs_diff=diff))
         checks.append(Check(f"clip {c['index']}: placeholders == rows the mask allows", end - start == clip_rows.shape[0] == c["rows"],

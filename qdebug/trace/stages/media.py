@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from qdebug.vocab import FindingKind, StageName
 
+from ..media_rows import rows_gap, same_rows
 from ..schema import Check, ImageInfo, Stage
 from ..stats import fingerprint, tensor_stats
 from ..summaries import EncodeSummary, EncoderSpan, PreprocessSummary, SyncSummary, TensorStats
@@ -94,8 +95,8 @@ def _sync(loaded, inputs, items, rows: dict, rec, tensors: dict) -> Stage:
         span.placeholders = len(m.positions)
         if r is not None and embeds is not None and len(m.positions) == r.shape[0]:
             at = embeds[m.positions]
-            span.rows, span.exact = r.shape[0], bool(torch.equal(at, r.to(at.dtype)))
-            span.max_abs_diff = float((at.float() - r.float()).abs().max()) if r.shape[0] else 0.0
+            span.rows, span.exact = r.shape[0], same_rows(at, r)  # NaN-aware: a NaN row copied into place is in place
+            span.max_abs_diff = rows_gap(at, r)
             span.fingerprint = fingerprint(at)
         spans.append(span)
         checks.append(Check(f"{m.modality} {m.index}: rows == placeholders == expected", r is not None and r.shape[0] == len(m.positions) == m.expected,
