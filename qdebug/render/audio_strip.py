@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from qdebug.trace.tensor_names import TensorKind as T
@@ -16,13 +17,21 @@ RAMP = "inferno"
 
 
 def _resample(values, width: int) -> list[float]:
-    """`values` stretched or squeezed to `width` columns (max within each column: peaks stay visible)."""
+    """`values` stretched or squeezed to `width` columns (max within each column: peaks stay visible; a column of NaN
+    only is NaN)."""
     n = len(values)
     out = []
     for c in range(width):
         a, b = c * n // width, max(c * n // width + 1, (c + 1) * n // width)
-        out.append(max(float(v) for v in values[a:b]))
+        seen = [float(v) for v in values[a:b] if v == v]
+        out.append(max(seen) if seen else float("nan"))
     return out
+
+
+def _blocks(values: list[float], lo: float, hi: float) -> str:
+    """One block per value, its height from lo..hi; a value that is not finite is blank (as the heatmaps draw NaN)."""
+    span = (hi - lo) or 1.0
+    return "".join(BLOCKS[round(min(1.0, max(0.0, (v - lo) / span)) * (len(BLOCKS) - 1))] if math.isfinite(v) else " " for v in values)
 
 
 def strip_panel(trace, clip: dict, strip, title: str, width: int = 72):
@@ -36,12 +45,18 @@ def strip_panel(trace, clip: dict, strip, title: str, width: int = 72):
     text = Text()
     if env is not None and len(env):
         wave = _resample(env.tolist(), width)
-        top = max(wave) or 1.0
-        text.append("".join(BLOCKS[round(v / top * (len(BLOCKS) - 1))] for v in wave) + "  waveform\n", style="cyan")
+        finite = [v for v in wave if math.isfinite(v)]
+        text.append(_blocks(wave, 0.0, max(finite, default=0.0)) + "  waveform\n", style="cyan")
     att = _resample(strip.tolist(), width)
-    lo, hi = min(att), max(att)  # min..max so a nearly flat strip still shows where it rises
-    text.append("".join(BLOCKS[round((v - lo) / ((hi - lo) or 1.0) * (len(BLOCKS) - 1))] for v in att) + "  attention\n", style="bold yellow")
-    peak = strip_peak(trace, strip, clip["index"])
+    finite = [v for v in att if math.isfinite(v)]
+    # min..max so a nearly flat strip still shows where it rises
+    text.append(_blocks(att, min(finite, default=0.0), max(finite, default=0.0)) + "  attention\n", style="bold yellow")
+    bad = int((~strip.isfinite()).sum())
+    if bad:  # the model computed NaN/Inf here (its own checks say where it started): no peak to point at among them
+        text.append(f"attention is not finite at {bad} of {strip.shape[0]} row(s), drawn blank\n", style="bold red")
+        if bad == strip.shape[0]:
+            return Panel(text, title=title, expand=False)
+    peak = strip_peak(trace, strip.nan_to_num(nan=float("-inf")), clip["index"])
     col = min(width - 1, peak.row * width // max(1, peak.rows))
     text.append(" " * col + "^ peak", style="bold")
     seconds = clip["seconds"]

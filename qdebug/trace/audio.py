@@ -30,6 +30,17 @@ class Clip:
     rate: int
     source: str
 
+    def __post_init__(self) -> None:
+        """Refuse samples no model can hear: a NaN or infinity would reach the features, the encoder and every
+        layer, and the report would judge the arithmetic, not the request (a huge but finite sample is kept)."""
+        import numpy as np
+
+        bad = ~np.isfinite(np.asarray(self.samples))
+        if bad.any():
+            first = int(np.argmax(bad))
+            raise AudioError(f"non-finite audio samples: {self.source} ({int(bad.sum())} NaN/Inf sample(s), the first at "
+                             f"sample {first}, {first / self.rate if self.rate else 0:.3f} s); expected finite samples")
+
     @property
     def seconds(self) -> float:
         """Duration in seconds."""
@@ -47,6 +58,29 @@ class Clip:
 
         g = gcd(int(rate), int(self.rate))
         return resample_poly(self.samples, rate // g, self.rate // g).astype(np.float32)
+
+
+# Qwen2-Audio's forward reads a prompt holding no two adjacent audio placeholders as one its processor never expanded
+# (its legacy merge), and then fails: a lone clip of one row is not enough there.
+ROWS_NEEDED = {"qwen2_audio": 2}
+
+
+def require_rows(loaded, clips: list[Clip]) -> None:
+    """Refuse a clip too short for the encoder rows the model needs: the processor would give it no placeholder, and
+    the request would fail later as a placeholder count. The minimum is the model's own: its feature extractor's hop
+    (one frame per hop, the last one partial) and its tower's formula from frames to rows (`rows_for_frames`)."""
+    fe = loaded.processor.feature_extractor
+    rate, hop = int(fe.sampling_rate), int(fe.hop_length)
+    rows = ROWS_NEEDED.get(getattr(loaded.config, "model_type", None), 1)
+    frames = next((f for f in range(1, 4097) if loaded.adapter.rows_for_frames(loaded.model, f) >= rows), None)
+    if frames is None:
+        return  # a tower that keeps no row for any short clip: the placeholder checks speak for it
+    need = (frames - 1) * hop + 1
+    for clip in clips:
+        if len(clip.at_rate(rate)) < need:
+            raise AudioError(f"audio too short: {clip.source} is {len(clip.samples)} sample(s) at {clip.rate} Hz ({clip.seconds:.4f} s); "
+                             f"expected at least {need} samples at the feature extractor's {rate} Hz ({need / rate:.4f} s): "
+                             f"{frames} feature frames, what the model needs for {rows} encoder row(s)")
 
 
 def sniff_audio(head: bytes) -> str | None:
@@ -76,6 +110,7 @@ def is_audio_file(path: str | Path) -> bool:
 
 def decode_audio(data: bytes, source: str) -> Clip:
     """Decode audio bytes (any format libsndfile reads) to a mono float32 clip; AudioError names `source`."""
+    import numpy as np
     import soundfile as sf
 
     if sniff_audio(data[:16]) is None:
@@ -88,7 +123,8 @@ def decode_audio(data: bytes, source: str) -> Clip:
         raise AudioError(f"corrupt audio: {source} ({why.strip() or type(exc).__name__})") from None
     if samples.shape[0] == 0:
         raise AudioError(f"empty audio: {source} (expected at least one sample)")
-    return Clip(samples.mean(axis=1), int(rate), source)
+    # channels averaged in float64: two huge but finite channels must not overflow float32 into an infinity
+    return Clip(samples.mean(axis=1, dtype=np.float64).astype(np.float32), int(rate), source)
 
 
 def load_audio(path: str | Path) -> Clip:

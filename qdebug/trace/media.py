@@ -70,6 +70,9 @@ def media_kwargs(loaded, request) -> dict:
         kwargs["images"] = request.images
     slots = audio_slots(request)
     if slots:
+        from .audio import require_rows
+
+        require_rows(loaded, [clip for clip, _ in slots])
         rate = int(processor.feature_extractor.sampling_rate)
         kwargs.update(audio=[clip.at_rate(rate) for clip, _ in slots], sampling_rate=rate)
     if request.videos:

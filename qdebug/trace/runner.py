@@ -69,6 +69,9 @@ def prepare(loaded, request: Request) -> Prepared:
         return _prepare_media(loaded, request, text)
     kwargs = {"images": request.images} if request.images else {}
     if request.audios:  # audio families: each clip resampled to the feature extractor's rate
+        from .audio import require_rows
+
+        require_rows(loaded, request.audios)
         rate = int(processor.feature_extractor.sampling_rate)
         kwargs.update(audio=[clip.at_rate(rate) for clip in request.audios], sampling_rate=rate)
     if request.videos:
