@@ -12,6 +12,9 @@ from qdebug.input_files import file_kind
 VIDEO_MARKER = "<video>"
 FOLDER_FPS = 2.0  # a frame folder's rate when --fps is not given: the Qwen-VL video processors' own default
 MAX_FRAMES = 64  # --max-frames default: enough for a debugger, bounded memory
+# The frames a video keeps hold at most this many largest images' worth of pixels (Pillow's MAX_IMAGE_PIXELS, the image
+# limit, ~89.5 M by default: 8 of them are ~716 M pixels, ~2.1 GB as RGB; 64 frames of 4K fit, 64 of 5K do not).
+VIDEO_IMAGES = 8
 
 
 class VideoError(InputError):
@@ -113,6 +116,42 @@ def load_video(path: str | Path, *, fps: float | None = None, max_frames: int = 
     return _file(p, fps, max_frames)
 
 
+def check_frames(label: str, sizes: list[tuple[int, int]], max_frames: int) -> None:
+    """Refuse, before decoding, a frame over the image pixel limit and kept frames over the video's (VIDEO_IMAGES
+    largest images); `sizes` are the kept frames' (width, height) from headers or stream metadata."""
+    from .image_input import max_pixels
+
+    limit = max_pixels()
+    if limit is None:  # Pillow's limit switched off (Image.MAX_IMAGE_PIXELS = None): so are these
+        return
+    for w, h in sizes:
+        if w * h > limit:
+            raise VideoError(f"video frame too large: {label} has frames of {w}×{h} = {w * h:,} pixels "
+                             f"(expected at most {limit:,} per frame, the image limit; a decompression bomb?)")
+    total = sum(w * h for w, h in sizes)
+    if total > VIDEO_IMAGES * limit:
+        w, h = sizes[0]
+        raise VideoError(f"video too large: {label} keeps {len(sizes)} frame(s) of {w}×{h}, {total:,} pixels in all (expected at most "
+                         f"{VIDEO_IMAGES * limit:,}; give fewer --max-frames than {max_frames}, a lower --fps, or a smaller video)")
+
+
+def _header_sizes(paths: list[Path]) -> list[tuple[int, int]]:
+    """Each image file's (width, height) from its header (Pillow opens lazily: nothing decoded); a file Pillow cannot
+    open is left to the decoder, which names what is wrong with it."""
+    from .image_input import open_checked
+
+    sizes = []
+    for path in paths:
+        try:
+            with open_checked(path, str(path)) as im:
+                sizes.append(im.size)
+        except InputError:  # over Pillow's own bomb limit: the image's one-line error
+            raise
+        except Exception:
+            continue
+    return sizes
+
+
 def _folder(p: Path, fps: float | None, max_frames: int) -> Video:
     """Every regular file of the folder in name order is a frame; the folder plays at `fps` (default 2.0)."""
     from .request import load_image
@@ -122,6 +161,7 @@ def _folder(p: Path, fps: float | None, max_frames: int) -> Video:
         raise VideoError(f"empty frame folder: {p} (expected image files, one per frame, in name order)")
     rate = fps if fps is not None else FOLDER_FPS
     picked = sample(len(names), rate, None, max_frames)
+    check_frames(str(p), _header_sizes([names[i] for i in picked]), max_frames)
     frames = [load_image(names[i]) for i in picked]
     _same_size(frames, [str(names[i]) for i in picked], p)
     return Video(frames, picked, [i / rate for i in picked], rate, len(names), str(p),
@@ -144,35 +184,64 @@ def frames_video(frames: list, label: str, *, fps: float | None = None, max_fram
     rate = fps if fps is not None else FOLDER_FPS
     picked = sample(len(frames), rate, None, max_frames)
     kept = [frames[i] for i in picked]
+    check_frames(label, [f.size for f in kept], max_frames)
     _same_size(kept, [f"{label} frame {i}" for i in picked], Path(label))
     return Video(kept, picked, [i / rate for i in picked], rate, len(frames), label, [f"{len(frames)} frames read as {rate:g} fps"])
 
 
 def _file(p: Path, fps: float | None, max_frames: int, source=None) -> Video:
-    """Decode every frame with PyAV (so indices are exact), keeping those `sample` picks."""
+    """Decode every frame with PyAV (so indices are exact), holding only those `sample` picks as RGB images.
+
+    The frame count comes first from demuxing alone (no frame decoded), so the kept frames' pixels are checked from
+    the stream's metadata before any decoding; each decoded frame is checked again before it is converted."""
     import av
 
+    def opened():
+        if source is not None:
+            source.seek(0)
+        return av.open(source if source is not None else str(p))
+
     try:
-        with av.open(source if source is not None else str(p)) as container:
+        with opened() as container:
             if not container.streams.video:
                 raise VideoError(f"no video stream in {p} (expected a video file such as MP4 or WebM)")
             stream = container.streams.video[0]
             rate = float(stream.average_rate or stream.guessed_rate or 0) or None
-            frames = [frame.to_image().convert("RGB") for frame in container.decode(stream)]
+            size = (int(stream.codec_context.width or 0), int(stream.codec_context.height or 0))
+            check_frames(str(p), [size], max_frames)  # one frame over the limit: refused before demuxing all
+            total = sum(1 for packet in container.demux(stream) if packet.size)
+        if rate is None:
+            raise VideoError(f"video {p} declares no frame rate (expected one in the file; or give a folder of frames with --fps)")
+        picked = sample(total, rate, fps, max_frames)
+        check_frames(str(p), [size] * len(picked), max_frames)
+        kept, decoded = _decode(opened, set(picked), p, max_frames)
+        if decoded != total:  # the decoder's count is the truth (a packet without a frame): pick again, decode again
+            total, picked = decoded, sample(decoded, rate, fps, max_frames)
+            if set(picked) - set(kept):
+                kept, _ = _decode(opened, set(picked), p, max_frames)
     except VideoError:
         raise
     except Exception as exc:  # FFmpeg's errors (InvalidDataError, ...) on files that are not video or are cut short
         raise VideoError(f"undecodable video: {p} ({type(exc).__name__}: {' '.join(str(exc).split())[:160]}); "
                          "expected a video file PyAV/FFmpeg decodes or a folder of frames") from None
-    if not frames:
+    if not total:
         raise VideoError(f"empty video: {p} has no decodable frames (expected at least one)")
-    if rate is None:
-        raise VideoError(f"video {p} declares no frame rate (expected one in the file; or give a folder of frames with --fps)")
-    picked = sample(len(frames), rate, fps, max_frames)
-    kept = [frames[i] for i in picked]
-    _same_size(kept, [f"{p} frame {i}" for i in picked], p)
-    return Video(kept, picked, [i / rate for i in picked], rate, len(frames), str(p),
-                 [f"{len(frames)} frames at {rate:g} fps; {len(picked)} sampled" + (f" at {fps:g} fps" if fps is not None else "")])
+    frames = [kept[i] for i in picked]
+    _same_size(frames, [f"{p} frame {i}" for i in picked], p)
+    return Video(frames, picked, [i / rate for i in picked], rate, total, str(p),
+                 [f"{total} frames at {rate:g} fps; {len(picked)} sampled" + (f" at {fps:g} fps" if fps is not None else "")])
+
+
+def _decode(opened, keep: set[int], p: Path, max_frames: int) -> tuple[dict, int]:
+    """(frame index → RGB image for the indices in `keep`, frames decoded): the others are dropped as they come."""
+    kept, count = {}, 0
+    with opened() as container:
+        for frame in container.decode(container.streams.video[0]):
+            if count in keep:
+                check_frames(str(p), [(frame.width, frame.height)], max_frames)  # the bitstream may not say what the header said
+                kept[count] = frame.to_image().convert("RGB")
+            count += 1
+    return kept, count
 
 
 def _same_size(frames: list, names: list[str], where: Path) -> None:
