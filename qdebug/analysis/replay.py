@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from qdebug.findings import Finding
@@ -14,7 +15,7 @@ from qdebug.vocab import FindingKind, Severity, StageName, Verdict
 
 from .offsets import candidates_from_references, measure_stream, media_spans
 from .detectors.contamination import OWN, UNMATCHED, contamination_from_donors, contamination_matrix, donor_of, is_mixed, row_owners
-from .detectors.divergence import first_token_divergence, kl, observed_source, topk_overlap
+from .detectors.divergence import first_token_divergence, kl, observed_sources, topk_overlap
 from .detectors.log_findings import contaminating_events, contamination_from_events, findings_from_events, offsets_from_events, request_verdicts_from_events
 from .verdicts import RequestEvidence, judge_request
 
@@ -54,7 +55,8 @@ def report_from_replay(batch: Batch, run: ReplayRun) -> ReplayReport:
     references = {rid: run.references[rid].generated_text for rid in ran}
     candidates = candidates_from_references({rid: run.references[rid] for rid in ran})
     rows = _Rows(ran, matrix, landed, encoded)
-    findings = _event_findings(events)
+    ids = [r.request_id for r in batch.requests]
+    findings = _event_findings(events, ids)
     outcomes = []
     for req in batch.requests:
         rid = req.request_id
@@ -75,7 +77,7 @@ def report_from_replay(batch: Batch, run: ReplayRun) -> ReplayReport:
         trace = run.traces.get(rid)
         _fill_replayed(out, trace, run.batched.get(rid), run.references[rid], candidates)
         # A fault's own events are labels, never evidence: the verdict rests on the rows the decoder received.
-        out.injected = sorted({e.message for e in events if e.request_id == rid and e.is_fault_label})
+        out.injected = sorted({e.message for e in shown_labels(events, ids) if e.request_id == rid})
         findings += _judge_replayed(out, trace, rows, references)
     report = ReplayReport(
         source=batch.source, kind="capture", mode=run.settings.mode, inject=run.settings.inject, seed=run.settings.seed,
@@ -98,13 +100,24 @@ def contaminating_overwrites(report: ReplayReport) -> set[int]:
     return {e.seq for e in contaminating_events(events)}
 
 
-def _event_findings(events) -> list[Finding]:
+def shown_labels(events, ids: tuple[str, ...] | list[str] = ()) -> list:
+    """The fault labels a report repeats in words: those with a message that names no request.
+
+    A label naming a request (the shared buffer's "rows written by request X") would be a second, unmeasured account
+    of whose rows landed, which may differ from the measured one: the views name donors from the rows only.
+    """
+    named = re.compile("|".join(rf"(?<![\w-]){re.escape(i)}(?![\w-])" for i in ids)) if ids else None
+    return [e for e in events if e.is_fault_label and e.message and (named is None or not named.search(e.message))]
+
+
+def _event_findings(events, ids: tuple[str, ...] | list[str] = ()) -> list[Finding]:
     """Findings from a replay's events: desyncs and errors as they are, overwrites as `overwrite`, fault labels as `injected`.
 
     An event-level "contamination" is an overwrite before the sync step; the matrix decides contamination here.
-    Events a fault emitted about itself are labels: they become "injected" notes, never desync findings.
+    Events a fault emitted about itself are labels: they become "injected" notes (`shown_labels`), never findings of
+    their own kind, and never name a donor.
     """
-    labels = [e for e in events if e.is_fault_label]
+    labels = shown_labels(events, ids)
     from_events = findings_from_events([e for e in events if not e.is_fault_label])
     seen = set()
     for e in labels:
@@ -135,8 +148,6 @@ def _judge_replayed(out: RequestOutcome, trace, rows: _Rows, references: dict[st
     failed = [c for c in (trace.stages[StageName.SYNC].checks if trace else []) if not c.ok]
     moved = [im for im in out.images if im["visual_offset"] != im["text_offset"]]
     diverged = out.replayed is not None and out.replayed != out.reference
-    # What production answered is judged beside the verdict, never into it: the verdict is this replay's own evidence.
-    out.observed_verdict, out.observed_donor, said = observed_evidence(out, references)
     out.verdict = judge_request(RequestEvidence(donor=donor, damaged=bool(mixed or failed or moved), diverged=diverged))
     findings = []
     if donor is not None:
@@ -153,6 +164,9 @@ def _judge_replayed(out: RequestOutcome, trace, rows: _Rows, references: dict[st
         findings.append(Finding(FindingKind.DIVERGED, Severity.WARNING,
                                 f"request {rid}: replayed {out.replayed!r} but its isolated reference says {out.reference!r} (first-token KL {out.first_token_kl})",
                                 request_id=rid))
+    # What production answered is judged beside the verdict, never into it: the verdict is this replay's own evidence
+    # (judged last: where several requests answer alike, the rows this replay measured say which one it was).
+    out.observed_verdict, out.observed_donor, said = observed_evidence(out, references)
     return findings + said
 
 
@@ -210,10 +224,15 @@ def observed_evidence(out: RequestOutcome, references: dict[str, str]) -> tuple[
         return None, None, []
     if out.observed.strip() == out.reference.strip():
         return Verdict.OK, None, []
-    source = observed_source(out.observed, {k: v for k, v in references.items() if k != out.id})
-    if source is not None:
+    sources = observed_sources(out.observed, {k: v for k, v in references.items() if k != out.id})
+    if sources:
+        # Requests that answer alike cannot be told apart by the text: the measured donor, when it is one of them, is it.
+        source = out.donor if out.donor in sources else sources[0]
+        whose = f"request {source}'s reference answer" if len(sources) == 1 else \
+            f"the reference answer of requests {', '.join(sources)} (alike; the rows this replay measured are {source}'s)" if source == out.donor else \
+            f"the reference answer of requests {', '.join(sources)} (alike: the text cannot tell which)"
         return Verdict.CONTAMINATED, source, [Finding(FindingKind.OBSERVED_CONTAMINATION, Severity.ERROR,
-                                f"request {out.id}: production returned {out.observed!r}, which is request {source}'s reference answer; its own is {out.reference!r}",
+                                f"request {out.id}: production returned {out.observed!r}, which is {whose}; its own is {out.reference!r}",
                                 request_id=out.id, donor=source)]
     return Verdict.DIVERGED, None, [Finding(FindingKind.OBSERVED_DIVERGED, Severity.WARNING,
                                 f"request {out.id}: production returned {out.observed!r}; the isolated reference says {out.reference!r}",

@@ -15,6 +15,7 @@ from qdebug.vocab import EVENT_KINDS, EventKind, Verdict
 from .event_clock import since_first
 from .files import pyplot
 from .label_place import LabelPlacer
+from .landed import donor_cell, drawn_events, labels_note, measured, offset_cells
 from .palette import EVENT_LOOK, kind_look
 from .png_text import DPI, save
 
@@ -56,16 +57,23 @@ def _overwrite_note(e, before_sync: set[int]) -> str:
     return " (its own rows)" if e.donor == e.request_id else " (after sync)"
 
 
-def _visual_offset(report, sync) -> int | None:
-    """Where a sync label says the request's rows are: the report's measured offset (None: nowhere), else the event's.
+def _sync_label(report, sync, text_at: dict[str, int]) -> tuple[str, str]:
+    """(A sync's label, the donor it names or ""): where the request's rows landed and whose they are, as the requests table says (`landed`).
 
-    A replay measures where each request's own rows landed; the sync event only says where it put the buffer, which
-    may hold another request's rows. The label says what the JSON and the findings say.
+    A replay measures where the rows in each stream sit and whose they are; the sync event only says where it put
+    the buffer, which may hold another request's rows. A log's sync says what its line says.
     """
+    glyph = EVENT_LOOK[EventKind.SYNC].glyph
+    out = measured(report, sync.request_id)
+    if out is not None:
+        text, visual = offset_cells(out)
+        donor = donor_cell(out)
+        return f"{glyph} {sync.request_id}: visual@{visual} text@{text}" + (f" rows of {donor}" if donor else ""), donor
+    t = text_at.get(sync.request_id)
     out = report.outcome(sync.request_id) if sync.request_id is not None else None
-    if out is not None and out.images:
-        return out.visual_offset
-    return sync.offset
+    donor = donor_cell(out) if out is not None else ""
+    return (f"{glyph} {sync.request_id}: visual@{'–' if sync.offset is None else sync.offset}" + (f" text@{t}" if t is not None else "")
+            + (f" rows of {donor}" if donor else "")), donor
 
 
 def _lane_legend(lanes) -> None:
@@ -84,7 +92,7 @@ def _detailed(report, fig, top, lanes) -> list[str]:
 
     from qdebug.analysis.replay import contaminating_overwrites
 
-    events = sorted(report.events, key=lambda e: e.seq)
+    events = sorted(drawn_events(report), key=lambda e: e.seq)  # evidence only: a fault's labels are not drawn
     x_of, xlabel = _clock(events)
     xs = [x_of(e) for e in events]
     span = (max(xs) - min(xs)) or 1.0
@@ -138,9 +146,8 @@ def _detailed(report, fig, top, lanes) -> list[str]:
             x = x_of(e)
             top.plot([x], [e.offset], marker=sync.marker, color=sync.colour, ms=5, zorder=4)
             labels.block_point(x, e.offset)
-            t = text_at.get(e.request_id)
-            v = _visual_offset(report, e)
-            to_label.append((x, e.offset, f"{sync.glyph} {e.request_id}: visual@{'none' if v is None else v}" + (f" text@{t}" if t is not None else ""), "darkgreen"))
+            label, donor = _sync_label(report, e, text_at)
+            to_label.append((x, e.offset, label, "darkred" if donor else "darkgreen"))
     # Overwrites first: when space runs out, the labels that carry the finding are the ones kept.
     for x, y, text, ink in sorted(to_label, key=lambda item: item[3] != "darkred"):
         labels.add(x, y, text, ink)
@@ -157,12 +164,14 @@ def _detailed(report, fig, top, lanes) -> list[str]:
             if e.kind in _LANE_KINDS:
                 look = kind_look(e.kind)
                 lanes.plot([x_of(e)], [row[rid]], marker=look.marker, ms=4, color=look.colour if look.alarm else colour[rid])
-    verdicts = {r.id: r.verdict for r in report.requests}
-    lanes.set_yticks(range(len(shown)), [f"{rid} {verdicts.get(rid, '')}" for rid in shown], fontsize=6)
+    said = {r.id: f"{r.verdict}" + (f" ←{donor_cell(r)}" if donor_cell(r) else "") for r in report.requests}
+    lanes.set_yticks(range(len(shown)), [f"{rid} {said.get(rid, '')}" for rid in shown], fontsize=6)
     lanes.set_ylim(len(shown) - 0.5, -0.5)
     notes = [] if len(order) <= MAX_LANES else [f"lanes: the {MAX_LANES} worst of {len(order)} requests"]
     if labels.dropped:
         notes.append(f"{labels.dropped} labels left out (no free place)")
+    if labels_note(report):
+        notes.append(labels_note(report))
     lanes.set_xlabel(xlabel + ("; " + "; ".join(notes) if notes else ""))
     _lane_legend(lanes)
     return labels.placed
@@ -221,7 +230,7 @@ def draw_timeline(report, path: str | Path) -> Path:
     n_lanes = 6 if binned else min(MAX_LANES, len({r.id for r in report.requests} | {e.request_id for e in report.events if e.request_id}))
     # size, dpi and margins first: labels are placed in pixels
     fig = plt.figure(figsize=(12, 5.5 + 0.16 * n_lanes), dpi=DPI)
-    grid = fig.add_gridspec(2, 1, height_ratios=(5, max(1.2, 0.16 * n_lanes)), hspace=0.16, left=0.1, right=0.98, top=0.95, bottom=0.1)
+    grid = fig.add_gridspec(2, 1, height_ratios=(5, max(1.2, 0.16 * n_lanes)), hspace=0.16, left=0.13, right=0.98, top=0.95, bottom=0.1)
     top = fig.add_subplot(grid[0])
     lanes = fig.add_subplot(grid[1], sharex=top)
     top.tick_params(labelbottom=False)

@@ -5,9 +5,10 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
-from qdebug.vocab import EventKind, Verdict
+from qdebug.vocab import EventKind
 
 from .colors import scale_color
+from .landed import donor_cell, drawn_events, labels_note, measured, offset_cells
 from .palette import EVENT_LOOK, kind_look, verdict_style
 
 
@@ -42,7 +43,7 @@ def requests_table(report) -> Table:
         for label in getattr(r, "injected", None) or []:
             verdict.append(f" [{_short(label, 40)}]", style="dim italic")
         cells = [r.id, _short(r.image, 18), _short(r.reference), _short(r.replayed), _short(r.observed), _observed_says(r)] if replayed else [r.id]
-        row = [*cells, verdict, _donor(r), *_offsets(r)]
+        row = [*cells, verdict, donor_cell(r), *offset_cells(r)]
         if replayed:
             row.append("–" if r.first_token_kl is None else f"{r.first_token_kl:.2g}")
         table.add_row(*row)
@@ -55,22 +56,6 @@ def _observed_says(r) -> Text:
     if says is None:
         return Text("–", style="dim")
     return Text(says + (f" {r.observed_donor}" if getattr(r, "observed_donor", None) else ""), style=verdict_style(says))
-
-
-def _donor(r) -> str:
-    """The donor, or "several" when an endpoint's contaminated bursts name different requests (as its finding says)."""
-    if r.donor:
-        return r.donor
-    return "several" if r.verdict == Verdict.CONTAMINATED and any(getattr(r, "burst_donors", None) or []) else ""
-
-
-def _offsets(r) -> tuple[str, str]:
-    """Text and measured visual offsets: one per image when a request has several."""
-    images = getattr(r, "images", None) or []
-    show = lambda v: "–" if v is None else str(v)  # noqa: E731
-    if len(images) > 1:
-        return ",".join(show(i["text_offset"]) for i in images), ",".join(show(i["visual_offset"]) for i in images)
-    return show(r.text_offset), show(r.visual_offset)
 
 
 def matrix_table(report, limit: int = 24) -> Table | Text:
@@ -103,27 +88,38 @@ def matrix_table(report, limit: int = 24) -> Table | Text:
 
 
 def timeline_table(report, limit: int = 40) -> Table:
-    """Per request, its events in time order, one glyph each (writes and syncs @offset, overwrites ←donor@offset)."""
+    """Per request, its events in time order, one glyph each (writes and syncs @offset, overwrites ←donor@offset).
+
+    A replay's sync says what was measured in its stream (`landed`): the visual offset and donor the requests table
+    shows; the fault's own events are labels and are not drawn (the caption counts them).
+    """
     legend = " · ".join(f"{look.glyph} {look.label}" for look in EVENT_LOOK.values())
-    table = Table(title=f"offset timeline ({legend})")
+    if report.kind == "capture":
+        legend += f" · {EVENT_LOOK[EventKind.SYNC].glyph}@v←d d's rows landed at v (measured)"
+    table = Table(title=f"offset timeline ({legend})", caption=labels_note(report) or None)
     table.add_column("request")
     table.add_column("events in time order")
     by_request: dict[str, list] = {}
-    for e in report.events:
+    for e in drawn_events(report):
         by_request.setdefault(e.request_id or "(none)", []).append(e)
     order = [r.id for r in report.requests] + [k for k in by_request if k not in {r.id for r in report.requests}]
     for rid in order[:limit]:
         line = Text()
         for e in sorted(by_request.get(rid, []), key=lambda e: (e.t if e.t is not None else 0, e.seq)):
             look = kind_look(e.kind)
-            label = look.glyph
-            if e.kind in (EventKind.BUFFER_WRITE, EventKind.SYNC) and e.offset is not None:
+            label, style = look.glyph, look.style
+            out = measured(report, e.request_id) if e.kind == EventKind.SYNC else None
+            if out is not None:  # where the rows landed, measured (the table's visual@ and donor)
+                label += f"@{offset_cells(out)[1]}"
+                if donor_cell(out):
+                    label, style = label + f"←{donor_cell(out)}", EVENT_LOOK[EventKind.BUFFER_OVERWRITE].style
+            elif e.kind in (EventKind.BUFFER_WRITE, EventKind.SYNC) and e.offset is not None:
                 label += f"@{e.offset}"
             if e.kind == EventKind.BUFFER_OVERWRITE:
                 label += f"←{e.donor}@{e.offset}"
             if e.kind == EventKind.DESYNC:
                 label += f" v{e.offset}≠t{e.text_offset}"
-            line.append(label, style=look.style)
+            line.append(label, style=style)
             line.append(" ")
         table.add_row(rid, line)
     return table

@@ -64,9 +64,14 @@ class SharedBufferClient(FaultBase):
 
     def on_encoded(self, rec, rows):
         """Write the rows to the shared buffer and hand the sync step whatever is there at this request's turn."""
-        self.buffer.write(self.request_id, rows, self.events)
-        landed, _ = self.buffer.read(self.request_id, rows.shape[0], self.events)
+        self.buffer.write(self.request_id, rows, self._label)
+        landed, _ = self.buffer.read(self.request_id, rows.shape[0], self._label)
         return landed
+
+    def _label(self, kind: EventKind, **fields) -> None:
+        """The buffer's writes, overwrites and mismatches are this fault's own word about itself: labels, never evidence
+        (whose rows landed is measured in the stream; an overwrite names only the buffer's last owner, not every waiter)."""
+        self.events(kind, origin=EventOrigin.FAULT, **fields)
 
 
 @dataclass

@@ -28,8 +28,9 @@ def topk_overlap(ids_a, ids_b) -> float:
     return len(set(ids_a) & set(ids_b)) / max(1, len(ids_a))
 
 
-def observed_source(observed: str | None, references: dict[str, str]) -> str | None:
-    """Which request's reference text an observed output equals, if any (several: the first by id order)."""
+def observed_sources(observed: str | None, references: dict[str, str]) -> list[str]:
+    """Every request whose reference text an observed output equals, in id order (several answer alike: text alone
+    cannot tell them apart)."""
     if observed is None:
-        return None
-    return next((rid for rid, text in references.items() if text is not None and text.strip() == observed.strip()), None)
+        return []
+    return [rid for rid, text in references.items() if text is not None and text.strip() == observed.strip()]

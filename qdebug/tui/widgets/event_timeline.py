@@ -7,7 +7,9 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from qdebug.render.event_clock import since_first
+from qdebug.render.landed import donor_cell, drawn_events, labels_note, measured, offset_cells
 from qdebug.render.palette import EVENT_LOOK, kind_look
+from qdebug.vocab import EventKind
 
 
 def _clock(report):
@@ -21,9 +23,12 @@ def _clock(report):
 
 
 def timeline_text(report, width: int, selected: str | None, listed: bool = True) -> Text:
-    """Lanes (one per request), an axis, a legend, then (`listed`) the events in time order."""
+    """Lanes (one per request), an axis, a legend, then (`listed`) the events in time order.
+
+    A replay's sync is drawn and listed with what was measured in its stream (the requests table's visual offset and
+    donor); the fault's own events are labels, left out (a line counts them)."""
     _when, unit, heading = _clock(report)
-    events = sorted(report.events, key=lambda e: (_when(e), e.seq))
+    events = sorted(drawn_events(report), key=lambda e: (_when(e), e.seq))
     ids = [r.id for r in report.requests] + sorted({e.request_id for e in events if e.request_id} - {r.id for r in report.requests})
     if not events:
         return Text("no events in this report", style="dim")
@@ -34,8 +39,10 @@ def timeline_text(report, width: int, selected: str | None, listed: bool = True)
     out = Text()
     for rid in ids:
         lane: list[tuple[str, str, int]] = [("─", "dim", 0)] * (cells + 8)
+        landed = measured(report, rid)
         for e in (e for e in events if e.request_id == rid):
-            look = kind_look(e.kind)
+            # a sync that delivered another request's rows is drawn as what it was: an overwrite by that donor
+            look = kind_look(EventKind.BUFFER_OVERWRITE if e.kind == EventKind.SYNC and landed is not None and donor_cell(landed) else e.kind)
             x = round((_when(e) - t0) * scale)
             if look.rank >= lane[x][2]:  # one glyph per event: offsets and donors are in the list below
                 lane[x] = (look.glyph, look.style, look.rank)
@@ -55,16 +62,25 @@ def timeline_text(report, width: int, selected: str | None, listed: bool = True)
         out.append(look.glyph, style=look.style)
         out.append(f" {look.label}  ", style="dim")
     out.append("\n")
+    if labels_note(report):
+        out.append(labels_note(report) + "\n", style="dim italic")
     for e in events if listed else ():
         bad = kind_look(e.kind).alarm
         style = "bold red" if bad else ("bold" if e.request_id == selected else "dim")
         when = f"{_when(e):7.1f}{unit}" if unit == "ms" else f"#{e.seq:<5}"
-        detail = ", ".join(p for p in (
-            f"offset {e.offset}" if e.offset is not None else "",
-            f"{e.tokens} tokens" if e.tokens is not None else "",
-            f"donor {e.donor}" if e.donor else "",
-            e.message,
-        ) if p)
+        landed = measured(report, e.request_id) if e.kind == EventKind.SYNC else None
+        if landed is not None:  # the measured place and owner of the rows, not the offset the sync step used
+            text_at, visual_at = offset_cells(landed)
+            donor = donor_cell(landed)
+            detail = f"visual@{visual_at} text@{text_at} (measured), " + (f"rows of {donor}" if donor else "its own rows")
+            style = "bold red" if donor else style
+        else:
+            detail = ", ".join(p for p in (
+                f"offset {e.offset}" if e.offset is not None else "",
+                f"{e.tokens} tokens" if e.tokens is not None else "",
+                f"donor {e.donor}" if e.donor else "",
+                e.message,
+            ) if p)
         out.append(f"{when}  {e.request_id or '–':<4} {e.kind:<20} {detail}\n", style=style)
     out.rstrip()
     out.no_wrap, out.overflow = True, "ellipsis"  # one line per event, cut at the panel's edge
