@@ -23,8 +23,9 @@ def snapshot(loaded, request, prepared, recorder, reached: list[str], options: R
         from qdebug.trace.hooks import Recorder
 
         recorder = Recorder()
-    image_positions = {p for s, e in prepared.spans for p in range(s, e)}
-    queries = [p for p in range(len(prepared.inputs["input_ids"][0])) if p not in image_positions]
+    # the prompt rows the recorder really keeps attention for (its policy's queries, the last prompt token by default):
+    # a snapshot listing others would have its captured layers' rows matched to the wrong queries, and show none
+    queries = list(recorder.query_positions)
     trace = assemble_trace(loaded, request, prepared, recorder, None, queries, options or RecordPolicy(), reached=reached)
     trace.meta.partial = True
     trace.meta.note = PARTIAL_NOTE

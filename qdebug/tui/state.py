@@ -24,8 +24,10 @@ class TraceDoc:
     """A trace on screen: complete, or a snapshot of a run in progress. Compared by identity (never by tensors)."""
 
     def __init__(self, trace, *, complete: bool = True, pil_images: list | None = None, source: str = "", role: str = "", tokenizer=None,
-                 image_dirs: tuple = ()):
+                 image_dirs: tuple = (), outcome=None):
         self.trace = trace
+        # what a replay measured in this request's stream (its RequestOutcome): the offsets and donor `qdebug replay` shows
+        self.outcome = outcome
         self.image_dirs = image_dirs  # folders where the trace's relative image paths may be (tui/images.py)
         self.complete = complete
         self.pil_images = pil_images  # PIL images when the request is in memory (a live run), else None

@@ -133,7 +133,7 @@ class BatchScreen(Screen):
         ref = self.report.references.get(event.request_id)
         # a capture names its images relative to its own folder; a .qdr may have moved with them beside it
         dirs = image_dirs_for(self.source, self.report.source, self.report.source_dir)
-        doc = TraceDoc(trace, source=f"replay {self.source}", role="replayed", image_dirs=dirs)
+        doc = TraceDoc(trace, source=f"replay {self.source}", role="replayed", image_dirs=dirs, outcome=self.report.outcome(event.request_id))
         reference = TraceDoc(ref, source=f"reference of {event.request_id}", role="reference", image_dirs=dirs) if ref is not None else None
         self.files.show_request(doc, reference)
 

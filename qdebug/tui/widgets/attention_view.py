@@ -69,6 +69,24 @@ def overlay_for(view: View):
     return overlay_image(pil, grid, peak=(peak.row, peak.col))
 
 
+def why_no_attention(view: View) -> str:
+    """Precisely what is missing when the selection has no attention to draw: the query, the layer, or its rows."""
+    from qdebug.trace.tensor_names import TensorKind as T
+
+    trace, pos = view.doc.trace, view.pos
+    if pos not in trace.attn_queries:
+        kept = ", ".join(map(str, trace.attn_queries[:8])) + (" …" if len(trace.attn_queries) > 8 else "")
+        return f"query pos {pos} is not one whose attention rows are kept ({kept or 'none'})"
+    layers = range(trace.meta.num_layers or trace.num_layers) if view.sel.layer is None else [view.sel.layer]
+    held = [l for l in layers if trace.has_tensor(T.LAYER_ATTN, layer=l)]
+    if not held:
+        if not view.doc.complete:
+            return "no layer has run yet" if view.sel.layer is None else f"layer {view.sel.layer} has not run yet"
+        return "no layer kept attention weights" if view.sel.layer is None else f"layer {view.sel.layer} kept no attention weights"
+    rows = trace.tensor(T.LAYER_ATTN, layer=held[0]).shape[1]
+    return f"layer {held[0]} kept {rows} attention row(s), the trace lists {len(trace.attn_queries)} queries"
+
+
 def attention_renderable(view: View, width: int, height: int, plain: bool = False, thumbnail: bool = True):
     """Heatmap, thumbnail and legend for the selection, or a line saying why there is nothing to draw.
 
@@ -110,8 +128,7 @@ def attention_renderable(view: View, width: int, height: int, plain: bool = Fals
         return Group(head, Text(f"no attention: an engine trace ({name} exposes no attention weights); "
                                 "`qdebug attn … --save` records them for the same request", style="dim"))
     if grid is None:
-        why = "not captured for this query" if pos not in trace.attn_queries else "not captured for this layer yet"
-        return Group(head, Text(f"no attention: {why} (←/→ move between query tokens, [/] change layer)", style="dim"))
+        return Group(head, Text(f"no attention: {why_no_attention(view)} (←/→ move between query tokens, [/] change layer)", style="dim"))
     frame = 2 if plain else 0  # the ramp is framed (its blank low end must not hide the grid)
     s = _scale(img.rows, img.cols, max(8, (width - 4) // 2), max(3, height - 3 - frame))  # title, legend, note
     size = s * max(img.rows, img.cols)

@@ -166,12 +166,15 @@ def _differs(a, b) -> bool:
     return a != b
 
 
-def compare_text(stage, other, role: str, limit: int = 6) -> Text:
-    """What differs at this stage from the counterpart trace (the isolated reference or the replayed run)."""
+def compare_text(stage, other, role: str, limit: int = 6, own_rows: bool = False) -> Text:
+    """What differs at this stage from the counterpart trace (the isolated reference or the replayed run); `own_rows`:
+    the traces' `visual_offset` is named `own_rows_at`, as the detail above names it beside the replay's measure."""
     text = Text(f"vs {role}: ", style="bold")
     if other is None:
         return text.append("stage missing there", style="yellow")
     mine, theirs = _flat(stage.summary.to_json()), _flat(other.summary.to_json())
+    if own_rows:
+        mine, theirs = ({k.replace("visual_offset", "own_rows_at"): v for k, v in d.items()} for d in (mine, theirs))
     diffs = [k for k in mine if k in theirs and _differs(mine[k], theirs[k])]
     diffs.sort(key=lambda k: not k.endswith(("fingerprint", "token", "offset")))  # the telling ones first
     if not diffs:
@@ -180,6 +183,38 @@ def compare_text(stage, other, role: str, limit: int = 6) -> Text:
         text.append(f"\n  {k}: {fmt(mine[k])} ≠ {fmt(theirs[k])}", style="bold red")
     if len(diffs) > limit:
         text.append(f"\n  … {len(diffs) - limit} more", style="red")
+    return text
+
+
+def replay_measured(summary: dict, outcome) -> dict:
+    """The sync summary with each image's `visual_offset` and `donor` as the replay measured them (the requests table's
+    visual@ and donor, from the same field); the trace's own measure, where the image's own rows are, as `own_rows_at`."""
+    measured = {im["index"]: im for im in outcome.images}
+    images = []
+    for rec in summary.get("images") or []:
+        im = measured.get(rec.get("image"))
+        if im is None:
+            images.append(rec)
+            continue
+        rec = dict(rec)
+        own = rec.pop("visual_offset", None)
+        head = {k: rec.pop(k) for k in ("image", "text_offset") if k in rec}
+        images.append({**head, "visual_offset": im["visual_offset"], "donor": im["donor"] or "its own", "own_rows_at": own, **rec})
+    return {**summary, "images": images}
+
+
+def landed_text(outcome) -> Text:
+    """One line per image: whose rows the replay measured in its span and where (what `qdebug replay` reports)."""
+    text = Text("replay measured ", style="bold")
+    for im in outcome.images:
+        where = "nowhere as a block" if im["visual_offset"] is None else f"visual@{im['visual_offset']}"
+        if im["donor"]:
+            text.append(f"\n  image {im['index']}: rows of {im['donor']} ({where}, text@{im['text_offset']})", style="bold red")
+        else:
+            text.append(f"\n  image {im['index']}: its own rows ({where}, text@{im['text_offset']})",
+                        style="green" if im["visual_offset"] == im["text_offset"] else "bold red")
+    if outcome.donor:
+        text.append(f"\n  verdict {outcome.verdict}, donor {outcome.donor}", style="bold red")
     return text
 
 
@@ -205,12 +240,17 @@ def detail_renderable(view: View):
         parts.append(findings_text(found))
     if stage is None:
         return Group(*parts)
-    parts.extend(summary_renderables(stage.summary.to_json()))
+    summary = stage.summary.to_json()
+    measured = name == StageName.SYNC and getattr(view.doc, "outcome", None) is not None and bool(view.doc.outcome.images)
+    if measured:
+        summary = replay_measured(summary, view.doc.outcome)
+        parts.append(landed_text(view.doc.outcome))
+    parts.extend(summary_renderables(summary))
     if name == StageName.PREPROCESS:
         parts.append(tokens_text(view.doc.trace))
     other = view.doc.counterpart
     if other is not None:
-        parts.append(compare_text(stage, other.trace.stages.get(name), other.role))
+        parts.append(compare_text(stage, other.trace.stages.get(name), other.role, own_rows=measured))
     if stage.checks:
         parts.append(Text("checks", style="bold underline"))
         parts.append(checks_text(stage.checks))
