@@ -112,8 +112,11 @@ class OutFolder:
     def check(cls, out: Path, parts: int) -> OutFolder:
         """What `out` is: a new or empty folder, or one holding an index of ours (any version); else a one-line error
         naming what is in the way. `parts`: how many events partitions the new index has (one per log file)."""
+        from qdebug.replay.log_sql import literal_path
+
         new_names = {f"events-{k:05d}.parquet" for k in range(parts)} | {REQUESTS, FINDINGS, MANIFEST}
         shown = _shown(out)
+        literal_path(out)  # a path DuckDB cannot be given as it is: refused before anything is made
         if out.is_symlink() or (out.exists() and not out.is_dir()):
             raise ReplayFormatError(f"--out {shown}: already exists and is not a folder (expected a new or empty folder, "
                                     "or one a previous --index-only wrote)")
