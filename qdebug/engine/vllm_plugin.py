@@ -168,7 +168,7 @@ def _attach(runner) -> None:
         folder = TraceDir(os.environ[ENV_DIR])
         folder.check_writable(ENV_DIR)
     except (OSError, OutputError) as exc:
-        log.error("qdebug: not tracing: %s; every request is served as without the plugin",
+        log.error("qdebug: not tracing this worker: %s; every request is served as without the plugin",
                   getattr(exc, "message", None) or f"cannot make {ENV_DIR}={os.environ[ENV_DIR]} ({exc.strerror or exc})")
         return
     model = _engine_model(runner, engine)
