@@ -77,3 +77,15 @@ def test_processor_and_template_tests_pass_on_the_lowest_transformers(lowest_py,
     counts = {k: int(suite.get(k)) for k in ("tests", "failures", "errors", "skipped")}
     # Every selected test ran and passed: 9 video-family tests and the contract's families among them, none skipped.
     assert counts["tests"] >= 40 and counts["failures"] == counts["errors"] == counts["skipped"] == 0, counts
+
+
+def test_a_folder_it_did_not_make_is_refused_and_left_as_it_was(tmp_path):
+    user = tmp_path / "u"
+    user.mkdir()
+    (user / "f").write_text("data\n")
+    env = {**os.environ, "QDEBUG_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run(["bash", str(REPO / "scripts" / "lowest-env"), str(user)], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert done.returncode == 2 and done.stderr.splitlines() == [done.stderr.strip()], done.stderr  # one line
+    assert done.stderr.startswith(f"lowest-env: error: {user} exists and was not built by this script")
+    assert sorted(p.name for p in user.iterdir()) == ["f"] and (user / "f").read_text() == "data\n"
