@@ -13,6 +13,7 @@ from qdebug.vocab import StageName, is_layer_stage, is_step_stage
 
 from .findings import findings_panel
 from .heatmap import heatmap, legend, thumbnail
+from .media_words import is_video
 
 
 def stage_table(trace) -> Table:
@@ -43,7 +44,8 @@ def _stage_what(trace, stage) -> str:
     if stage.name == StageName.PREPROCESS:
         return f"{s.num_tokens} tokens, pixel_values {s.pixel_values_shape}, grid_thw {s.image_grid_thw}, spans {s.spans}"
     if stage.name == StageName.ENCODE:
-        return "; ".join(f"img {i.image}: {i.rows}×{i.dim} |x| mean {i.stats.norm_mean:.3g} fp {i.fingerprint[:8]}" for i in s.images or [])
+        word = "video" if is_video(trace) else "img"  # each item by its modality
+        return "; ".join(f"{word} {i.image}: {i.rows}×{i.dim} |x| mean {i.stats.norm_mean:.3g} fp {i.fingerprint[:8]}" for i in s.images or [])
     if stage.name == StageName.SYNC:
         parts = [f"img {i.image}: text@{i.text_offset} visual@{i.visual_offset} rows {i.rows}/{i.placeholders}" for i in s.images or []]
         if s.rope_deltas is not None:

@@ -10,6 +10,7 @@ from rich.text import Text
 from qdebug.vocab import StageVerdict
 
 from .findings import findings_panel
+from .media_words import order_label, visual_word
 
 
 def _num(x: float | None) -> str:
@@ -66,10 +67,10 @@ def steps_table(result, limit: int = 12) -> Table:
     return table
 
 
-def images_table(result) -> Table:
-    """One row per image: placeholder span, where each run's rows landed, each run's attention peak."""
-    table = Table(title="images")
-    for col in ("image", "span", "A visual offset", "B visual offset", "A attention peak", "B attention peak"):
+def images_table(result, word: str = "image") -> Table:
+    """One row per image (or video, `word`): placeholder span, where each run's rows landed, each run's attention peak."""
+    table = Table(title=f"{word}s")
+    for col in (word, "span", "A visual offset", "B visual offset", "A attention peak", "B attention peak"):
         table.add_column(col)
     cell = lambda p: f"row {p['row']}, col {p['col']} of {p['rows']}×{p['cols']}" if p else "–"
     for img in result.images:
@@ -86,17 +87,17 @@ def heatmap_panels(trace_a, trace_b, labels: tuple[str, str]) -> list:
 
     from .attn_report import heatmap_panel
 
-    out = []
+    out, word = [], visual_word(trace_a)
     for img in trace_a.images:
         for label, trace in zip(labels, (trace_a, trace_b)):
             grid = attention_grid(trace, img.index) if img.index < len(trace.images) else None
             if grid is not None:
-                out.append(heatmap_panel(trace, trace.images[img.index], grid, f"{label}: image {img.index} ← all generated tokens"))
+                out.append(heatmap_panel(trace, trace.images[img.index], grid, f"{label}: {word} {img.index} ← all generated tokens"))
     return out
 
 
-def diff_renderables(order: str, result) -> list:
-    """What the terminal report shows for one comparison."""
+def diff_renderables(order: str, result, trace=None) -> list:
+    """What the terminal report shows for one comparison (`trace`: run A's, whose modality names the visual items)."""
     texts = Text()
     texts.append(f"{result.a_label}: ", style="bold")
     texts.append(f"{result.a_text!r}\n")
@@ -106,10 +107,11 @@ def diff_renderables(order: str, result) -> list:
     head = Text(f"first divergence: {fd.name}" if fd else "no stage beyond tolerance", style="bold red" if fd else "bold green")
     if fd is not None and where(fd):  # the row the table and the finding name: the first that parts, not the most moved
         head.append(f" at {where(fd)}" + (f", channel {fd.channel}" if fd.channel is not None else ""), style="")
-    title = f"diff ({order})" if order not in ("traces",) else "diff of two traces"
+    shown = order_label(order, trace) if trace is not None else order
+    title = f"diff ({shown})" if order not in ("traces",) else "diff of two traces"
     out = [Panel(Group(head, texts), title=title, expand=False), stages_table(result)]
     if result.images:
-        out.append(images_table(result))
+        out.append(images_table(result, visual_word(trace) if trace is not None else "image"))
     return out + [steps_table(result), findings_panel(result.findings)]
 
 
@@ -117,7 +119,7 @@ def diff_report(run, onnx: bool = False) -> list:
     """What `qdebug diff` shows for a DiffRun: each comparison, both runs' heatmaps, and with --onnx the first token's top-k."""
     out = []
     for comparison in run.comparisons:
-        out += diff_renderables(comparison.order, comparison.result)
+        out += diff_renderables(comparison.order, comparison.result, comparison.trace_a)
         out += heatmap_panels(comparison.trace_a, comparison.trace_b, (comparison.result.a_label, comparison.result.b_label))
         if onnx:
             from .onnx_report import first_token_table

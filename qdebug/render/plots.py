@@ -20,6 +20,18 @@ def steps_phrase(trace, steps: list[int]) -> str:
     return f"generated tokens {shown} (a panel each)"
 
 
+def patch_axes(ax, rows: int, cols: int, w: float, h: float) -> None:
+    """Row and column axes in merged patches (the peak's row/col, as the report and the JSON give them) over a picture
+    drawn `w` × `h` wide: ticks at patch centres (at most about 8 a side), labelled by index, and the axes named."""
+    for n, size, set_ticks, set_label, word in ((cols, w, ax.set_xticks, ax.set_xlabel, "patch column"),
+                                                (rows, h, ax.set_yticks, ax.set_ylabel, "patch row")):
+        every = max(1, -(-n // 8))
+        shown = list(range(0, n, every))
+        set_ticks([(i + 0.5) * size / n for i in shown], [str(i) for i in shown], fontsize=6)
+        set_label(word, fontsize=7, labelpad=1)
+    ax.tick_params(length=2, pad=1)
+
+
 def attention_png(trace, pil_images, path: str | Path, *, steps: list[int], layer: int | None = None, head: int | None = None) -> Path:
     """Draw the image with one generation step's attention overlaid per panel (4 panels a row, image by image)."""
     import math
@@ -39,7 +51,8 @@ def attention_png(trace, pil_images, path: str | Path, *, steps: list[int], laye
     which = f"layer {layer}" if layer is not None else "mean of layers"
     which += f", head {head}" if head is not None else ", mean of heads"
     images = "the image" if len(trace.images) <= 1 else f"each of its {len(trace.images)} images"
-    fig.suptitle(f"attention of {steps_phrase(trace, steps)} to {images} ({which})\n\"{trace.generated_text}\"", fontsize=10)
+    scale = "; each panel has its own colour scale" if len(steps) > 1 or len(trace.images) > 1 else ""
+    fig.suptitle(f"attention of {steps_phrase(trace, steps)} to {images} ({which}{scale})\n\"{trace.generated_text}\"", fontsize=10)
     for ax in axes.flat:
         ax.axis("off")
     for i, img in enumerate(trace.images):
@@ -48,8 +61,7 @@ def attention_png(trace, pil_images, path: str | Path, *, steps: list[int], laye
         for j, k in enumerate(steps):
             ax = axes[i * rows_per_image + j // per_row][j % per_row]
             ax.axis("on")
-            ax.set_xticks([])
-            ax.set_yticks([])
+            patch_axes(ax, img.rows, img.cols, w, h)
             if pil is not None:
                 ax.imshow(np.asarray(pil.convert("RGB")), extent=(0, w, h, 0))
             grid = attention_grid(trace, img.index, queries=[step_query(trace, k)], layer=layer, head=head)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .files import pyplot, save_png
+from .plots import patch_axes
 from .png_text import wrap_to_fit
 
 
@@ -36,19 +37,24 @@ def video_png(trace, frames: list[list], path: str | Path, *, layer: int | None 
         for k in range(img.grid_thw[0]):
             ax = axes[i][k]
             ax.axis("on")
-            ax.set_xticks([])
-            ax.set_yticks([])
             frame = video_frames[min(k * tp, len(video_frames) - 1)] if video_frames else None
             w, h = frame.size if frame is not None else (img.cols, img.rows)
+            patch_axes(ax, img.rows, img.cols, w, h)
             if frame is not None:
                 ax.imshow(np.asarray(frame.convert("RGB")), extent=(0, w, h, 0))
             if grids is not None:  # one colour scale for the whole video, so slices compare
-                ax.imshow(grids[k].numpy(), cmap="inferno", alpha=0.55, extent=(0, w, h, 0), interpolation="nearest", vmin=lo, vmax=hi)
+                shown = ax.imshow(grids[k].numpy(), cmap="inferno", alpha=0.55, extent=(0, w, h, 0), interpolation="nearest", vmin=lo, vmax=hi)
             if peak is not None and peak.slice == k:
                 ax.add_patch(plt.Rectangle((peak.col * w / peak.cols, peak.row * h / peak.rows), w / peak.cols, h / peak.rows,
                                            fill=False, ec="cyan", lw=2))
             when = prep.slice_times[k] if prep and prep.slice_times and k < len(prep.slice_times) else None
             ax.set_title(f"slice {k}" + (f" · t={when:.2f} s" if when is not None else ""), fontsize=8)
+        if grids is not None:  # the video's one scale, beside its row of slices
+            bar = fig.colorbar(shown, ax=list(axes[i][: img.grid_thw[0]]), fraction=0.046, pad=0.02)
+            bar.ax.tick_params(labelsize=6)
+            bar.formatter.set_useOffset(False)  # a nearly flat grid must not print an offset over the panel
+            bar.update_ticks()
+            bar.set_label("attention (one scale per video)", fontsize=7)
     fig.suptitle(f"attention of every generated token to each temporal slice ({which})\n" + "\n".join(lines), fontsize=9)
     wrap_to_fit(fig)
     return save_png(fig, path)

@@ -9,6 +9,7 @@ from textual import on
 from textual.message import Message
 from textual.widgets import DataTable
 
+from qdebug.render.landed import donor_cell, offset_cells
 from qdebug.render.palette import verdict_style
 from qdebug.vocab import Verdict
 
@@ -53,8 +54,7 @@ class RequestTable(DataTable):
 
     def _cells(self, r) -> list[str]:
         """A request's cells as plain text, before any cut."""
-        return [r.id, r.verdict, r.donor or "–", str(r.text_offset) if r.text_offset is not None else "–",
-                str(r.visual_offset) if r.visual_offset is not None else "–", (r.image or "–").rsplit("/", 1)[-1],
+        return [r.id, r.verdict, donor_cell(r) or "–", *offset_cells(r), (r.image or "–").rsplit("/", 1)[-1],  # as `qdebug replay`'s table
                 _quoted(r.reference), _quoted(r.replayed if r.replayed is not None else r.observed)]
 
     def _fit(self, report) -> list[int]:

@@ -1,0 +1,18 @@
+"""What a trace's visual items are called in reports and PNGs: by their modality (video 0, image 0), never "img" for a video."""
+
+from __future__ import annotations
+
+
+def is_video(trace) -> bool:
+    """Whether the trace's visual items are videos (a Qwen-VL video request: `trace.images` holds them)."""
+    return bool(getattr(trace.request, "videos", None)) and not trace.mixed_media
+
+
+def visual_word(trace) -> str:
+    """"video" for a video request's visual items, else "image"."""
+    return "video" if is_video(trace) else "image"
+
+
+def order_label(order: str, trace) -> str:
+    """A diff order as the request's modality reads it: image-first is video-first for a video."""
+    return order.replace("image", "video") if is_video(trace) else order
