@@ -8,7 +8,7 @@ snapshot when the run ends.
 from __future__ import annotations
 
 from qdebug.trace.assemble import assemble_trace
-from qdebug.trace.runner import RecordPolicy
+from qdebug.trace.runner import RecordPolicy, query_rows
 from qdebug.vocab import StageName
 
 PARTIAL_NOTE = "live snapshot: the complete trace arrives when the run finishes"
@@ -22,7 +22,8 @@ def snapshot(loaded, request, prepared, recorder, reached: list[str], options: R
         # paused at preprocess the hooks are not attached yet: what preprocess captured needs no recorder
         from qdebug.trace.hooks import Recorder
 
-        recorder = Recorder()
+        # with the query rows the run will keep, so the cursor starts on one (no layer has run: nothing to draw yet)
+        recorder = Recorder(query_positions=query_rows((options or RecordPolicy()).queries, len(prepared.inputs["input_ids"][0])))
     # the prompt rows the recorder really keeps attention for (its policy's queries, the last prompt token by default):
     # a snapshot listing others would have its captured layers' rows matched to the wrong queries, and show none
     queries = list(recorder.query_positions)
