@@ -29,3 +29,7 @@ def test_benchmark_quick_mode_runs_and_prints_figures(name, tmp_path):
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     figures = [line for line in result.stdout.splitlines() if re.search(r"\d", line)]
     assert figures, result.stdout  # it printed what it measured
+    if name == "tui.py":  # both first frames, measured in the same run, and their ratio
+        assert re.search(r"first frame \(demo model spec.*median \d+ ms", result.stdout), result.stdout
+        assert re.search(r"first frame of a minimal Textual app.*median \d+ ms", result.stdout), result.stdout
+        assert re.search(r"first frame ratio qdebug / minimal Textual app: \d+\.\d\d×", result.stdout), result.stdout

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual import on, work
 from textual.app import App
@@ -15,11 +16,13 @@ from qdebug.errors import describe
 from qdebug.model.choice import ModelChoice
 
 from .files import FileRouter
-from .screens.batch import BatchScreen
-from .screens.help import HelpScreen
-from .screens.request import RequestScreen
-from .screens.timeline_picture import TimelinePictureScreen
+from .screens.request import RequestScreen  # the first screen of a live run or a trace; its bindings are what a keymap names
 from .session import PendingRequest
+
+# Screens are imported where they are first shown (help, the timeline picture, a report's batch screen): the first
+# frame waits only for the screen it shows (benchmarks/tui.py holds it to 1.25× a minimal Textual app's).
+if TYPE_CHECKING:
+    from .screens.batch import BatchScreen
 
 
 class QDebugApp(App):
@@ -73,10 +76,14 @@ class QDebugApp(App):
 
     def show_help(self, context: str | None = None) -> None:
         """Keys and commands over the current screen (`context`: the focused panel's id, explained first)."""
+        from .screens.help import HelpScreen
+
         self.push_screen(HelpScreen(context))
 
     def show_picture(self, report) -> None:
         """The offset timeline of `report` as a picture."""
+        from .screens.timeline_picture import TimelinePictureScreen
+
         self.push_screen(TimelinePictureScreen(report))
 
     def get_system_commands(self, screen):

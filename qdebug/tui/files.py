@@ -16,10 +16,11 @@ from textual.message import Message
 from qdebug.errors import describe
 
 from .images import image_dirs_for
-from .screens.batch import BatchScreen
-from .screens.request import RequestScreen
 from .session import PendingRequest
 from .state import TraceDoc
+
+# The screens are imported where they are made: the first frame waits only for the screen it shows (a report's
+# batch screen, or the request screen), never for the other's widgets.
 
 
 def load_document(path: Path):
@@ -75,22 +76,32 @@ class FileRouter:
     def first_screen(self, *, trace=None, report=None, source: str = "", pending: PendingRequest | None = None):
         """The screen the app starts on: a report's batch screen, a trace's request screen, else a live one."""
         if report is not None:
+            from .screens.batch import BatchScreen
+
             return BatchScreen(report, files=self, source=source)
+        from .screens.request import RequestScreen
+
         if trace is not None:
             return RequestScreen(TraceDoc(trace, source=source or "saved trace", image_dirs=image_dirs_for(source)), files=self)
         return RequestScreen(files=self, live=True, pending=pending)
 
     def show_report(self, report, source: str) -> None:
         """Push a batch screen for a replay report."""
+        from .screens.batch import BatchScreen
+
         self.app.push_screen(BatchScreen(report, files=self, source=source))
 
     def show_request(self, doc: TraceDoc, reference: TraceDoc | None = None) -> None:
         """Push a request screen for one request of a report (`reference`: its isolated run, `t` toggles)."""
+        from .screens.request import RequestScreen
+
         self.app.push_screen(RequestScreen(doc, files=self, reference=reference))
 
     def show_trace(self, trace, source: str, requester) -> None:
         """Show a trace: on `requester` when it is a request screen (it takes the place of what was there), else on
         a new request screen."""
+        from .screens.request import RequestScreen
+
         if isinstance(requester, RequestScreen):
             requester.show_opened(trace, source)
         else:
