@@ -10,6 +10,7 @@ from contextlib import contextmanager
 # Set when SIGTERM arrives under terminate_as_interrupt: a library that swallows the KeyboardInterrupt and raises its
 # own error instead (DuckDB's "Query interrupted") is turned back into the right one by `interruption`.
 _TERMINATED = threading.Event()
+_DEPTH = [0]  # contexts active now: the outermost one starts a run, with no SIGTERM seen yet
 
 
 class Terminated(KeyboardInterrupt):
@@ -30,10 +31,14 @@ def terminate_as_interrupt() -> Iterator[threading.Event]:
             _TERMINATED.set()
             raise Terminated()
 
+    if not _DEPTH[0]:
+        _TERMINATED.clear()  # a new run (a test process runs many): an earlier run's SIGTERM is not this one's
     previous = signal.signal(signal.SIGTERM, on_term)
+    _DEPTH[0] += 1
     try:
         yield came
     finally:
+        _DEPTH[0] -= 1
         signal.signal(signal.SIGTERM, previous)
 
 

@@ -151,6 +151,7 @@ class OutFolder:
                 except FileExistsError:
                     continue
                 except OSError as exc:
+                    self._remove_made()
                     raise ReplayFormatError(f"--out {_shown(self.path)}: cannot make {folder} ({exc.strerror or exc}) "
                                             "(expected a folder you can write)") from None
                 self.made.append(folder)
