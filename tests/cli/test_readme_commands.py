@@ -28,12 +28,31 @@ NEEDS = {
     "a vLLM server with qdebug's plugin (tests/engine/ run it where scripts/vllm-env built one)": ["--engine ", "--engine-traces", "vllm-trace.qdt"],
     "a terminal (the TUI; tests/tui/ drive it headless through build_app)": ["qdebug repl "],
 }
-# What a README line's comment promises, checked in its output.
-PROMISES = {
-    "--onnx /tmp/t2": "layer.2",
-    "--onnx /tmp/m": "sync",
+# What each README line must do: its exit code (README, "Exit codes": 0 nothing found, 1 a problem found) and a phrase of
+# its output, keyed by the line itself or a substring of it (each runnable line has exactly one).
+EXPECT = {
+    "--png out/heatmap.png": (0, "all checks passed"),  # the demo model on its own sample: nothing to find
+    "replay sample_data/burst.log": (1, "request 42's visual buffer at offset 256 was overwritten by request 43"),  # the log's lines 11-14
+    # the capture's `observed` answers are production's contamination, reported but never this run's failure
+    "qdebug replay sample_data/capture.jsonl": (0, "observed_contamination: request req-05: production returned"),
+    "--inject shared-visual-buffer --seed 0": (1, "received request req-09's visual rows"),
+    "svc.log.2.gz svc.log.1.gz svc.log": (1, "visual buffer at offset"),  # log_synth plants overwrites in every log
+    "svc.log --request 42": (0, "events shown (filter): 0"),  # log_synth's request ids start at 1000
+    "--kind overwrite --since": (1, "buffer_overwrite"),
+    "--out /tmp/fleet/a --host a": (0, "of host a into"),
+    "--out /tmp/fleet/b --host b": (0, "of host b into"),
+    "/tmp/fleet/a /tmp/fleet/b --kind overwrite": (1, "request b/"),  # both hosts' rows, named by host
+    "--vary paths --order both": (0, "no stage beyond tolerance"),
+    "--vary dtype": (1, "first divergence: encode"),  # bfloat16 vs float32: encode is the first stage computed
+    "--vary attn": (0, "no stage beyond tolerance"),  # sdpa and eager agree on the demo within tolerance
+    "IMAGE PROMPT --inject mrope-text-only": (1, "first divergence: sync"),  # sync holds the position ids the fault flattens
+    "IMAGE PROMPT --inject head-first:2": (1, "first divergence: layer.2"),
+    "diff before.qdt after.qdt": (0, "no stage beyond tolerance"),  # one request traced with sdpa, then eager
+    "export onnx --out /tmp/t2": (0, "qdebug-onnx.json"),
+    "--onnx /tmp/t2": (1, "export_layer: layer.2 is the first stage the export computes differently"),
+    "export onnx --out /tmp/m": (0, "qdebug-onnx.json"),
+    "--onnx /tmp/m": (1, "position_ids: position ids the decoder received differ"),
 }
-
 
 def readme_commands() -> list[str]:
     """Every qdebug command line in the README's code blocks, as written (comments and `pip install … &&` dropped)."""
@@ -44,6 +63,15 @@ def readme_commands() -> list[str]:
             if found:
                 lines.append(found.group(1).strip())
     return lines
+
+
+def _expected(line: str) -> tuple[int, str]:
+    """The exit code and phrase EXPECT gives this line: the entry for the whole line, else its one substring entry."""
+    if line in EXPECT:
+        return EXPECT[line]
+    keys = [key for key in EXPECT if key in line and not key.startswith("qdebug ")]  # whole-line keys match only whole
+    assert len(keys) == 1, (line, keys)
+    return EXPECT[keys[0]]
 
 
 def _needs(line: str) -> str | None:
@@ -60,7 +88,9 @@ def test_every_readme_command_is_run_or_says_what_it_needs():
     assert RUNNABLE and needing
     unused = [m for marks in NEEDS.values() for m in marks if not any(m in line for line in lines)]
     assert not unused, f"NEEDS marks no README line carries any more: {unused}"
-    assert all(any(key in line for line in RUNNABLE) for key in PROMISES)  # each promise is checked on a line that runs
+    local = [line for line in RUNNABLE if line in LOCAL]
+    assert all(_expected(line) for line in local)  # each local line has one expectation
+    assert all(any(key in line for line in local) for key in EXPECT)  # and each expectation a line
 
 
 class _Place:
@@ -84,8 +114,8 @@ class _Place:
     def fill(self, line: str) -> list[str]:
         tmp = str(self.tmp)
         line = line.replace("IMAGE PROMPT", 'sample_data/red_circle_top_left.png "Describe the image."')
+        line = re.sub(r"/tmp/(\w+)", lambda m: f"{tmp}/{m.group(1)}", line)  # first: tmp itself is under /tmp
         line = re.sub(r"(?<![\w/])out/", f"{tmp}/out/", line)
-        line = re.sub(r"/tmp/(\w+)", lambda m: f"{tmp}/{m.group(1)}", line)
         line = re.sub(r"(?<![\w/])(svc\.log[\w.]*|before\.qdt|after\.qdt)", lambda m: f"{tmp}/{m.group(1)}", line)
         line = re.sub(r"(?<![\w/])capture\.jsonl", "sample_data/capture.jsonl", line)
         line = line.replace("sample_data/sample_data/", "sample_data/")
@@ -94,9 +124,16 @@ class _Place:
         return shlex.split(line)[1:]  # without `qdebug`
 
 
-def _invoke(args: list[str]):
+def _flat(text: str) -> str:
+    """The output's words, without Rich's boxes and line wraps (a phrase may wrap at any width)."""
+    return " ".join(re.sub(r"[│┃╭╮╰╯─━┏┓┗┛┡┩┌┐└┘]", " ", text).split())
+
+
+def _invoke(args: list[str], code: int = 0, phrase: str | None = None):
+    """`qdebug ARGS` through Typer, held to its exit code and a phrase of its output."""
     result = CliRunner().invoke(app, args)
-    assert result.exit_code in (0, 1), f"qdebug {shlex.join(args)} → {result.exit_code}\n{result.output[-3000:]}"
+    assert result.exit_code == code, f"qdebug {shlex.join(args)} → {result.exit_code}, expected {code}\n{result.output[-3000:]}"
+    assert phrase is None or phrase in _flat(result.output), f"qdebug {shlex.join(args)}: no {phrase!r} in\n{result.output[-3000:]}"
     return result
 
 
@@ -132,17 +169,20 @@ def test_readme_command_runs(line, place):
         export = next(x for x in RUNNABLE if x.startswith("qdebug export onnx") and f"--out {out} " in x)
         if not (place.tmp / Path(out).name).exists():
             _invoke(place.fill(export))
-    result = _invoke(place.fill(line))
-    for key, promise in PROMISES.items():
-        if key in line:
-            assert promise in result.output, result.output[-2000:]
+    _invoke(place.fill(line), *_expected(line))
 
 
 def test_readme_serve_and_endpoint_commands_run(place):
-    """`qdebug serve` as the README starts it (clean, then with the bug), and the endpoint replays against it."""
+    """`qdebug serve` as the README starts it: clean, every endpoint replay of the README is all `ok` (exit 0); with the
+    incident's bug, the replay the README runs against it exits 1 with contaminated requests, and every request not `ok`
+    is one the server's own record says read another request's rows (no false alarm)."""
+    import json
+
     serves = [line for line in SERVED if line.startswith("qdebug serve")]
     replays = [line for line in SERVED if "--endpoint" in line]
-    assert serves and replays
+    assert len(serves) == 2 and "--inject" not in serves[0] and "--inject shared-visual-buffer" in serves[1] and replays
+    against_bug = replays[-1]  # the README's line right after `serve --inject`
+    assert README.read_text(encoding="utf-8").index(serves[1]) < README.read_text(encoding="utf-8").index(against_bug)
     for serve in serves:
         place.port = free_port()
         args = [a if a != "8000" else str(place.port) for a in place.fill(serve)]
@@ -150,8 +190,25 @@ def test_readme_serve_and_endpoint_commands_run(place):
             args += ["--port", str(place.port)]
         server = Server([sys.executable, "-m", "qdebug", *args], place.port, place.tmp / "serve.log", cwd=ROOT).wait_ready()
         try:
-            if serve == serves[0]:
-                for replay in replays:
-                    _invoke([a if a != "5" else "2" for a in place.fill(replay)])  # --repeat 5 → 2: the same, shorter
+            for k, replay in enumerate(replays if serve == serves[0] else [against_bug]):
+                out = place.tmp / f"served-{serves.index(serve)}-{k}.json"
+                argv = [a if a != "5" else "2" for a in place.fill(replay)]  # --repeat 5 → 2: the same, shorter
+                if "--json" not in argv:
+                    argv += ["--json", str(out)]
+                else:
+                    out = Path(argv[argv.index("--json") + 1])
+                buggy = serve == serves[1]
+                _invoke(argv, 1 if buggy else 0)
+                requests = json.loads(out.read_text())["requests"]
+                assert len(requests) == len((ROOT / "sample_data" / "capture.jsonl").read_text().splitlines())
+                verdicts = {r["id"]: r["verdict"] for r in requests}
+                if not buggy:
+                    assert set(verdicts.values()) == {"ok"}, verdicts
+                    continue
+                served = {line["client_request"]: line for line in map(json.loads, (place.tmp / "out" / "buggy" / "index.jsonl").read_text().splitlines())}
+                flagged = {rid for rid, v in verdicts.items() if v != "ok"}
+                # mixed rows can read like no one's answer (diverged); nothing else is possible against this server
+                assert "contaminated" in verdicts.values() and set(verdicts.values()) <= {"ok", "contaminated", "diverged"}, verdicts
+                assert all(served[f"{rid}/burst-1"]["donors"] for rid in flagged), (verdicts, served)
         finally:
             server.stop()
