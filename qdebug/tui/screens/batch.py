@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.text import Text
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from qdebug.vocab import Verdict
-
 from ..command_language import CommandError, parse
 from ..images import image_dirs_for
+from ..report_totals import Totals, count_totals, findings_heading, is_indexed, requests_heading
 from ..state import TraceDoc
 from ..widgets.command_bar import CommandBar
 from ..widgets.contamination_view import ContaminationView
@@ -44,11 +45,19 @@ class BatchScreen(Screen):
         Binding("left_curly_bracket", "page('first')", "first events", show=False),
     ]
 
+    @dataclass
+    class Counted(Message):
+        """The true totals of the report's source (a large log's, counted from its index in a worker)."""
+
+        totals: Totals
+
     def __init__(self, report, *, files: FileRouter, source: str = "", **kwargs):
         super().__init__(**kwargs)
         self.report = report
         self.files = files
         self.source = source or report.source
+        # a report without an index holds everything: its totals are its lists; a log's are counted in a worker
+        self.totals: Totals | None = None if is_indexed(report) else count_totals(report)
 
     def compose(self) -> ComposeResult:
         """Title line; requests; timeline | matrix; findings; messages, command bar, keys."""
@@ -73,9 +82,10 @@ class BatchScreen(Screen):
         """Fill the panels from the report (nothing when the screen was closed before it mounted: Esc pressed at once)."""
         if not self.is_attached or not self.query("#timeline-box"):
             return
-        self.query_one("#requests").border_title = "requests (Enter opens one)"
         self.query_one("#timeline-box").border_title = "events"
-        self.query_one("#matrix-box").border_title = "contamination"
+        self._show_totals()
+        if self.totals is None:
+            self._count()
         table = self.query_one(RequestTable)
         table.show(self.report)
         events = self.query_one("#events")
@@ -84,6 +94,29 @@ class BatchScreen(Screen):
         self.query_one(ContaminationView).report = self.report
         events.selected = table.current_id
         table.focus()
+
+    @work(thread=True, exclusive=True, group="totals")
+    def _count(self) -> None:
+        """Count the log's requests, verdicts and findings from its index (a query over every request)."""
+        self.post_message(self.Counted(count_totals(self.report)))
+
+    @on(Counted)
+    def _counted(self, event: Counted) -> None:
+        self.totals = event.totals
+        self._show_totals()
+
+    def _show_totals(self) -> None:
+        """Headers with the true totals, saying where a panel shows a page of them (until counted: what is shown)."""
+        t = self.totals
+        self.query_one("#info", Static).update(self._title())
+        shown = len(self.report.requests)
+        self.query_one("#requests").border_title = (requests_heading(t) if t is not None else
+                                                    f"requests 1–{shown:,} of … (counting the log) · Enter opens one")
+        box = self.query_one("#matrix-box")
+        box.border_title = "contamination"
+        if t is not None and t.requests_paged and t.contaminated:
+            box.border_title = f"contamination: {t.contaminated:,} contaminated requests in the log"
+        self.query_one("#findings", Static).update(self._findings())
 
     def _paged(self) -> bool:
         """A log larger than the events the report holds is paged from its index."""
@@ -105,14 +138,23 @@ class BatchScreen(Screen):
         r = self.report
         text = Text(f"replay {self.source}", style="bold")
         text.append(f" · {r.kind}" + (f" · mode {r.mode}" if r.mode else "") + (f" · inject {r.inject}" if r.inject else ""), style="dim")
-        bad = [o for o in r.requests if o.verdict != Verdict.OK]
-        text.append(f" · {len(r.requests)} requests, {len(bad)} not ok", style="bold red" if bad else "green")
+        t = self.totals
+        if t is None:  # a large log, still being counted: say what the table shows, never as the total
+            text.append(f" · {len(r.requests):,} requests shown, counting the log's…", style="dim")
+            return text
+        text.append(f" · {t.requests:,} requests, {t.not_ok:,} not ok", style="bold red" if t.not_ok else "green")
+        if t.requests_paged:
+            text.append(f" (table: the {t.shown_requests:,} worst)", style="dim")
         return text
 
     def _findings(self) -> Text:
         from qdebug.render.findings import findings_text
 
-        return findings_text(self.report.findings, empty="no findings")
+        text = findings_text(self.report.findings, empty="no findings")
+        heading = findings_heading(self.totals) if self.totals is not None else ""
+        if heading:
+            text = Text(heading + "\n", style="dim").append_text(text)
+        return text
 
     def say(self, text: str, error: bool = False) -> None:
         """Show a line in the message bar."""
