@@ -12,6 +12,16 @@ def _odd(capture) -> dict:
     return {r.request_id: "?" in r.request.prompt_text for r in parse_capture(capture).requests}
 
 
+def _all_read(port: int) -> bool:
+    """Whether every loopback TCP connection to `port` has nothing unread or unacknowledged (the kernel's queues in
+    /proc/net/tcp: the server's send queue and the client's receive queue both empty)."""
+    from pathlib import Path
+
+    rows = [line.split() for line in Path("/proc/net/tcp").read_text().splitlines()[1:]]
+    ours = [r for r in rows if int(r[1].split(":")[1], 16) == port or int(r[2].split(":")[1], 16) == port]
+    return bool(ours) and all(r[4] == "00000000:00000000" for r in ours if r[3] == "01")  # 01: ESTABLISHED
+
+
 def _one_line_failure(result):
     assert "Traceback" not in result.stderr and "Traceback" not in result.stdout
 
@@ -122,10 +132,12 @@ def test_ctrl_c_stops_and_reports_what_finished(tmp_path):
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         log = tmp_path / "fault-hang.log"
         deadline = time.monotonic() + 120
-        # Wait until the references (4) and the burst's two hanging questions have reached the server.
-        while time.monotonic() < deadline and proc.poll() is None and log.read_text().count("request ") < 4 + 2:
-            time.sleep(0.2)
-        time.sleep(1)
+        # Wait until the references (4) and the whole burst (4: two hang, two are answered) have reached the server, and
+        # every byte the server sent has been read by the client: the two statements' answers are in its hands.
+        while time.monotonic() < deadline and proc.poll() is None and not (
+                log.read_text().count("request ") >= 4 + 4 and _all_read(server.port)):
+            time.sleep(0.1)
+        assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=60)
     finally:
