@@ -106,6 +106,7 @@ def _tui_story(saved: Path, open_ids: list[str]) -> tuple[dict, str, dict]:
     from qdebug.tui.screens.batch import BatchScreen
     from qdebug.tui.screens.request import RequestScreen
     from qdebug.tui.widgets.event_timeline import timeline_text
+    from qdebug.tui.widgets.offset_strip import timeline_renderable
     from qdebug.tui.widgets.request_table import RequestTable
     from qdebug.tui.widgets.stage_detail import StageDetail
     from qdebug.vocab import StageName
@@ -141,7 +142,7 @@ def _tui_story(saved: Path, open_ids: list[str]) -> tuple[dict, str, dict]:
                     if detail.text.startswith(StageName.SYNC):
                         break
                     await pilot.pause(0.02)
-                opened[rid] = (screen.view(), detail.text)
+                opened[rid] = (screen.view(), detail.text, timeline_renderable(screen.view(), 200).plain)
                 await pilot.press("escape")
                 for _ in range(400):
                     if isinstance(tui.screen, BatchScreen):
@@ -189,7 +190,7 @@ def _check_replay(run: Run, open_ids: list[str]) -> None:
     for rid, (verdict, donor, visual) in story.items():
         line = next(line for line in events.splitlines() if re.search(rf"\b{re.escape(rid)}\s+stitch\b", line))
         assert f"visual@{visual} " in line and (f"rows of {donor}" if donor else "its own rows") in line, line
-    for rid, (view, detail) in opened.items():
+    for rid, (view, detail, strip) in opened.items():
         verdict, donor, visual = story[rid]
         assert view.doc.outcome is not None and view.doc.outcome.id == rid
         assert (view.doc.outcome.verdict, view.doc.outcome.donor, view.doc.outcome.visual_offset) == \
@@ -199,6 +200,9 @@ def _check_replay(run: Run, open_ids: list[str]) -> None:
         assert shown.get("donor") == (donor or "its"), detail
         if donor:
             assert f"rows of {donor}" in detail, detail
+        # the offsets panel's legend: the same visual offset (when the rows sit somewhere as a block) and donor
+        legend = strip.splitlines()[-1]
+        assert (f"visual@{visual}" in legend) == (visual != "–") and ((f"rows of {donor}" in legend) == bool(donor)), legend
 
 
 def test_injected_replay_tells_one_story(injected):
