@@ -234,11 +234,12 @@ def _file(p: Path, fps: float | None, max_frames: int, source=None) -> Video:
 
 def _decode(opened, keep: set[int], p: Path, max_frames: int) -> tuple[dict, int]:
     """(frame index → RGB image for the indices in `keep`, frames decoded): the others are dropped as they come."""
-    kept, count = {}, 0
+    kept, sizes, count = {}, [], 0
     with opened() as container:
         for frame in container.decode(container.streams.video[0]):
             if count in keep:
-                check_frames(str(p), [(frame.width, frame.height)], max_frames)  # the bitstream may not say what the header said
+                sizes.append((frame.width, frame.height))
+                check_frames(str(p), sizes, max_frames)  # the bitstream may not say what the stream's metadata said
                 kept[count] = frame.to_image().convert("RGB")
             count += 1
     return kept, count
