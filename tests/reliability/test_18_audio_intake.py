@@ -84,3 +84,24 @@ def test_a_one_sample_clip_at_another_rate_is_measured_at_the_models_rate(models
     proc = qdebug("attn", clip, "What is it?", "--model", models["qwen2_audio"], "--device", "cpu")
     one_line_error(proc, "audio too short", "short44k.wav", "2000 sample(s) at 44100 Hz", "at least 961 samples at the feature extractor's 16000 Hz")
     assert proc.returncode == 2
+
+
+def test_a_capture_request_with_nan_audio_is_one_error_request_and_the_rest_replay(models, tmp_path):
+    import base64
+    import json
+
+    def line(rid: str, clip) -> str:
+        data = base64.b64encode(clip.read_bytes()).decode()
+        return json.dumps({"id": rid, "messages": [{"role": "user", "content": [
+            {"type": "input_audio", "input_audio": {"data": data, "format": "wav"}}, {"type": "text", "text": "What is it?"}]}],
+            "max_tokens": 2})
+
+    samples = tone(16000)
+    samples[8000] = np.nan
+    capture = tmp_path / "c.jsonl"
+    capture.write_text(line("nan", wav(tmp_path / "nan.wav", samples)) + "\n" + line("fine", wav(tmp_path / "fine.wav", tone(16000))) + "\n")
+    proc = qdebug("replay", capture, "--model", models["qwen2_audio"], "--device", "cpu", "--json", tmp_path / "r.json")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr  # exit 1: one request is an error
+    requests = {r["id"]: r for r in json.loads((tmp_path / "r.json").read_text())["requests"]}
+    assert requests["nan"]["verdict"] == "error" and "non-finite audio samples" in requests["nan"]["error"], requests["nan"]
+    assert requests["fine"]["verdict"] == "ok", requests["fine"]
