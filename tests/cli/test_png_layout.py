@@ -3,6 +3,8 @@ event kind; titles say what the panels show."""
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -60,6 +62,15 @@ def test_timeline_png_labels_cross_no_bar_and_no_label(tmp_path, source):
     labels = drawn_labels(png)
     boxes = assert_readable(png, labels=labels)
     assert not any("left out" in s for s, _ in boxes), "every label found a place"
+    # the labels are drawn at all: each of the log's overwrites (writer → previous owner @ offset), each replayed
+    # request's sync (read from the inputs, not from the picture)
+    if name == "burst.log":
+        overwrites = re.findall(r"request_id=(\d+) overwrote buffer at offset (\d+).*\(previously (\d+)\)", (SAMPLE / name).read_text())
+        wanted = [f"{new}→{old}@{offset}" for new, offset, old in overwrites]
+        assert len(wanted) == 4 and all(any(label.startswith(w) for label in labels) for w in wanted), (wanted, labels)
+    else:
+        ids = [json.loads(line)["id"] for line in (SAMPLE / name).read_text().splitlines()]
+        assert sorted(label.split(":")[0] for label in labels if label.startswith("S ")) == sorted(f"S {i}" for i in ids), labels
 
 
 def test_timeline_png_of_a_busy_log_fits(tmp_path, monkeypatch):
