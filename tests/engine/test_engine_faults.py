@@ -82,15 +82,21 @@ def burst(server, out, repeat: int = 1) -> tuple[dict, object]:
     return json.loads(out.read_text()), result
 
 
+BURST_TRIES = 3  # replays of five bursts each; the fault needs two requests' prompts in one scheduler step
+
+
 def test_a_shared_visual_buffer_in_the_engine_is_found_and_its_donors_match_the_engines_rows(vllm_py, tmp_path_factory, tmp_path):
-    # Five bursts: the fault acts on the images of one scheduler step, and a burst can trickle in one request per step.
+    # Five bursts a replay: the fault acts on the images of one scheduler step, and a burst can trickle in one request
+    # per step. A replay where no two requests shared a step tests nothing: it is run again, and never sharing fails.
     with faulty_server(vllm_py, tmp_path_factory.mktemp("shared-buffer"), "shared-visual-buffer", seed=0) as server:
-        doc, result = burst(server, tmp_path / "r.json", repeat=5)
+        for attempt in range(BURST_TRIES):
+            before = set(server.traces.glob("*.qdt"))
+            doc, result = burst(server, tmp_path / f"r{attempt}.json", repeat=5)
+            if _shared_a_step(set(server.traces.glob("*.burst-*.qdt")) - before):
+                break
+        else:
+            pytest.fail(f"no two burst requests shared a scheduler step in {BURST_TRIES} replays of 5 bursts")
     contaminated = {r["id"]: r for r in doc["requests"] if r["verdict"] == "contaminated"}
-    assert result.returncode == (1 if any(r["verdict"] != "ok" for r in doc["requests"]) else 0)
-    if not _shared_a_step(server.traces):  # every request had its prefill step to itself: the fault had nothing to mix
-        assert not contaminated and not [f for f in doc["findings"] if f["kind"].startswith("engine_")], doc["findings"]
-        return
     assert contaminated, [(r["id"], r["verdict"]) for r in doc["requests"]]
     shown: dict = {}  # (request, burst) → the requests whose rows the engine put in that stream
     for f in doc["findings"]:
@@ -98,8 +104,12 @@ def test_a_shared_visual_buffer_in_the_engine_is_found_and_its_donors_match_the_
             k = int(re.search(r"\(burst (\d+)\)", f["message"]).group(1))
             shown[(f["request_id"], k)] = {f["donor"]} | set(re.findall(r"\d+ from (req-\d+)", f["message"]))
     assert shown and not [f for f in doc["findings"] if f["kind"] == "partial_comparison"], doc["findings"]
-    # the verdicts tell the engine's story too: every stream that held others' rows is contaminated
+    # the verdicts tell the engine's story too: every stream that held others' rows is contaminated, and a request is
+    # contaminated only on evidence: its engine rows, or a burst answer that names a donor
     assert {rid for rid, _ in shown} <= set(contaminated), (sorted(shown), sorted(contaminated))
+    named = {r["id"] for r in doc["requests"] if any(r["burst_donors"] or [])}
+    assert set(contaminated) <= {rid for rid, _ in shown} | named, (sorted(contaminated), sorted(shown), sorted(named))
+    assert result.returncode == 1, result.stderr  # verdicts first, then the exit code they make
     disagreements = {(f["request_id"], int(re.match(r"burst (\d+)", f["message"]).group(1)))
                      for f in doc["findings"] if f["kind"] == "engine_disagreement"}
     for rid, r in contaminated.items():
@@ -120,13 +130,13 @@ def test_a_clean_engine_under_the_same_burst_is_all_ok_five_times(traced_server,
     assert result.returncode == 0, result.stderr
 
 
-def _shared_a_step(traces) -> bool:
-    """Whether two burst requests' prompts ran in one scheduler step, from the engine traces' own record of their
-    first step (requests and tokens flattened together) and of who shared their steps."""
+def _shared_a_step(paths) -> bool:
+    """Whether two burst requests' prompts ran in one scheduler step, from the engine traces' own record (`paths`: one
+    replay's burst traces) of their first step (requests and tokens flattened together) and of who shared their steps."""
     from qdebug.trace.schema import load_trace
 
     firsts = {}
-    for path in traces.glob("*.burst-*.qdt"):
+    for path in paths:
         engine = load_trace(path).meta.engine
         firsts[engine["request_id"]] = engine
     return any(other in firsts and firsts[other]["batches"][:1] == e["batches"][:1]
