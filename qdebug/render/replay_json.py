@@ -23,12 +23,17 @@ def _target(target: str) -> Iterator[IO[str]]:
         yield f
 
 
+# One encoder for every item: json.dumps(..., ensure_ascii=False) builds a new JSONEncoder per call (a large log's
+# --json encodes hundreds of thousands of items)
+_encode = json.JSONEncoder(ensure_ascii=False).encode
+
+
 def _array(out: IO[str], items: Iterable, indent: str) -> None:
     """A JSON array with one item per line, written item by item."""
     out.write("[")
     first = True
     for item in items:
-        out.write(("\n" if first else ",\n") + indent + "  " + json.dumps(item, ensure_ascii=False))
+        out.write(("\n" if first else ",\n") + indent + "  " + _encode(item))
         first = False
     out.write("]" if first else "\n" + indent + "]")
 
@@ -74,4 +79,4 @@ def write_events_jsonl(report, target: str) -> None:
     events = index.events(report.event_filter) if index is not None else report.events
     with _target(target) as out:
         for e in events:
-            out.write(json.dumps(e.to_json(), ensure_ascii=False) + "\n")
+            out.write(_encode(e.to_json()) + "\n")
