@@ -4,20 +4,30 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.containers import Horizontal
-from textual.widgets import Label, ProgressBar
+from textual.widgets import Label
 
 
 class ModelStatus(Horizontal):
-    """A label and a pulsing bar while the model loads in its worker."""
+    """A label and a pulsing bar while the model loads in its worker (the bar joins right after the first frame,
+    which it would otherwise delay by its mount)."""
 
     def __init__(self, text: str, **kwargs):
         super().__init__(**kwargs)
         self._text = text
 
     def compose(self) -> ComposeResult:
-        """Label, then the bar."""
+        """The label (the bar follows once the first frame is out)."""
         yield Label(self._text, id="model-label")
-        yield ProgressBar(total=None, show_eta=False, show_percentage=False, id="model-bar")
+
+    def on_mount(self) -> None:
+        """Add the pulsing bar after the first frame."""
+        self.call_after_refresh(self._add_bar)
+
+    def _add_bar(self) -> None:
+        from textual.widgets import ProgressBar
+
+        if self.is_attached and self.display:
+            self.mount(ProgressBar(total=None, show_eta=False, show_percentage=False, id="model-bar"))
 
     def done(self) -> None:
         """Hide: the model is ready (or failed; the message line says which)."""
