@@ -80,6 +80,13 @@ class EngineTraceError(QDebugError):
     exit_code = 1
 
 
+class UnreachableError(QDebugError):
+    """A server could not be connected to at all (refused, no route, unknown name, connect timeout): exit 6, apart
+    from 1 (the runs differ or a problem was found), so a CI gate can tell a down server from a finding."""
+
+    exit_code = 6
+
+
 def describe(exc: BaseException) -> str:
     """An exception as the one line a user is shown: a qdebug error's own message, else `Type: text`."""
     return getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"

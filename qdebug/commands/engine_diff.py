@@ -15,7 +15,7 @@ import uuid
 from pathlib import Path
 
 from qdebug.engine.trace_dir import TRACE_NAME, index_entries
-from qdebug.errors import EngineTraceError, IncompatibleTracesError, InputError
+from qdebug.errors import EngineTraceError, IncompatibleTracesError, InputError, UnreachableError
 
 from .diff_run import Comparison, DiffRun
 
@@ -80,8 +80,10 @@ def _served_model(client, settings, base: str) -> tuple[str, tuple[str, ...]]:
 
     try:
         response = client.get("/models")
+    except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+        raise UnreachableError(f"cannot reach {base} ({type(exc).__name__}); is the vLLM server running?") from None
     except (httpx.HTTPError, OSError) as exc:
-        raise EngineTraceError(f"cannot reach {base} ({type(exc).__name__}); is the vLLM server running?") from None
+        raise EngineTraceError(f"{base}/models failed ({type(exc).__name__}); is it a vLLM server?") from None
     if settings.served_model:
         return settings.served_model, model_aliases(response, settings.served_model)
     try:
@@ -115,8 +117,10 @@ def _send(client, request, served: str, tag: str, base: str) -> str:
     body["vllm_xargs"] = {"qdebug_trace": True, "qdebug_id": tag}
     try:
         response = client.post("/chat/completions", json=body)
+    except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+        raise UnreachableError(f"cannot reach {base} ({type(exc).__name__}: {exc}); is the vLLM server running?") from None
     except (httpx.HTTPError, OSError) as exc:
-        raise EngineTraceError(f"cannot reach {base} ({type(exc).__name__}: {exc}); is the vLLM server running?") from None
+        raise EngineTraceError(f"{base} did not answer the request ({type(exc).__name__}: {exc})") from None
     if response.status_code >= 300:
         raise EngineTraceError(f"{base} answered HTTP {response.status_code}: {server_message(response)}")
     try:

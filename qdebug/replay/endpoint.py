@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
-from qdebug.errors import InputError, QDebugError
+from qdebug.errors import InputError, QDebugError, UnreachableError
 
 from .batch import Batch
 
@@ -284,8 +284,10 @@ async def _probe_model(client, settings: EndpointSettings, base: str, key: str |
         raise EndpointError(f"{base}: no complete answer to GET /models within {settings.timeout:g} s (--timeout)") from None
     except AnswerTooLarge as exc:
         raise EndpointError(f"{base}/models: {too_large(settings, exc)}") from None
+    except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+        raise UnreachableError(f"cannot reach {base} ({type(exc).__name__}: {_redact(str(exc), key) or 'connection failed'}); is the server running?") from None
     except (httpx.TransportError, OSError, httpx.DecodingError) as exc:
-        raise EndpointError(f"cannot reach {base} ({type(exc).__name__}: {_redact(str(exc), key) or 'connection failed'}); is the server running?") from None
+        raise EndpointError(f"{base}/models failed ({type(exc).__name__}: {_redact(str(exc), key) or 'no answer'}); is it an OpenAI-compatible server?") from None
     if response.status_code in (401, 403):
         raise EndpointError(f"{base} refused the request (HTTP {response.status_code}: {_redact(server_message(response), key)}); check --api-key-env")
     if settings.served_model:
