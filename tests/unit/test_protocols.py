@@ -39,8 +39,27 @@ def test_family_recorders_are_family_sinks_fed_by_the_recorder():
     for rec in (DeepstackRecorder([0, 1]), LinearRecorder()):
         assert isinstance(rec, FamilySink) and FamilySinkBase in type(rec).__mro__
     assert _public_methods(FamilySinkBase) == _public_methods(FamilySink)
-    source = (REPO / "qdebug" / "trace" / "deepstack_record.py").read_text() + (REPO / "qdebug" / "trace" / "linear_record.py").read_text()
-    assert "register_forward" not in source
+    import qdebug.trace.deepstack_record as deepstack
+    import qdebug.trace.linear_record as linear
+
+    # what their compiled code calls (every function, method and nested function of both modules): no hook registration
+    called = set().union(*(_names_called(module) for module in (deepstack, linear)))
+    assert called and not {n for n in called if n.startswith("register_forward")}, sorted(called)
+
+
+def _names_called(module) -> set[str]:
+    """Every global and attribute name the module's own functions use (their code objects, nested ones included)."""
+    names, stack = set(), [v for v in vars(module).values() if getattr(v, "__module__", None) == module.__name__]
+    while stack:
+        item = stack.pop()
+        if inspect.isclass(item):
+            stack.extend(v.fget if isinstance(v, property) else getattr(v, "__func__", v) for v in vars(item).values())
+        elif inspect.isfunction(item):
+            stack.append(item.__code__)
+        elif inspect.iscode(item):
+            names.update(item.co_names)
+            stack.extend(c for c in item.co_consts if inspect.iscode(c))
+    return names
 
 
 def test_every_fault_class_is_a_fault():
@@ -115,7 +134,28 @@ def test_trace_names_no_event_kind(path):
 
 
 def test_the_recorder_calls_every_fault_hook_directly():
-    """Every fault subclasses FaultBase, so the Recorder calls `on_position_ids` as it calls the other hooks."""
+    """Every fault subclasses FaultBase, so the Recorder calls `on_position_ids` as it calls the other hooks: a real
+    Recorder at prefill hands each fault the embeddings and the position ids, and what a fault returns flows on."""
+    import torch
+
+    from qdebug.trace.hooks import Recorder
+
     assert FaultBase().on_position_ids(None, object()) is None
-    source = (REPO / "qdebug" / "trace" / "hooks.py").read_text(encoding="utf-8")
-    assert "fault.on_position_ids(self, given)" in source and 'getattr(fault, "on_position_ids"' not in source
+
+    class Flatten(FaultBase):
+        """Replaces the position ids with zeros, and records what it was handed."""
+
+        def __init__(self):
+            self.seen = []
+
+        def on_position_ids(self, rec, ids):
+            self.seen.append(ids)
+            return torch.zeros_like(ids)
+
+    first, second = Flatten(), FaultBase()
+    recorder = Recorder(faults=(first, second))
+    embeds, ids = torch.ones(1, 4, 8), torch.arange(4).expand(3, 1, 4).clone()
+    out = recorder.decoder_input((), {"inputs_embeds": embeds, "position_ids": ids})
+    assert len(first.seen) == 1 and torch.equal(first.seen[0], ids)
+    assert out is not None and torch.equal(out[1]["position_ids"], torch.zeros_like(ids))  # the replacement flows on
+    assert torch.equal(recorder.position_ids, torch.zeros(3, 4, dtype=ids.dtype))  # and is what sync measures
