@@ -1,4 +1,4 @@
-"""Every command line in README.md's code blocks is run here as written (placeholders filled with the sample data, out/
+"""Every command line in the documentation's code blocks (README.md and the docs/ site) is run here as written (placeholders filled with the sample data, out/
 with a temporary folder, the server's port with a free one), or listed with what it needs that a test machine lacks."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import pytest
 from typer.testing import CliRunner
 
 from qdebug.cli import app
+from tests.docs_text import documentation_text
 from tests.servers import Server, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-README = ROOT / "README.md"
 BLOCK = re.compile(r"```[a-z]*\n(.*?)```", re.S)
 INVOCATION = re.compile(r"(?:^|&& )(qdebug\s.*)$")
 
@@ -57,7 +57,7 @@ EXPECT = {
 def readme_commands() -> list[str]:
     """Every qdebug command line in the README's code blocks, as written (comments and `pip install … &&` dropped)."""
     lines = []
-    for block in BLOCK.findall(README.read_text(encoding="utf-8")):
+    for block in BLOCK.findall(documentation_text()):
         for line in block.splitlines():
             found = INVOCATION.search(line.split(" # ")[0].split("  #")[0].strip())
             if found:
@@ -182,7 +182,7 @@ def test_readme_serve_and_endpoint_commands_run(place):
     replays = [line for line in SERVED if "--endpoint" in line]
     assert len(serves) == 2 and "--inject" not in serves[0] and "--inject shared-visual-buffer" in serves[1] and replays
     against_bug = replays[-1]  # the README's line right after `serve --inject`
-    assert README.read_text(encoding="utf-8").index(serves[1]) < README.read_text(encoding="utf-8").index(against_bug)
+    assert documentation_text().index(serves[1]) < documentation_text().index(against_bug)
     for serve in serves:
         place.port = free_port()
         args = [a if a != "8000" else str(place.port) for a in place.fill(serve)]

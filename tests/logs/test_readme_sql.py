@@ -9,13 +9,13 @@ from pathlib import Path
 import duckdb
 
 from qdebug.analysis.log_index_build import index_logs
+from tests.docs_text import documentation_text
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-SAMPLE = README.parent / "sample_data" / "burst.log"
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_data" / "burst.log"
 
 
 def test_readme_sql_finds_the_contaminated_requests(tmp_path, cache):
-    snippet = next(b for b in re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S) if "read_parquet" in b)
+    snippet = next(b for b in re.findall(r"```python\n(.*?)```", documentation_text(), re.S) if "read_parquet" in b)
     sql = re.search(r'duckdb\.sql\("""(.*?)"""\)', snippet, re.S).group(1).replace("/tmp/fleet", str(tmp_path / "fleet"))
     for host in ("a", "b"):
         index, _ = index_logs([SAMPLE], tmp_path / "fleet" / host, host=host)
