@@ -13,9 +13,37 @@ from tests.servers import Server, free_port
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_data"
 CAPTURE = SAMPLE / "capture.jsonl"
 OBSERVED_KIND = {"contaminated": "observed_contamination", "diverged": "observed_diverged"}
-# `--inject shared-visual-buffer --seed 0` before the rule changed: contaminated requests and their donors, and the desynced ones.
-INJECTED_CONTAMINATED = {"req-05": "req-08", "req-06": "req-08", "req-07": "req-08", "req-11": "req-09"}
-INJECTED_DESYNC = {"req-01", "req-02", "req-10", "req-12"}
+CHECKPOINT = SAMPLE.parent / "qdebug" / "demo" / "checkpoint"
+WAVE = 4  # replay's default --concurrency: the requests that share one buffer
+
+
+def injected_truth(seed: int = 0) -> tuple[dict[str, str], set[str]]:
+    """What `--inject shared-visual-buffer --seed S` must find, worked out apart from qdebug's detectors: each wave's
+    seeded order of writes and reads (qdebug.schedule, as the fault draws it) played over a buffer of row owners, each
+    request's row count from the demo processor's own image grid. A read wholly of one other request's rows is
+    contaminated with that donor; a read of a mix (another's rows and its own, or several others') is desync."""
+    from transformers import AutoProcessor
+
+    from qdebug.replay.formats.capture import parse_capture
+    from qdebug.schedule import draw_schedule
+
+    images = AutoProcessor.from_pretrained(CHECKPOINT).image_processor
+    requests = parse_capture(CAPTURE).requests
+    rows = {r.request_id: int(images(images=r.request.images, return_tensors="pt")["image_grid_thw"].prod(-1).sum()) // images.merge_size**2
+            for r in requests}
+    ids, contaminated, desync = [r.request_id for r in requests], {}, set()
+    for start in range(0, len(ids), WAVE):
+        owner: list = []
+        for op, rid in draw_schedule(ids[start:start + WAVE], seed * 1_000_003 + start):  # the preset's seed for a wave
+            n = rows[rid]
+            if op == "write":
+                owner[:n] = [rid] * n
+            elif set(owner[:n]) - {rid}:
+                if len(set(owner[:n])) == 1:
+                    contaminated[rid] = owner[0]
+                else:
+                    desync.add(rid)
+    return contaminated, desync
 
 
 def table_rows(text: str) -> dict[str, list[str]]:
@@ -107,12 +135,15 @@ def test_the_injected_replay_keeps_its_contaminated_requests_and_donors(tmp_path
     code, out, err = qdebug(tmp_path, "replay", CAPTURE, "--device", "cpu", "--inject", "shared-visual-buffer", "--seed", "0", "--json", "-")
     assert code == 1, err
     doc = json.loads(out)
-    assert {r["id"]: r["donor"] for r in doc["requests"] if r["verdict"] == "contaminated"} == INJECTED_CONTAMINATED
-    assert {r["id"] for r in doc["requests"] if r["verdict"] == "desync"} == INJECTED_DESYNC
+    contaminated, desync = injected_truth(seed=0)
+    assert len(contaminated) == 4 and len(desync) == 4  # the seed mixes rows in both ways
+    assert {r["id"]: r["donor"] for r in doc["requests"] if r["verdict"] == "contaminated"} == contaminated
+    assert {r["id"] for r in doc["requests"] if r["verdict"] == "desync"} == desync
     for r in doc["requests"]:  # every contaminated verdict rests on this replay's rows, never on production's answer
         if r["verdict"] == "contaminated":
             assert any(f["kind"] == "contamination" and f["request_id"] == r["id"] and f["donor"] == r["donor"] for f in doc["findings"]), r
-    # req-11: this replay put req-09's rows in its stream; production answered req-08's answer. Two stories, two places.
+    # req-11: this replay put req-09's rows in its stream; production answered what req-08, req-09 and req-14 all answer
+    # alone, and of those alike the observed donor is the one whose rows this replay measured (commit 7e52c17).
     req11 = next(r for r in doc["requests"] if r["id"] == "req-11")
-    assert (req11["donor"], req11["observed_verdict"], req11["observed_donor"]) == ("req-09", "contaminated", "req-08")
+    assert (req11["donor"], req11["observed_verdict"], req11["observed_donor"]) == (contaminated["req-11"], "contaminated", "req-09")
     _assert_observed_is_its_own_story(doc, err)
