@@ -177,8 +177,17 @@ def test_replay_runs_a_capture_of_audio_requests(qwen2_audio_dir, clip_wav, tmp_
     assert res.exit_code == 0, res.output
     requests = json.loads(out.read_text())["requests"]
     assert [r["id"] for r in requests] == ["a", "b"]
-    # Each replayed run of the clip answers what its isolated reference answered, and its rows landed on its span.
-    assert all(r["verdict"] == "ok" and r["replayed"] == r["reference"] and r["visual_offset"] == 15 for r in requests)
+    # Each replayed run of the clip answers what its isolated reference answered, and its rows landed on its span: the
+    # span starts after the tokens the processor's own chat template puts before the first <|AUDIO|> (system turn,
+    # "user\nAudio 1: <|audio_bos|>": 15 with this tokenizer).
+    from transformers import AutoProcessor
+
+    processor = AutoProcessor.from_pretrained(qwen2_audio_dir)
+    chat = [{"role": "user", "content": [{"type": "audio", "audio_url": str(clip_wav)}, {"type": "text", "text": "What is it?"}]}]
+    prompt = processor.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
+    span_start = len(processor.tokenizer(prompt.split(processor.audio_token)[0]).input_ids)
+    assert span_start > 0 and all(r["verdict"] == "ok" and r["replayed"] == r["reference"] for r in requests), requests
+    assert [r["visual_offset"] for r in requests] == [span_start] * 2
 
 
 def test_audio_first_order_on_an_image_is_refused():
