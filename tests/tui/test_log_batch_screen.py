@@ -75,15 +75,23 @@ async def test_o_shows_the_offset_timeline_picture_where_the_terminal_shows_pixe
         screen = app.screen
         await wait_for(pilot, lambda: screen.picture is not None and screen.query("#picture"), what="the picture")
         assert screen.picture.width > 600 and screen.picture.height > 300
-        # the picture is the PNG --timeline-png writes
+        # the picture is the PNG `qdebug replay LOG --timeline-png` writes (the command, not the function the screen
+        # calls), and that PNG labels every overwrite the log's own lines report (writer→previous owner@offset)
+        import re
+
         from PIL import Image, ImageChops
+        from typer.testing import CliRunner
+
+        from qdebug.cli import app as cli
+        from qdebug.render.offset_timeline import drawn_labels
 
         png = tmp_path / "t.png"
-        from qdebug.render.offset_timeline import draw_timeline
-
-        draw_timeline(report, png)
+        assert CliRunner().invoke(cli, ["replay", str(SAMPLE), "--timeline-png", str(png)]).exit_code == 1  # contamination found
         with Image.open(png) as im:
             assert ImageChops.difference(im.convert("RGB"), screen.picture).getbbox() is None
+        overwrites = re.findall(r"request_id=(\d+) overwrote buffer at offset (\d+).*\(previously (\d+)\)", SAMPLE.read_text())
+        labels = drawn_labels(png)
+        assert overwrites and all(any(label.startswith(f"{new}→{old}@{offset}") for label in labels) for new, offset, old in overwrites), labels
         await pilot.press("escape")
         await wait_for(pilot, lambda: isinstance(app.screen, BatchScreen))
 
