@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from torch import nn
 
 
 @dataclass(frozen=True)
@@ -26,9 +30,24 @@ class Encoder:
         return int(value) if isinstance(value, int) else None
 
 
-def module_at(model, path: str):
-    """The module at a dotted path under `model`."""
-    node = model
+def module_at(model: "nn.Module", path: str):
+    """The module at a dotted path under `model`, on either layout of a wrapper (see `_step`)."""
+    trail = [model]
     for part in path.split("."):
-        node = getattr(node, part)
-    return node
+        trail = _step(trail, part)
+        if trail is None:
+            raise AttributeError(f"{type(model).__name__} has no module at {path!r}")
+    return trail[-1]
+
+
+def _step(trail: list, part: str) -> list | None:
+    """`trail` (the modules walked so far) extended by its last module's `part`; where that module lacks it, its
+    parent's `part` in its place: transformers before 5.21 kept Qwen2.5-Omni's towers on the thinker itself, its
+    `model` the text decoder, where later versions put them under `model` (read from the model, not a version)."""
+    for depth in (len(trail) - 1, len(trail) - 2):
+        if depth < 0:
+            break
+        found = getattr(trail[depth], part, None)
+        if found is not None:
+            return [*trail[:depth + 1], found]
+    return None

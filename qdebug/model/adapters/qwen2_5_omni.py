@@ -3,6 +3,10 @@ Whisper-style audio tower, and a decoder whose MRoPE interleaves a video's audio
 
 A full Omni checkpoint (`qwen2_5_omni`: thinker, talker and token2wav) is loaded without its speech output and its
 thinker is what qdebug traces; a thinker-only checkpoint (`qwen2_5_omni_thinker`) loads as it is.
+
+Two thinker layouts are in the transformers range: from 5.21 the towers, `get_rope_index` and the decoder sit under
+`model.model` (`visual`, `audio_tower`, `language_model`); before, the towers and `get_rope_index` sit on the thinker
+itself and `model.model` is the decoder. Each accessor reads which one the loaded model has (`module_at`).
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .base import Adapter
-from .encoders import Encoder
+from .encoders import Encoder, module_at
 from .forward_merge import audio_rows_for_frames, embeds_at_decoder
 
 
@@ -44,12 +48,18 @@ class Qwen2_5OmniAdapter(Adapter):
     def model_class(self):
         return _ThinkerLoader
 
+    def vision_tower(self, model):
+        """The vision encoder for images and video (`model.model.visual`, or the thinker's own before 5.21)."""
+        return module_at(model, "model.visual")
+
     def language_model(self, model):
-        return model.model.language_model
+        """The decoder: `model.model.language_model`, or `model.model` itself where that is the decoder (before 5.21)."""
+        inner = model.model
+        return getattr(inner, "language_model", inner)
 
     def audio_tower(self, model):
         """The Whisper-style audio encoder (its `_get_feat_extract_output_lengths` maps mask frames to rows)."""
-        return model.model.audio_tower
+        return module_at(model, "model.audio_tower")
 
     def image_token_id(self, config) -> int:
         return int(config.image_token_index)
@@ -72,7 +82,7 @@ class Qwen2_5OmniAdapter(Adapter):
         if use_audio_in_video is None:
             use_audio_in_video = bool(inputs.get("use_audio_in_video"))
         mask = inputs.get("feature_attention_mask")
-        return model.model.get_rope_index(
+        return module_at(model, "model.get_rope_index")(  # beside the towers: under model.model, or the thinker's own
             inputs["input_ids"], image_grid_thw=inputs.get("image_grid_thw"), video_grid_thw=inputs.get("video_grid_thw"),
             attention_mask=inputs["attention_mask"], use_audio_in_video=use_audio_in_video,
             audio_seqlens=mask.sum(-1) if mask is not None else None, second_per_grids=inputs.get("video_second_per_grid"),
