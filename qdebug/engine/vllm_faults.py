@@ -44,7 +44,14 @@ def install(runner, name: str) -> None:
     elif name == "shared-visual-buffer":
         from .shared_buffer import SharedStepBuffer
 
-        seed = int(os.environ.get(ENV_SEED, "0") or 0)
+        from qdebug.env import env_int
+        from qdebug.errors import InputError
+
+        try:
+            seed = env_int(ENV_SEED, 0, minimum=0)
+        except InputError as exc:  # inside the engine a bad value is said, never raised: the server keeps serving
+            log.error("qdebug: %s; nothing injected", exc)
+            return
         SharedStepBuffer(seed).install(model)
         log.warning("qdebug: injected fault shared-visual-buffer (seed %d)", seed)
     else:
