@@ -81,8 +81,27 @@ def media_kwargs(loaded, request) -> dict:
             raise PlaceholderError(f"videos sampled at different rates {sorted(rates)} fps; expected one --fps for every video of a request")
         kwargs.update(videos=[v.frames for v in request.videos], do_sample_frames=False, fps=rates.pop())
         if request.use_audio_in_video:
-            kwargs.update(load_audio_from_video=True, audio_from_video_indices=[v for _, v in slots])
+            if processor_declares(processor, "load_audio_from_video"):
+                kwargs.update(load_audio_from_video=True, audio_from_video_indices=[v for _, v in slots])
+            else:  # transformers < 5.25 spells it use_audio_in_video (and drops an option it does not know silently)
+                kwargs.update(use_audio_in_video=True)
     return kwargs
+
+
+def processor_declares(processor, name: str) -> bool:
+    """Whether the processor's own kwargs declaration (its TypedDicts, nested ones too) names option `name`: read from
+    the loaded processor, never from a version string."""
+    todo, seen = [getattr(type(processor), "valid_processor_kwargs", None)], []
+    while todo:
+        declared = todo.pop()
+        if declared is None or declared in seen:
+            continue
+        seen.append(declared)
+        hints = getattr(declared, "__annotations__", {})
+        if name in hints:
+            return True
+        todo += [v for v in hints.values() if isinstance(v, type) and hasattr(v, "__annotations__")]
+    return False
 
 
 def media_items(loaded, request, inputs) -> list[MediaItem]:
