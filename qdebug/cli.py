@@ -149,6 +149,7 @@ def replay(
     max_answer_mb: Annotated[float, typer.Option("--max-answer-mb", help="With --endpoint: the largest answer accepted, in MiB once decompressed.")] = 64.0,
     retries: Annotated[int, typer.Option("--retries", min=0, help="With --endpoint: retries on connection resets and 5xx.")] = 2,
     engine_traces_dir: Annotated[Optional[Path], typer.Option("--engine-traces", help="With --endpoint to a vLLM running qdebug's plugin: the folder it writes traces to (its QDEBUG_VLLM_TRACE_DIR); requests are tagged, and whose visual rows landed in each burst request inside the engine is checked against the answers.")] = None,
+    engine_caches: Annotated[str, typer.Option("--engine-caches", help="With --endpoint: fresh (default) sends new media identities (uuid) and a prefix-cache salt per run, phase and request, so each run is encoded afresh; keep sends neither, reproducing production caching.")] = "fresh",
     since: Annotated[Optional[str], typer.Option("--since", help="Logs: only events at or after this ISO time.")] = None,
     until: Annotated[Optional[str], typer.Option("--until", help="Logs: only events at or before this ISO time.")] = None,
     request: Annotated[Optional[str], typer.Option("--request", help="Logs: one request's whole story (its events and those naming it as donor).")] = None,
@@ -183,10 +184,12 @@ def replay(
         check_local_only_options(mode, inject, seed)
         eargs = EndpointArgs(file=file, format=fmt, allow_paths=allow_paths, url=endpoint, served_model=served_model, api_key_env=api_key_env,
                              concurrency=concurrency, speed=speed, repeat=repeat, timeout=timeout, retries=retries, max_answer_mb=max_answer_mb, model=model, device=device,
-                             dtype=dtype, attn_kernel=attn_kernel, engine_traces=engine_traces_dir)
+                             dtype=dtype, attn_kernel=attn_kernel, engine_traces=engine_traces_dir, engine_caches=engine_caches)
         with terminate_as_interrupt() as terminated:
             report = run_endpoint_replay(eargs, status)
     else:
+        if engine_caches != "fresh":
+            _fail("--engine-caches chooses what a replay against a server sends (expected --endpoint URL with it)", 2)
         if engine_traces_dir is not None:
             _fail("--engine-traces reads a vLLM server's traces of the requests --endpoint sends (expected --endpoint URL with it)", 2)
         args = ReplayArgs(file=file, format=fmt, mode=mode, concurrency=concurrency or 4, inject=inject, seed=seed, allow_paths=allow_paths,

@@ -29,6 +29,7 @@ class EndpointArgs(ModelChoice):
     retries: int = 2
     max_answer_mb: float = 64.0
     model: str | None = None  # --model: also run local references with qdebug's traced model
+    engine_caches: str = "fresh"  # --engine-caches: fresh identities per run and phase, or keep the server's caching
     engine_traces: Path | None = None  # --engine-traces: the folder a vLLM running qdebug's plugin writes traces to
 
 
@@ -46,12 +47,12 @@ def run_endpoint_replay(args: EndpointArgs, console=None) -> ReplayReport:
     """Parse the capture, replay it against the endpoint (and locally with --model); returns a ReplayReport."""
     from qdebug.analysis.endpoint import report_from_endpoint
     from qdebug.errors import InputError
-    from qdebug.replay.endpoint import EndpointSettings, check_endpoint_settings, run_endpoint
+    from qdebug.replay.endpoint import ENGINE_CACHES_SAID, EndpointSettings, check_endpoint_settings, run_endpoint
     from qdebug.replay.formats.detect import read_batch
 
     settings = EndpointSettings(url=args.url, served_model=args.served_model, api_key_env=args.api_key_env, concurrency=args.concurrency,
                                 speed=args.speed, repeat=args.repeat, timeout=args.timeout, retries=args.retries,
-                                max_answer_mb=args.max_answer_mb)
+                                max_answer_mb=args.max_answer_mb, engine_caches=args.engine_caches)
     check_endpoint_settings(settings)
     if args.engine_traces is not None:
         import uuid
@@ -71,6 +72,9 @@ def run_endpoint_replay(args: EndpointArgs, console=None) -> ReplayReport:
                             "errors") as on_progress:
         run = run_endpoint(batch, settings, on_progress)
     report = report_from_endpoint(batch, run, local)
+    said = ENGINE_CACHES_SAID[settings.engine_caches]  # what this run did to the server's caches, said with its schedule
+    report.extra["engine_caches"] = settings.engine_caches
+    report.extra["schedule"] = f"{report.extra.get('schedule', '')}; engine caches: {said}"
     if settings.engine_tag:
         from qdebug.analysis.engine_evidence import apply_engine_verdicts
 

@@ -8,10 +8,9 @@ the Authorization header of requests to the endpoint (redirects are not followed
 from __future__ import annotations
 
 import asyncio
-import base64
-import io
 import math
 import os
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,6 +20,10 @@ from qdebug.errors import InputError, QDebugError, UnreachableError
 
 from .batch import Batch
 
+
+FRESH, KEEP = "fresh", "keep"  # --engine-caches
+ENGINE_CACHES = (FRESH, KEEP)
+ENGINE_CACHES_SAID = {FRESH: "fresh identities per run", KEEP: "kept (production caching)"}
 
 # A chat answer is kilobytes (a few MB with logprobs); far above that it is a broken or hostile server.
 DEFAULT_MAX_ANSWER_MB = 64.0
@@ -94,6 +97,8 @@ class EndpointSettings:
     backoff: float = 0.25
     top_logprobs: int = 5
     max_answer_mb: float = DEFAULT_MAX_ANSWER_MB  # an answer's size once decompressed (a gzip bomb, a runaway body)
+    engine_caches: str = "fresh"  # FRESH: new media identities and prefix-cache salt per run and phase; KEEP: send neither
+    run_id: str = field(default_factory=lambda: secrets.token_hex(6))  # this run's part of every identity
     engine_tag: str | None = None  # tag each request for a vLLM running qdebug's plugin: qdebug_id "<tag>.<id>.<phase>"
 
 
@@ -138,6 +143,8 @@ def check_endpoint_settings(settings: EndpointSettings) -> tuple[str, str | None
         raise InputError(f"--concurrency {settings.concurrency}: expected at least 1")
     if settings.timeout <= 0:
         raise InputError(f"--timeout {settings.timeout}: expected a positive number of seconds")
+    if settings.engine_caches not in ENGINE_CACHES:
+        raise InputError(f"--engine-caches {settings.engine_caches}: expected {' or '.join(ENGINE_CACHES)}")
     if not settings.max_answer_mb > 0:
         raise InputError(f"--max-answer-mb {settings.max_answer_mb}: expected a positive number of megabytes")
     base = settings.url.rstrip("/")
@@ -151,39 +158,38 @@ def check_endpoint_settings(settings: EndpointSettings) -> tuple[str, str | None
     return base, key
 
 
-def _data_url(image) -> str:
-    buf = io.BytesIO()
-    image.save(buf, format="PNG")
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
-
-
 def chat_body(request, model: str, top_logprobs: int) -> dict:
-    """The chat-completions body for one captured Request: images inline as PNG data URLs, clips as WAV, greedy decoding."""
-    content = []
-    for kind, value in request.parts:
-        if kind == "image":
-            content.append({"type": "image_url", "image_url": {"url": _data_url(request.images[value])}})
-        elif kind == "audio":
-            content.append({"type": "input_audio", "input_audio": {"data": _wav_base64(request.audios[value]), "format": "wav"}})
-        else:
-            content.append({"type": "text", "text": value})
-    body = {"model": model, "messages": [{"role": "user", "content": content}], "max_tokens": request.max_new_tokens,
+    """The chat-completions body for one captured Request: each media item as its own kind of part (the shared content
+    codec, formats/content.py), greedy decoding. ContentError names an item that cannot be sent."""
+    from .formats.content import encode_content
+
+    body = {"model": model, "messages": [{"role": "user", "content": encode_content(request)}], "max_tokens": request.max_new_tokens,
             "temperature": 0, "stream": False}
     if top_logprobs:
         body.update(logprobs=True, top_logprobs=top_logprobs)
     return body
 
 
-def _wav_base64(clip) -> str:
-    """A clip as base64 WAV at its own rate, float samples (the server resamples as its processor does)."""
-    import base64
-    import io
+def isolated(body: dict, settings: EndpointSettings, request_id: str, phase: str) -> dict:
+    """The body with fresh engine-cache identities for this (run, phase, request) under --engine-caches fresh: a `uuid`
+    per media part (vLLM's processor and encoder cache key) and a `cache_salt` (its prefix cache), so no phase is
+    served another's encodings or KV blocks. Servers without these caches ignore the fields; `keep` sends neither."""
+    if settings.engine_caches != FRESH:
+        return body
+    import hashlib
 
-    import soundfile as sf
+    from .formats.content import MEDIA_KIND
 
-    buf = io.BytesIO()
-    sf.write(buf, clip.samples, int(clip.rate), format="WAV", subtype="FLOAT")
-    return base64.b64encode(buf.getvalue()).decode("ascii")
+    # vLLM takes a salt of at most 128 characters without '@', '/', '\' or NUL: the request id travels hashed.
+    rid = hashlib.sha256(request_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    salt = f"qdebug-{settings.run_id}-{phase}-{rid}"
+    messages = []
+    for message in body["messages"]:
+        content = message.get("content")
+        if isinstance(content, list):
+            content = [{**part, "uuid": f"{salt}-{n}"} if part.get("type") in MEDIA_KIND else part for n, part in enumerate(content)]
+        messages.append({**message, "content": content})
+    return {**body, "messages": messages, "cache_salt": salt}
 
 
 def engine_trace_id(tag: str, request_id: str, phase: str) -> str:
@@ -241,10 +247,32 @@ def _parse_answer(doc: dict) -> Answer:
     return Answer(text="" if text is None else str(text), first_top=first_top or None, bad_logprobs=bad)
 
 
-async def _send(client, body: dict, tag: str, settings: EndpointSettings, key: str | None) -> Answer:
+def _bodies(items: list, model: str, settings: EndpointSettings) -> dict:
+    """Each request's body, or for one whose media item cannot travel as its own kind of part, the Answer saying so."""
+    from .formats.content import ContentError
+
+    bodies: dict = {}
+    for r in items:
+        try:
+            bodies[r.request_id] = chat_body(r.request, model, settings.top_logprobs)
+        except ContentError as exc:
+            bodies[r.request_id] = Answer(error=f"not sent: {exc.reason}", attempts=0)
+    return bodies
+
+
+def _wire(body: "dict | Answer", settings: EndpointSettings, request_id: str, phase: str) -> "dict | Answer":
+    """What goes out for one request in one phase: its body with this phase's cache identities and engine tag."""
+    if isinstance(body, Answer):
+        return body
+    return engine_tagged(isolated(body, settings, request_id, phase), settings, request_id, phase)
+
+
+async def _send(client, body: "dict | Answer", tag: str, settings: EndpointSettings, key: str | None) -> Answer:
     """POST one body with retries on connection resets and 5xx; the Answer names the cause of any failure."""
     import httpx
 
+    if isinstance(body, Answer):  # a request that could not be encoded: its error, nothing sent
+        return Answer(error=body.error, attempts=0)
     start = time.perf_counter()
     cause = "not sent"
     for attempt in range(1, settings.retries + 2):
@@ -336,9 +364,9 @@ async def _run(batch: Batch, settings: EndpointSettings, base: str, key: str | N
         run.model, run.model_aliases = await _probe_model(client, settings, base, key)
         items = [r for r in batch.requests if r.request is not None]
         cpu0 = time.process_time()
-        bodies = {r.request_id: chat_body(r.request, run.model, settings.top_logprobs) for r in items}
+        bodies = _bodies(items, run.model, settings)
         for r in items:  # the isolated reference: one request at a time, nothing else in flight
-            answer = await _send(client, engine_tagged(bodies[r.request_id], settings, r.request_id, "reference"),
+            answer = await _send(client, _wire(bodies[r.request_id], settings, r.request_id, "reference"),
                                  f"{r.request_id}/reference", settings, key)
             run.references[r.request_id] = answer
             run.sent += 1
@@ -368,7 +396,7 @@ async def _burst(client, items, bodies, settings: EndpointSettings, key, burst: 
             if delay > 0:
                 await asyncio.sleep(delay)
         async with gate:
-            answer = await _send(client, engine_tagged(bodies[r.request_id], settings, r.request_id, f"burst-{k + 1}"),
+            answer = await _send(client, _wire(bodies[r.request_id], settings, r.request_id, f"burst-{k + 1}"),
                                  f"{r.request_id}/burst-{k + 1}", settings, key)
         burst[r.request_id] = answer
         progress("burst", r.request_id, answer.error is None)

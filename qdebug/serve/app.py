@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse
 from qdebug import strict_json
 from qdebug.atomic import link_new
 from qdebug.errors import first_line
+from qdebug.replay.formats.content import PART_TYPE, media_parts
 from qdebug.replay.fault_registry import Command, PlantContext, Planter, parse_inject
 from qdebug.replay.events import EventLog
 
@@ -55,7 +56,7 @@ class Tracer:
         """The body as a qdebug Request, or (None, reason) when it cannot be served."""
         from qdebug.replay.formats.capture import _parse_line
 
-        refused = unsupported(body)
+        refused = unsupported(body, frozenset(e.modality for e in self.loaded.adapter.encoders()))
         if refused:
             return None, refused
         entry = _parse_line(json.dumps({k: v for k, v in body.items() if k != "id"}), 1, Path(self._empty), False)
@@ -136,8 +137,9 @@ class Tracer:
         }
 
 
-def unsupported(body: dict) -> str | None:
-    """Why a body asks for what this server does not do (in the client's terms), else None."""
+def unsupported(body: dict, takes: frozenset[str] | None = None) -> str | None:
+    """Why a body asks for what this server does not do (in the client's terms), else None; `takes`: the media kinds
+    the served model has encoders for (None: any)."""
     n = body.get("n", 1)
     if n != 1 or isinstance(n, bool):
         return f"n: {json.dumps(n)[:40]}; qdebug serve answers one choice per request (expected n: 1, or no n)"
@@ -146,13 +148,14 @@ def unsupported(body: dict) -> str | None:
         return f"top_logprobs: {json.dumps(top)[:40]}; expected a whole number from 0 to 20"
     if not isinstance(body.get("logprobs", False), bool | None):
         return f"logprobs: {json.dumps(body['logprobs'])[:40]}; expected true or false"
-    for message in body.get("messages") or []:
-        parts = message.get("content") if isinstance(message, dict) else None
-        for part in parts if isinstance(parts, list) else []:
-            url = part.get("image_url") if isinstance(part, dict) else None
-            url = url.get("url") if isinstance(url, dict) else url
-            if isinstance(url, str) and not url.strip().lower().startswith("data:"):
-                return "image_url: only data: URLs are accepted here (send the image inline as data:image/png;base64,...)"
+    for i, j, kind, part in media_parts(body):  # the shared content codec's part types (uuid and cache_salt are ignored)
+        if takes is not None and kind not in takes:
+            return (f"message {i} part {j} ({PART_TYPE[kind]}): the served model takes no {kind} "
+                    f"(it takes text, {', '.join(PART_TYPE[k] for k in PART_TYPE if k in takes)})")
+        url = part.get(PART_TYPE[kind])
+        url = url.get("url") if isinstance(url, dict) else url
+        if kind != "audio" and isinstance(url, str) and not url.strip().lower().startswith("data:"):
+            return f"message {i} part {j} ({PART_TYPE[kind]}): only data: URLs are accepted here (send the {kind} inline as data:...;base64,...)"
     return None
 
 

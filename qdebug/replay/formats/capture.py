@@ -18,6 +18,8 @@ from qdebug.replay.batch import Batch, BatchRequest
 from qdebug.trace.image_input import decode
 from qdebug.trace.request import Request, load_image
 
+from .content import MEDIA_KIND
+
 DEFAULT_MAX_NEW_TOKENS = 16
 
 _DATA_URL_RE = re.compile(r"data:([^;,]*)((?:;[^;,]*)*),(.*)", re.S)
@@ -128,26 +130,26 @@ def _user_parts(messages: object, base: Path, allow_paths: bool, audios: list | 
                     raise _LineError(f"message {i} has a text part without a string text")
                 if text:
                     parts.append(("text", text))
-            elif kind == "image_url":
-                ref = part.get("image_url")
+            elif MEDIA_KIND.get(kind) == "image":
+                ref = part.get(kind)
                 url = ref.get("url") if isinstance(ref, dict) else ref
                 image, label = _load_image_url(url, base, allow_paths)
                 parts.append(("image", len(images)))
                 images.append(image)
                 labels.append(label)
-            elif kind == "input_audio" and audios is not None:
+            elif MEDIA_KIND.get(kind) == "audio" and audios is not None:
                 from qdebug.trace.audio import AudioError, decode_input_audio
 
                 try:
-                    clip = decode_input_audio(part.get("input_audio"), f"message {i}")
+                    clip = decode_input_audio(part.get(kind), f"message {i}")
                 except AudioError as exc:
                     raise _LineError(exc.message) from None
                 parts.append(("audio", len(audios)))
                 audios.append(clip)
-            elif kind == "video_url" and videos is not None:
+            elif MEDIA_KIND.get(kind) == "video" and videos is not None:
                 from .capture_video import load_video_url
 
-                ref = part.get("video_url")
+                ref = part.get(kind)
                 parts.append(("video", len(videos)))
                 videos.append(load_video_url(ref.get("url") if isinstance(ref, dict) else ref, base, allow_paths, _LineError))
             else:

@@ -12,6 +12,8 @@ from urllib.parse import unquote
 
 from qdebug.errors import InputError
 
+from .content import CAPTURED_URL
+
 _DATA_URL_RE = re.compile(r"data:([^;,]*)((?:;[^;,]*)*),(.*)", re.S)
 _SCHEME_RE = re.compile(r"([a-zA-Z][a-zA-Z0-9+.-]*)://")
 
@@ -23,7 +25,9 @@ def load_video_url(url: object, base: Path, allow_paths: bool, line_error: type[
     url = url.strip()
     try:
         if url[:5].lower() == "data:":
-            return _data_url(url, line_error)
+            video, label = _data_url(url, line_error)
+            setattr(video, CAPTURED_URL, url)  # a replay against a server sends the bytes captured, not a re-encoding
+            return video, label
         m = _SCHEME_RE.match(url)
         ref = url
         if m is not None:
