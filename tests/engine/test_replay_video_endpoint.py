@@ -1,0 +1,72 @@
+"""A video capture replayed with `replay --endpoint --engine-traces` against vLLM with qdebug's plugin: the video reaches
+the engine as a `video_url` part (the engine trace's prompt holds its `<|video_pad|>` run, as many prompt tokens as
+transformers' processor makes of the same request, where a text part made 8), and the answers equal the model's own."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+
+import pytest
+
+from qdebug.commands.engine_diff import FolderTraces
+from qdebug.engine.trace_dir import read_index
+from tests.endpoint.conftest import run_qdebug
+
+from .client import SAMPLE
+from .vllm_server import DEMO
+
+pytestmark = pytest.mark.vllm
+PROMPT = "Describe the image."
+SCENES = ("red_circle_top_left.png", "red_circle_top_left.png", "blue_circle_top_right.png", "blue_circle_top_right.png")
+
+
+def _frames() -> list[bytes]:
+    from PIL import Image
+
+    out = []
+    for name in SCENES:
+        buf = io.BytesIO()
+        Image.open(SAMPLE / name).convert("RGB").resize((112, 84)).save(buf, format="JPEG", quality=95)
+        out.append(buf.getvalue())
+    return out
+
+
+def _processor_prompt(frames: list[bytes]) -> list[int]:
+    """transformers' own prompt ids for the video and the prompt (the demo's processor and chat template)."""
+    from PIL import Image
+    from transformers import AutoProcessor
+
+    processor = AutoProcessor.from_pretrained(str(DEMO))
+    messages = [{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": PROMPT}]}]
+    text = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    video = [Image.open(io.BytesIO(f)).convert("RGB") for f in frames]
+    return processor(text=[text], videos=[video], return_tensors="pt")["input_ids"][0].tolist()
+
+
+def test_a_captured_video_reaches_the_engine_as_a_video(traced_server, tmp_path):
+    frames = _frames()
+    url = "data:video/jpeg;base64," + ",".join(base64.b64encode(f).decode() for f in frames)
+    capture = tmp_path / "video.jsonl"
+    capture.write_text(json.dumps({"id": "vid-1", "max_tokens": 8, "messages": [{"role": "user", "content": [
+        {"type": "video_url", "video_url": {"url": url}}, {"type": "text", "text": PROMPT}]}]}) + "\n")
+    before = {line.get("qdebug_id") for line in read_index(traced_server.traces)}
+    out = tmp_path / "r.json"
+    result = run_qdebug("replay", str(capture), "--endpoint", traced_server.url, "--engine-traces", str(traced_server.traces),
+                        "--model", "demo", "--device", "cpu", "--json", str(out))
+    doc = json.loads(out.read_text())
+    (request,) = doc["requests"]
+    assert request["verdict"] == "ok", (doc["findings"], result.stderr)
+    assert request["reference"].strip() == request["local_reference"]  # the engine answered the video the model sees
+    assert "engine caches: fresh identities per run" in doc["schedule"]
+
+    new = [line for line in read_index(traced_server.traces) if line.get("qdebug_id") not in before]
+    phases = {line["qdebug_id"].rsplit(".", 1)[1]: line for line in new if ".vid-1." in line["qdebug_id"]}
+    assert set(phases) == {"reference", "burst-1"}
+    expected = _processor_prompt(frames)
+    for line in phases.values():
+        engine = FolderTraces(traced_server.traces).load(line)
+        assert engine.input_ids == expected and len(expected) > 8  # the whole prompt, not the text alone
+        assert engine.tokens.count("<|video_pad|>") == 24  # 4 frames → 2 temporal patches of 6×8, merged 2×2
+    assert result.returncode == 0, result.stdout + result.stderr
