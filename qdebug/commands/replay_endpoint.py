@@ -72,9 +72,8 @@ def run_endpoint_replay(args: EndpointArgs, console=None) -> ReplayReport:
                             "errors") as on_progress:
         run = run_endpoint(batch, settings, on_progress)
     report = report_from_endpoint(batch, run, local)
-    said = ENGINE_CACHES_SAID[settings.engine_caches]  # what this run did to the server's caches, said with its schedule
-    report.extra["engine_caches"] = settings.engine_caches
-    report.extra["schedule"] = f"{report.extra.get('schedule', '')}; engine caches: {said}"
+    # What this run did to the server's caches: fresh, keep or not_sent, and in words.
+    report.extra.update(engine_caches=run.engine_caches, engine_caches_said=f"engine caches: {ENGINE_CACHES_SAID[run.engine_caches]}")
     if settings.engine_tag:
         from qdebug.analysis.engine_evidence import apply_engine_verdicts
 

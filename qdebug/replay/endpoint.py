@@ -23,7 +23,10 @@ from .batch import Batch
 
 FRESH, KEEP = "fresh", "keep"  # --engine-caches
 ENGINE_CACHES = (FRESH, KEEP)
-ENGINE_CACHES_SAID = {FRESH: "fresh identities per run", KEEP: "kept (production caching)"}
+NOT_SENT = "not_sent"  # fresh asked, but the server does not list itself as vLLM: nothing sent that it might refuse
+ENGINE_CACHES_SAID = {FRESH: "fresh identities per run", KEEP: "kept (production caching)",
+                      NOT_SENT: "not sent (the server does not list itself as vLLM, whose cache fields they are)"}
+VLLM_OWNER = "vllm"  # what vLLM's /v1/models says each model is `owned_by`
 
 # A chat answer is kilobytes (a few MB with logprobs); far above that it is a broken or hostile server.
 DEFAULT_MAX_ANSWER_MB = 64.0
@@ -121,6 +124,7 @@ class EndpointRun:
     endpoint: str
     model: str
     settings: EndpointSettings
+    engine_caches: str = KEEP  # what this run sent: FRESH identities, or none (KEEP asked, or NOT_SENT to a non-vLLM server)
     model_aliases: tuple = ()  # what /v1/models says `model` is besides its name: checkpoint, base model (model_aliases)
     references: dict = field(default_factory=dict)  # id → Answer (each request alone)
     bursts: list = field(default_factory=list)  # per repeat: id → Answer
@@ -170,11 +174,11 @@ def chat_body(request, model: str, top_logprobs: int) -> dict:
     return body
 
 
-def isolated(body: dict, settings: EndpointSettings, request_id: str, phase: str) -> dict:
+def isolated(body: dict, settings: EndpointSettings, request_id: str, phase: str, sent: str = FRESH) -> dict:
     """The body with fresh engine-cache identities for this (run, phase, request) under --engine-caches fresh: a `uuid`
     per media part (vLLM's processor and encoder cache key) and a `cache_salt` (its prefix cache), so no phase is
-    served another's encodings or KV blocks. Servers without these caches ignore the fields; `keep` sends neither."""
-    if settings.engine_caches != FRESH:
+    served another's encodings or KV blocks. `sent` is what the run sends (EndpointRun.engine_caches): only FRESH adds them."""
+    if sent != FRESH:
         return body
     import hashlib
 
@@ -260,11 +264,11 @@ def _bodies(items: list, model: str, settings: EndpointSettings) -> dict:
     return bodies
 
 
-def _wire(body: "dict | Answer", settings: EndpointSettings, request_id: str, phase: str) -> "dict | Answer":
+def _wire(body: "dict | Answer", run: "EndpointRun", request_id: str, phase: str) -> "dict | Answer":
     """What goes out for one request in one phase: its body with this phase's cache identities and engine tag."""
     if isinstance(body, Answer):
         return body
-    return engine_tagged(isolated(body, settings, request_id, phase), settings, request_id, phase)
+    return engine_tagged(isolated(body, run.settings, request_id, phase, run.engine_caches), run.settings, request_id, phase)
 
 
 async def _send(client, body: "dict | Answer", tag: str, settings: EndpointSettings, key: str | None) -> Answer:
@@ -302,8 +306,9 @@ async def _send(client, body: "dict | Answer", tag: str, settings: EndpointSetti
     return Answer(error=f"{cause} (after {settings.retries + 1} attempts)", attempts=settings.retries + 1, seconds=time.perf_counter() - start)
 
 
-async def _probe_model(client, settings: EndpointSettings, base: str, key: str | None) -> tuple[str, tuple[str, ...]]:
-    """The served model's name (--served-model, else the first entry of /v1/models) and what else it is listed as."""
+async def _probe_model(client, settings: EndpointSettings, base: str, key: str | None) -> tuple[str, tuple[str, ...], str | None]:
+    """The served model's name (--served-model, else the first entry of /v1/models), what else it is listed as, and
+    who the listing says it is `owned_by` (vLLM says "vllm")."""
     import httpx
 
     try:
@@ -319,24 +324,35 @@ async def _probe_model(client, settings: EndpointSettings, base: str, key: str |
     if response.status_code in (401, 403):
         raise EndpointError(f"{base} refused the request (HTTP {response.status_code}: {_redact(server_message(response), key)}); check --api-key-env")
     if settings.served_model:
-        return settings.served_model, model_aliases(response, settings.served_model)
+        return settings.served_model, model_aliases(response, settings.served_model), model_owner(response, settings.served_model)
     if response.status_code != 200:
         raise EndpointError(f"{base}/models answered HTTP {response.status_code} ({_redact(server_message(response), key)}); name the model with --served-model")
     try:
         name = str(response.json()["data"][0]["id"])
     except (ValueError, KeyError, IndexError, TypeError, RecursionError):
         raise EndpointError(f"{base}/models lists no model; name it with --served-model") from None
-    return name, model_aliases(response, name)
+    return name, model_aliases(response, name), model_owner(response, name)
+
+
+def _model_entry(response, name: str) -> dict:
+    """Model `name`'s entry in a /v1/models answer ({} when it has none or is not one)."""
+    try:
+        entries = response.json()["data"] if response.status_code == 200 else []
+        return next((e for e in entries if isinstance(e, dict) and e.get("id") == name), {})
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        return {}
+
+
+def model_owner(response, name: str) -> str | None:
+    """The `owned_by` of model `name`'s /v1/models entry (None when the answer does not say)."""
+    owner = _model_entry(response, name).get("owned_by")
+    return owner if isinstance(owner, str) else None
 
 
 def model_aliases(response, name: str) -> tuple[str, ...]:
     """What else the server says model `name` is, from its /v1/models entry as vLLM lists it: the checkpoint
     (`root`) and, for an adapter, the base model (`parent`); () when the answer does not say."""
-    try:
-        entries = response.json()["data"] if response.status_code == 200 else []
-        entry = next((e for e in entries if isinstance(e, dict) and e.get("id") == name), {})
-    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
-        return ()
+    entry = _model_entry(response, name)
     return tuple(v for v in (entry.get("root"), entry.get("parent")) if isinstance(v, str) and v)
 
 
@@ -361,12 +377,15 @@ async def _run(batch: Batch, settings: EndpointSettings, base: str, key: str | N
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     limits = httpx.Limits(max_connections=settings.concurrency or 64)
     async with httpx.AsyncClient(base_url=base, headers=headers, timeout=settings.timeout, limits=limits, follow_redirects=False) as client:
-        run.model, run.model_aliases = await _probe_model(client, settings, base, key)
+        run.model, run.model_aliases, owner = await _probe_model(client, settings, base, key)
+        # uuid and cache_salt are vLLM's; other servers may refuse them (transformers serve answers 422), so they go
+        # only to a server that lists itself as vLLM.
+        run.engine_caches = KEEP if settings.engine_caches == KEEP else (FRESH if owner == VLLM_OWNER else NOT_SENT)
         items = [r for r in batch.requests if r.request is not None]
         cpu0 = time.process_time()
         bodies = _bodies(items, run.model, settings)
         for r in items:  # the isolated reference: one request at a time, nothing else in flight
-            answer = await _send(client, _wire(bodies[r.request_id], settings, r.request_id, "reference"),
+            answer = await _send(client, _wire(bodies[r.request_id], run, r.request_id, "reference"),
                                  f"{r.request_id}/reference", settings, key)
             run.references[r.request_id] = answer
             run.sent += 1
@@ -377,14 +396,15 @@ async def _run(batch: Batch, settings: EndpointSettings, base: str, key: str | N
             burst: dict = {}
             run.bursts.append(burst)
             started = time.perf_counter()
-            await _burst(client, items, bodies, settings, key, burst, k, progress)
+            await _burst(client, items, bodies, run, key, burst, k, progress)
             run.burst_seconds.append(time.perf_counter() - started)
             run.sent += len(items)
         run.client_cpu_s = time.process_time() - cpu0
 
 
-async def _burst(client, items, bodies, settings: EndpointSettings, key, burst: dict, k: int, progress) -> None:
+async def _burst(client, items, bodies, run: EndpointRun, key, burst: dict, k: int, progress) -> None:
     """Send every request as captured: at its arrival offset (divided by --speed), or N at a time."""
+    settings = run.settings
     gate = asyncio.Semaphore(settings.concurrency or 64)
     stamps = [r.arrival_ts for r in items if r.arrival_ts is not None]
     t0 = min(stamps) if stamps else 0.0
@@ -396,7 +416,7 @@ async def _burst(client, items, bodies, settings: EndpointSettings, key, burst: 
             if delay > 0:
                 await asyncio.sleep(delay)
         async with gate:
-            answer = await _send(client, _wire(bodies[r.request_id], settings, r.request_id, f"burst-{k + 1}"),
+            answer = await _send(client, _wire(bodies[r.request_id], run, r.request_id, f"burst-{k + 1}"),
                                  f"{r.request_id}/burst-{k + 1}", settings, key)
         burst[r.request_id] = answer
         progress("burst", r.request_id, answer.error is None)

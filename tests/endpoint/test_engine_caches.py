@@ -1,7 +1,7 @@
 """What `replay --endpoint` puts on the wire, seen by a recording server of our own on a loopback socket: every media
 item travels as the kind of part it was captured as (image_url, video_url, input_audio), and `--engine-caches fresh`
-gives each (run, phase, request, item) its own `uuid` and each (run, phase, request) its own `cache_salt`; `keep`
-sends neither."""
+gives each (run, phase, request, item) its own `uuid` and each (run, phase, request) its own `cache_salt` when the
+server lists itself as vLLM (`owned_by`); `keep`, or a server that is not vLLM, gets neither."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ class _Recorder(BaseHTTPRequestHandler):
     """Answers /v1/models and chat completions like an OpenAI-compatible server; keeps every body it was sent."""
 
     def do_GET(self) -> None:
-        self._answer({"object": "list", "data": [{"id": "rec", "object": "model"}]})
+        self._answer({"object": "list", "data": [{"id": "rec", "object": "model", "owned_by": self.server.owner}]})
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -48,7 +48,7 @@ class _Recorder(BaseHTTPRequestHandler):
 @pytest.fixture()
 def recorder():
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
-    server.bodies, server.lock = [], threading.Lock()
+    server.bodies, server.lock, server.owner = [], threading.Lock(), "vllm"  # as vLLM lists its models
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield server
@@ -127,7 +127,7 @@ def test_fresh_gives_every_phase_request_and_item_its_own_identity(recorder, cap
     assert len(set(salts)) == len(salts) == 9
     assert all(len(s) <= 128 and not set(s) & set("@/\\\x00") for s in salts)  # what vLLM's validate_cache_salt takes
     assert all("uuid" not in p for body in sent.values() for p in body["messages"][0]["content"] if p["type"] == "text")
-    assert doc["engine_caches"] == "fresh" and "engine caches: fresh identities per run" in doc["schedule"]
+    assert doc["engine_caches"] == "fresh" and doc["engine_caches_said"] == "engine caches: fresh identities per run"
     assert {r["verdict"] for r in doc["requests"]} == {"ok"}
 
     first = set(uuids)
@@ -136,14 +136,26 @@ def test_fresh_gives_every_phase_request_and_item_its_own_identity(recorder, cap
     assert not first & {p["uuid"] for _, body in recorder.bodies for p in _media(body)}
 
 
-def test_keep_sends_no_identity_and_says_so(recorder, capture, tmp_path):
-    path, _ = capture
-    doc = _replay(recorder, path, tmp_path, "--engine-caches", "keep")
+def _no_identity(recorder) -> None:
     assert len(recorder.bodies) == 9
     for _, body in recorder.bodies:
         assert "cache_salt" not in body
         assert all("uuid" not in p for p in body["messages"][0]["content"])
-    assert doc["engine_caches"] == "keep" and "engine caches: kept" in doc["schedule"]
+
+
+def test_keep_sends_no_identity_and_says_so(recorder, capture, tmp_path):
+    path, _ = capture
+    doc = _replay(recorder, path, tmp_path, "--engine-caches", "keep")
+    _no_identity(recorder)
+    assert doc["engine_caches"] == "keep" and doc["engine_caches_said"] == "engine caches: kept (production caching)"
+
+
+def test_a_server_that_is_not_vllm_gets_no_identity(recorder, capture, tmp_path):
+    recorder.owner = "huggingface"  # transformers serve answers 422 to a cache_salt: vLLM's fields go to vLLM only
+    doc = _replay(recorder, capture[0], tmp_path)
+    _no_identity(recorder)
+    assert doc["engine_caches"] == "not_sent" and "does not list itself as vLLM" in doc["engine_caches_said"]
+    assert {r["verdict"] for r in doc["requests"]} == {"ok"}
 
 
 def test_a_bad_engine_caches_value_is_one_line_exit_2(capture, recorder):
