@@ -14,23 +14,10 @@ from qdebug.commands.engine_diff import FolderTraces
 from qdebug.engine.trace_dir import read_index
 from tests.endpoint.conftest import run_qdebug
 
-from .client import SAMPLE
+from .test_video import PROMPT, _frames  # the same four JPEG frames (two temporal patches) test_video.py serves
 from .vllm_server import DEMO
 
 pytestmark = pytest.mark.vllm
-PROMPT = "Describe the image."
-SCENES = ("red_circle_top_left.png", "red_circle_top_left.png", "blue_circle_top_right.png", "blue_circle_top_right.png")
-
-
-def _frames() -> list[bytes]:
-    from PIL import Image
-
-    out = []
-    for name in SCENES:
-        buf = io.BytesIO()
-        Image.open(SAMPLE / name).convert("RGB").resize((112, 84)).save(buf, format="JPEG", quality=95)
-        out.append(buf.getvalue())
-    return out
 
 
 def _processor_prompt(frames: list[bytes]) -> list[int]:
@@ -59,7 +46,7 @@ def test_a_captured_video_reaches_the_engine_as_a_video(traced_server, tmp_path)
     (request,) = doc["requests"]
     assert request["verdict"] == "ok", (doc["findings"], result.stderr)
     assert request["reference"].strip() == request["local_reference"]  # the engine answered the video the model sees
-    assert "engine caches: fresh identities per run" in doc["schedule"]
+    assert doc["engine_caches"] == "fresh"  # vLLM lists itself owned_by "vllm": uuid and cache_salt were sent
 
     new = [line for line in read_index(traced_server.traces) if line.get("qdebug_id") not in before]
     phases = {line["qdebug_id"].rsplit(".", 1)[1]: line for line in new if ".vid-1." in line["qdebug_id"]}
@@ -70,3 +57,4 @@ def test_a_captured_video_reaches_the_engine_as_a_video(traced_server, tmp_path)
         assert engine.input_ids == expected and len(expected) > 8  # the whole prompt, not the text alone
         assert engine.tokens.count("<|video_pad|>") == 24  # 4 frames → 2 temporal patches of 6×8, merged 2×2
     assert result.returncode == 0, result.stdout + result.stderr
+
