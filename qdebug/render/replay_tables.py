@@ -22,6 +22,9 @@ def requests_table(report) -> Table:
     """One row per request: id, image, reference, replayed, observed and what it says, verdict (this replay's), donor, offsets."""
     if getattr(report, "endpoint", None):
         title = f"{report.kind}: {report.source} · endpoint {report.endpoint} · {report.repeats} burst(s) (replayed = first burst)"
+        said = (getattr(report, "extra", None) or {}).get("engine_caches_said")
+        if said:  # what this run did about the engine's caches: whether "alone" was really alone
+            title += f" · {said}"
     else:
         title = f"{report.kind}: {report.source}" + (f" · mode {report.mode} · inject {report.inject} · seed {report.seed}" if report.mode else "")
     table = Table(title=title)

@@ -103,7 +103,9 @@ def _replay(recorder, capture: Path, tmp_path: Path, *extra: str) -> dict:
     result = CliRunner().invoke(app, ["replay", str(capture), "--endpoint", url, "--repeat", "2", "--concurrency", "3",
                                       "--json", str(out), "--exit-zero", *extra])
     assert result.exit_code == 0, result.output
-    return json.loads(out.read_text())
+    doc = json.loads(out.read_text())
+    assert doc["engine_caches_said"] in " ".join(result.output.split())  # the report's header says what the JSON says
+    return doc
 
 
 def _media(body: dict) -> list[dict]:
