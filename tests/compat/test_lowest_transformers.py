@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.built_envs import built_python
+
 REPO = Path(__file__).resolve().parents[2]
 # The family contract and the video tests: every family's processor output (spans, rows, grids, templates) and
 # Qwen3-VL's `<t seconds>` layout, which changed within the range (5.25 drops the outer vision start/end).
@@ -52,12 +54,7 @@ def _pinned() -> str:
 @pytest.fixture(scope="module")
 def lowest_py():
     """The lowest environment's python; CI builds it (scripts/lowest-env), so there a missing one fails."""
-    py = _lowest_python()
-    if py is None:
-        if os.environ.get("CI"):
-            pytest.fail("no lowest-transformers environment: .ci/run builds it with scripts/lowest-env")
-        pytest.skip("no lowest-transformers environment here (scripts/lowest-env builds it)")
-    return py
+    return built_python(_lowest_python(), "lowest-transformers", "scripts/lowest-env")
 
 
 def test_the_environment_pins_the_floor_of_the_range():

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
+
+from tests.built_envs import built_python
 
 from .vllm_server import VllmServer, vllm_python
 
@@ -12,12 +12,7 @@ from .vllm_server import VllmServer, vllm_python
 @pytest.fixture(scope="session")
 def vllm_py():
     """The vLLM environment's python; CI builds it (scripts/vllm-env), so there a missing one fails."""
-    py = vllm_python()
-    if py is None:
-        if os.environ.get("CI"):
-            pytest.fail("no vLLM environment: .ci/run builds it with scripts/vllm-env")
-        pytest.skip("no vLLM environment here (scripts/vllm-env builds it)")
-    return py
+    return built_python(vllm_python(), "vLLM", "scripts/vllm-env")
 
 
 @pytest.fixture(scope="session")

@@ -16,14 +16,19 @@ def _paused_at(screen, stage: str):
     return lambda: screen.runs.session is not None and screen.runs.session.stepper.paused_at == stage
 
 
+async def _step_to_layer_0(pilot, screen) -> None:
+    """From the run's stop at preprocess, `n` to encode, sync and layer.0, waiting for each pause."""
+    await wait_for(pilot, _paused_at(screen, "preprocess"), what="pause at preprocess")
+    for stage in ("encode", "sync", "layer.0"):
+        await pilot.press("n")
+        await wait_for(pilot, _paused_at(screen, stage), what=f"pause at {stage}")
+
+
 async def test_paused_at_layer_0_the_captured_attention_is_drawn(demo):
     app = build_app(loaded=demo, image_paths=[IMAGE], prompt="Describe the image.", max_new_tokens=2)
     async with app.run_test(size=SIZE) as pilot:
         screen = app.screen
-        await wait_for(pilot, _paused_at(screen, "preprocess"), what="pause at preprocess")
-        for stage in ("encode", "sync", "layer.0"):
-            await pilot.press("n")
-            await wait_for(pilot, _paused_at(screen, stage), what=f"pause at {stage}")
+        await _step_to_layer_0(pilot, screen)
         await wait_for(pilot, lambda: screen.sel.stage == "layer.0" and screen.doc is not None and "layer.0" in screen.doc.trace.stages)
         await pilot.pause()
         trace = screen.doc.trace
@@ -42,10 +47,7 @@ async def test_paused_before_a_layer_runs_the_panel_says_which_layer_has_not_run
     app = build_app(loaded=demo, image_paths=[IMAGE], prompt="Describe the image.", max_new_tokens=2)
     async with app.run_test(size=SIZE) as pilot:
         screen = app.screen
-        await wait_for(pilot, _paused_at(screen, "preprocess"), what="pause at preprocess")
-        for stage in ("encode", "sync", "layer.0"):
-            await pilot.press("n")
-            await wait_for(pilot, _paused_at(screen, stage), what=f"pause at {stage}")
+        await _step_to_layer_0(pilot, screen)
         await wait_for(pilot, lambda: screen.doc is not None and "layer.0" in screen.doc.trace.stages)
         screen.select(layer=2)  # `]` twice: a layer the paused forward pass has not reached
         await pilot.pause()

@@ -17,6 +17,7 @@ from textual.widgets import DataTable, Footer, Static
 
 from ..command_language import CommandError, parse
 from ..images import image_dirs_for
+from ..page_keys import PAGE_BINDINGS
 from ..report_totals import Totals, count_totals, findings_heading, is_indexed, requests_heading
 from ..state import TraceDoc
 from ..widgets.command_bar import CommandBar
@@ -39,10 +40,7 @@ class BatchScreen(Screen):
         Binding("escape", "back", "back", show=False),
         Binding("q", "quit", "quit"),
         Binding("o", "picture", "offset picture", show=False),
-        Binding("right_square_bracket", "page('next')", "next events", show=False),
-        Binding("left_square_bracket", "page('previous')", "previous events", show=False),
-        Binding("right_curly_bracket", "page('last')", "last events", show=False),
-        Binding("left_curly_bracket", "page('first')", "first events", show=False),
+        *PAGE_BINDINGS,
     ]
 
     @dataclass

@@ -21,6 +21,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, ProgressBar, Static
 
+from ..page_keys import PAGE_BINDINGS
 from ..timeline_page import TimelinePage, build_page, is_small
 from ..widgets.prerendered import PrerenderedLines, render_lines
 
@@ -45,10 +46,7 @@ class TimelinePictureScreen(Screen):
     BINDINGS = [
         Binding("escape", "back", "back"),
         Binding("q", "back", "back", show=False),
-        Binding("right_square_bracket", "page('next')", "next events", show=False),
-        Binding("left_square_bracket", "page('previous')", "previous events", show=False),
-        Binding("right_curly_bracket", "page('last')", "last events", show=False),
-        Binding("left_curly_bracket", "page('first')", "first events", show=False),
+        *PAGE_BINDINGS,
     ]
     DEFAULT_CSS = """
     TimelinePictureScreen #picture { width: 100%; height: 1fr; }
