@@ -146,3 +146,26 @@ VERDICTS: tuple[Verdict, ...] = tuple(Verdict)
 # says `diverged` (it holds no answers), so its index stores the other four, in this order, as 0..3.
 VERDICT_RANK: dict[Verdict, int] = {Verdict.OK: 0, Verdict.DIVERGED: 1, Verdict.ERROR: 2, Verdict.DESYNC: 3, Verdict.CONTAMINATED: 4}
 SEVERITIES: tuple[Severity, ...] = tuple(Severity)
+
+
+class WatchCheck(StrEnum):
+    """The checks of the vLLM plugin's watch mode (`QDEBUG_VLLM_WATCH=1`): the `check` label of its Prometheus series
+    and the `check=` field of its findings log. Stable: alert rules and scripts use them."""
+
+    PLACEMENT = "placement"  # every request: the rows at its placeholders are its own encoder rows
+    COUNTS = "counts"  # every request: placeholder tokens == encoder rows == the grid's count, per item
+    POSITIONS = "positions"  # sampled: the MRoPE ids the engine used == the model's own rope index
+    ENCODER_BATCH = "encoder_batch"  # sampled encoder calls of >= 2 items: one item re-encoded alone agrees
+    LAYOUT = "layout"  # sampled steps: each decoder kernel's q/k/v rows arrive token-major
+    LOGITS = "logits"  # sampled steps: no NaN/Inf, no request's logits row a copy of another's
+
+
+class WatchOutcome(StrEnum):
+    """What one run of a watch check found: a `violation` of its invariant, or an `error` (the check itself raised;
+    the request is answered as without the watch)."""
+
+    VIOLATION = "violation"
+    ERROR = "error"
+
+
+WATCH_CHECKS: tuple[WatchCheck, ...] = tuple(WatchCheck)
