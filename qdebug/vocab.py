@@ -77,6 +77,12 @@ class Verdict(StrEnum):
     DESYNC = "desync"
     DIVERGED = "diverged"
     ERROR = "error"
+    SERVER_MISMATCH = "server_mismatch"  # an engine's isolated run is not the model's (endpoint replays with --model)
+    BATCH_DEPENDENT = "batch_dependent"  # an engine's run in a burst parts from its isolated run: its batch changed it
+
+
+# Verdicts only an endpoint replay gives (a runtime log never does: its index stores none of them).
+ENDPOINT_VERDICTS: tuple[Verdict, ...] = (Verdict.SERVER_MISMATCH, Verdict.BATCH_DEPENDENT)
 
 
 class StageVerdict(StrEnum):
@@ -138,13 +144,18 @@ class FindingKind(StrEnum):
     ENGINE_ANSWER = "engine_answer"  # the answer a client received is not the text of the tokens the engine traced
     ENGINE_CONTAMINATION = "engine_contamination"  # inside the engine, a request's stream held another request's visual rows
     ENGINE_DISAGREEMENT = "engine_disagreement"  # the donor the answers name is not the one the engine's rows show
+    BATCH_DEPENDENT = "batch_dependent"  # inside the engine, a request's run in a burst parts from its run alone
+    ENGINE_BATCHING = "engine_batching"  # how the engine actually batched a burst (its encoder calls and steps)
+    BURST_NOT_BATCHED = "burst_not_batched"  # a burst whose requests never shared an encoder call or a step
 
 
 EVENT_KINDS: tuple[EventKind, ...] = tuple(EventKind)
 VERDICTS: tuple[Verdict, ...] = tuple(Verdict)
 # How bad a request's verdict is: where pieces of evidence disagree, the higher rank wins. A runtime log never
 # says `diverged` (it holds no answers), so its index stores the other four, in this order, as 0..3.
-VERDICT_RANK: dict[Verdict, int] = {Verdict.OK: 0, Verdict.DIVERGED: 1, Verdict.ERROR: 2, Verdict.DESYNC: 3, Verdict.CONTAMINATED: 4}
+# An engine's own mismatch and a batch-dependent run rank above a failed request and below a broken stream.
+VERDICT_RANK: dict[Verdict, int] = {Verdict.OK: 0, Verdict.DIVERGED: 1, Verdict.ERROR: 2, Verdict.SERVER_MISMATCH: 3,
+                                    Verdict.BATCH_DEPENDENT: 4, Verdict.DESYNC: 5, Verdict.CONTAMINATED: 6}
 SEVERITIES: tuple[Severity, ...] = tuple(Severity)
 
 

@@ -44,6 +44,8 @@ VERDICT_STYLE: dict[Verdict, str] = {
     Verdict.DESYNC: "bold yellow",
     Verdict.DIVERGED: "yellow",
     Verdict.ERROR: "bold magenta",
+    Verdict.SERVER_MISMATCH: "bold cyan",
+    Verdict.BATCH_DEPENDENT: "bold bright_red",
 }
 
 # A diff's stages in its PNGs (missing stages are left out of them).

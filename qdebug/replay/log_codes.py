@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from qdebug.vocab import EVENT_KINDS, VERDICT_RANK, EventKind, Verdict
+from qdebug.vocab import ENDPOINT_VERDICTS, EVENT_KINDS, VERDICT_RANK, EventKind, Verdict
 
 # Bump when the parser or the tables change: an index built by another version is rebuilt, never misread.
 INDEX_VERSION = 4
@@ -10,8 +10,8 @@ INDEX_VERSION = 4
 # index written with another (zstd, before) is read as it is.
 INDEX_CODEC = "snappy"
 # A request's stored verdict code (column `rank`): its place in vocab.VERDICT_RANK among the verdicts a log can
-# give (never `diverged`), so SQL's max() and ORDER BY rank keep the shared ranking. On disk: ok 0, error 1, desync 2, contaminated 3.
-VERDICT_OF_CODE = tuple(v for v in sorted(VERDICT_RANK, key=VERDICT_RANK.__getitem__) if v != Verdict.DIVERGED)
+# give (never `diverged` nor an endpoint's own verdicts), so SQL's max() and ORDER BY rank keep the shared ranking. On disk: ok 0, error 1, desync 2, contaminated 3.
+VERDICT_OF_CODE = tuple(v for v in sorted(VERDICT_RANK, key=VERDICT_RANK.__getitem__) if v != Verdict.DIVERGED and v not in ENDPOINT_VERDICTS)
 CODE_OF_VERDICT = {v: code for code, v in enumerate(VERDICT_OF_CODE)}
 
 
