@@ -1,0 +1,219 @@
+"""The watch inside vLLM's worker: the cheap checks on every step that merges visual rows, counted and logged.
+
+Where it listens: `model.embed_input_ids` (wrapped; vLLM's runner calls it eagerly, outside any compiled graph, with
+the step's requests laid out as `input_batch.req_ids` / `query_start_loc`), and `runner.execute_model` (wrapped: the
+requests that finished). A step without visual rows costs one `len()`. Nothing the watch does changes a tensor vLLM
+uses; any exception inside it is counted (`qdebug_watch_errors_total{check}`), logged, and swallowed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import time
+import uuid
+
+from qdebug.vocab import StageName, WatchCheck, WatchOutcome
+
+from .requests import client_name
+from .watch_checks import check_counts, check_placement, items_of, project, projection, step_positions
+from .watch_log import FindingsLog, WatchFinding
+from .watch_metrics import WatchCounters, serve_counters
+from .watch_settings import ENV_DIR, ENV_RAISE, ENV_RUN, WatchSettings, read_settings
+
+log = logging.getLogger("vllm.qdebug")
+LOUD = 10  # the first violations of each check go to vLLM's log too; then one in every QUIET
+QUIET = 1000
+
+
+def prepare_process() -> None:
+    """In every vLLM process (the front end first, before it starts the engine): fix the run and the folder the workers
+    report into (children inherit the environment), and serve the workers' counters on this process's /metrics."""
+    if not os.environ.get(ENV_RUN):
+        os.environ[ENV_RUN] = uuid.uuid4().hex[:12]
+    if not os.environ.get(ENV_DIR):
+        os.environ[ENV_DIR] = tempfile.mkdtemp(prefix="qdebug-watch-")
+        log.warning("qdebug: watch: %s not set; findings and counters go to %s", ENV_DIR, os.environ[ENV_DIR])
+    serve_counters(os.environ[ENV_DIR], os.environ[ENV_RUN])
+
+
+def attach_watch(runner) -> "Watcher | None":
+    """Start watching a loaded runner (rank 0 of tensor parallelism: every rank holds the same merged rows)."""
+    if getattr(runner, "_qdebug_watch", None) is not None:
+        return runner._qdebug_watch
+    try:
+        from vllm.distributed import get_tensor_model_parallel_rank
+
+        if int(get_tensor_model_parallel_rank()) != 0:
+            return None
+    except Exception:
+        pass
+    settings = read_settings()
+    os.makedirs(settings.folder, exist_ok=True)
+    watcher = Watcher(runner, settings)
+    watcher.install()
+    runner._qdebug_watch = watcher
+    log.info("qdebug: watching every request (checks %s; sampled %s of steps) into %s", ", ".join((WatchCheck.PLACEMENT, WatchCheck.COUNTS)),
+             settings.sample, settings.folder)
+    return watcher
+
+
+class Watcher:
+    """The checks on one model runner, their counters and their findings log."""
+
+    def __init__(self, runner, settings: WatchSettings) -> None:
+        self.runner, self.settings = runner, settings
+        self.counters = WatchCounters(settings.folder, settings.run)
+        self.findings = FindingsLog(settings.folder, settings.log_bytes)
+        self.items: dict[str, list] = {}  # request → its items (read once)
+        self.counted: set[tuple[str, int]] = set()  # (request, item) whose counts were checked
+        self.loud: dict[str, int] = {}
+        self.matrix = None
+        self.step_cache: dict[str, object] = {}  # identifier → projected encoder rows, this step
+        cfg = runner.model_config.hf_config
+        vision = getattr(cfg, "vision_config", None)
+        self.merge = int(getattr(vision, "spatial_merge_size", 2) or 2)
+        self.tokens = {"image": getattr(cfg, "image_token_id", None), "video": getattr(cfg, "video_token_id", None),
+                       "audio": getattr(cfg, "audio_token_id", getattr(cfg, "audio_token_index", None))}
+
+    def install(self) -> None:
+        """Wrap the runner's `execute_model` and the model's `embed_input_ids`."""
+        runner, model = self.runner, self.runner.model
+        execute, embed = runner.execute_model, model.embed_input_ids
+        runner.execute_model = lambda scheduler_output, *a, **kw: self._execute(execute, scheduler_output, *a, **kw)
+
+        def embed_input_ids(*args, **kwargs):
+            out = embed(*args, **kwargs)
+            mm = kwargs.get("multimodal_embeddings", args[1] if len(args) > 1 else None)
+            if mm is not None and len(mm):
+                self._step(out)
+            return out
+
+        model.embed_input_ids = embed_input_ids
+
+    def _execute(self, execute, scheduler_output, *args, **kwargs):
+        try:
+            for rid in getattr(scheduler_output, "finished_req_ids", ()) or ():
+                self.items.pop(rid, None)
+                self.counted -= {k for k in self.counted if k[0] == rid}
+        except Exception as exc:
+            log.warning("qdebug: watch: finished requests not read (%s: %s)", type(exc).__name__, exc)
+        return execute(scheduler_output, *args, **kwargs)
+
+    # the step ------------------------------------------------------------------------------------------
+    def _step(self, out) -> None:
+        """Placement and counts for every request whose placeholder rows this step computes."""
+        try:
+            runner = self.runner
+            req_ids = list(runner.input_batch.req_ids)
+            qsl = runner.query_start_loc.np[: len(req_ids) + 1]
+            self.step_cache = {}
+            for i, rid in enumerate(req_ids):
+                state = runner.requests.get(rid)
+                if state is None:
+                    continue
+                if rid not in self.items:
+                    self.items[rid] = items_of(state)
+                for item in self.items[rid]:
+                    rows, enc = step_positions(item, int(state.num_computed_tokens), int(qsl[i + 1] - qsl[i]))
+                    if not rows:
+                        continue
+                    if (rid, item.index) not in self.counted:
+                        self.counted.add((rid, item.index))
+                        self.run(WatchCheck.COUNTS, rid, self._counts, rid, state, item)
+                    self.run(WatchCheck.PLACEMENT, rid, self._placement, rid, state, item, out, int(qsl[i]), rows, enc, req_ids)
+        except Exception as exc:  # before any check could run: counted against placement, the check of this step
+            self._failed(WatchCheck.PLACEMENT, "", exc, 0.0)
+        finally:
+            self.step_cache = {}
+
+    def run(self, check: WatchCheck, rid: str, fn, *args) -> None:
+        """Run one check, timed; its findings logged and counted; an exception counted and logged, never raised."""
+        start = time.perf_counter()
+        try:
+            if check in self.settings.raising:
+                raise RuntimeError(f"{ENV_RAISE} names {check}")
+            found = fn(*args)
+        except Exception as exc:
+            self._failed(check, rid, exc, time.perf_counter() - start)
+            return
+        self.counters.add(check, seconds=time.perf_counter() - start, violations=len(found))
+        for finding in found:
+            self._report(finding)
+
+    def _failed(self, check: WatchCheck, rid: str, exc: Exception, seconds: float) -> None:
+        self.counters.add(check, seconds=seconds, error=True)
+        self._report(WatchFinding(check, WatchOutcome.ERROR, _stage(check), rid, f"the check raised {type(exc).__name__}: {exc}"))
+
+    def _report(self, finding: WatchFinding) -> None:
+        if not self.findings.add(finding):
+            self.counters.set_dropped(self.findings.dropped)
+        seen = self.loud[finding.check] = self.loud.get(finding.check, 0) + 1
+        if seen <= LOUD or seen % QUIET == 0:
+            log.warning("qdebug: watch %s %s (#%d): request %s%s: %s", finding.check, finding.outcome, seen, finding.request_id,
+                        f" (donors {', '.join(finding.donors)})" if finding.donors else "", finding.evidence[:300])
+
+    # the checks ----------------------------------------------------------------------------------------
+    def _projected(self, identifier: str):
+        """An item's encoder rows, projected (once per step); None when vLLM's encoder cache no longer holds them."""
+        if identifier not in self.step_cache:
+            rows = (getattr(self.runner, "encoder_cache", None) or {}).get(identifier)
+            if rows is None:
+                self.step_cache[identifier] = None
+            else:
+                if self.matrix is None or self.matrix.shape[0] != rows.shape[-1] or self.matrix.device != rows.device:
+                    self.matrix = projection(rows.shape[-1], rows.device)
+                self.step_cache[identifier] = project(rows.reshape(-1, rows.shape[-1]), self.matrix)
+        return self.step_cache[identifier]
+
+    def _placement(self, rid: str, state, item, out, start: int, rows: list[int], enc: list[int], req_ids: list[str]) -> list[WatchFinding]:
+        import torch
+
+        own = self._projected(item.identifier)
+        if own is None or max(enc) >= own.shape[0]:
+            return []  # no source to compare with (counts says when the rows are too few)
+        index = torch.tensor(rows, device=out.device) + start
+        landed = project(out.index_select(0, index), self.matrix)
+        result = check_placement(rid, item, landed, own[torch.tensor(enc, device=own.device)], self._live_rows)
+        if not result.wrong:
+            return []
+        share = ", ".join([*(f"{n} from {d}" for d, n in sorted(result.donors.items())),
+                           *([f"{result.shifted} its own from other positions"] if result.shifted else []),
+                           *([f"{result.unmatched} no live request's"] if result.unmatched else [])])
+        first, last = item.embeds[enc[0]], item.embeds[enc[-1]]
+        evidence = (f"item {item.index} ({item.modality}): {result.wrong} of {result.compared} rows at its placeholders "
+                    f"(prompt positions {first}..{last}) are not its own encoder rows: {share}")
+        return [self._finding(WatchCheck.PLACEMENT, rid, state, evidence, sorted(result.donors), req_ids)]
+
+    def _live_rows(self):
+        """(owners, projected encoder rows) of every item a live request holds in the encoder cache."""
+        owners: dict[str, list[str]] = {}
+        for rid in list(self.runner.requests):
+            state = self.runner.requests.get(rid)
+            for item in self.items.get(rid) or items_of(state) if state is not None else []:
+                owners.setdefault(item.identifier, []).append(rid)
+        for identifier, names in owners.items():
+            rows = self._projected(identifier)
+            if rows is not None:
+                yield sorted(set(names)), rows
+
+    def _counts(self, rid: str, state, item) -> list[WatchFinding]:
+        rows = (getattr(self.runner, "encoder_cache", None) or {}).get(item.identifier)
+        if rows is None:
+            return []
+        why = check_counts(item, getattr(state, "prompt_token_ids", None), self.tokens.get(item.modality), int(rows.shape[0]), self.merge)
+        if why is None:
+            return []
+        return [self._finding(WatchCheck.COUNTS, rid, state, f"item {item.index} ({item.modality}): {why}", [], [])]
+
+    def _finding(self, check: WatchCheck, rid: str, state, evidence: str, donors: list[str], req_ids: list[str]) -> WatchFinding:
+        name, _ = client_name(getattr(getattr(state, "sampling_params", None), "extra_args", None), rid)
+        return WatchFinding(check, WatchOutcome.VIOLATION, _stage(check), rid, evidence, client_id=name if name != rid else "",
+                            donors=donors, cobatched=[r for r in req_ids if r != rid])
+
+
+def _stage(check: WatchCheck) -> str:
+    """The pipeline stage a check looks at."""
+    return {WatchCheck.PLACEMENT: StageName.SYNC, WatchCheck.COUNTS: StageName.PREPROCESS, WatchCheck.POSITIONS: StageName.SYNC,
+            WatchCheck.ENCODER_BATCH: StageName.ENCODE, WatchCheck.LOGITS: StageName.LOGITS}.get(check, "")
