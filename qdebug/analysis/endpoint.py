@@ -78,7 +78,6 @@ def report_from_endpoint(batch: Batch, run: EndpointRun, local: dict | None = No
     findings: list[Finding] = []
     outcomes = []
     matches = {rid: Counter() for rid in ids}  # whose isolated answer each burst answer equalled
-    nondeterministic, contaminated_runs, error_runs = 0, 0, 0
     for req in batch.requests:
         rid = req.request_id
         out = RequestOutcome(id=rid, image=req.image_label, observed=req.observed, line=req.line)
@@ -120,8 +119,6 @@ def report_from_endpoint(batch: Batch, run: EndpointRun, local: dict | None = No
         first = next((a for a in answers if a is not None and a.error is None), None)
         if first is not None:
             out.first_token_kl, out.first_token_topk_overlap = first_token_shift(ref.first_top, first.first_top)
-        contaminated_runs += verdicts.count(Verdict.CONTAMINATED)
-        error_runs += verdicts.count(Verdict.ERROR)
         out.verdict = burst_verdict(verdicts)  # the one ranking (analysis.verdicts); each verdict's finding below
         if out.verdict == Verdict.CONTAMINATED:
             out.donor = agreed_donor(out.burst_donors)
@@ -132,7 +129,6 @@ def report_from_endpoint(batch: Batch, run: EndpointRun, local: dict | None = No
                 request_id=rid, donor=out.donor,
             ))
         elif out.verdict == Verdict.DIVERGED:
-            nondeterministic += 1
             varied = sorted({t for t in out.burst_answers if t is not None and t.strip() != ref.text.strip()})
             findings.append(Finding(FindingKind.NONDETERMINISM, Severity.WARNING,
                                     f"request {rid}: {verdicts.count(Verdict.DIVERGED)}/{len(verdicts)} burst answer(s) differ from its isolated answer "
@@ -150,19 +146,32 @@ def report_from_endpoint(batch: Batch, run: EndpointRun, local: dict | None = No
     extra = {
         "served_model": run.model,
         "schedule": f"concurrency {run.settings.concurrency}" if run.settings.concurrency else f"arrival_ts / {run.settings.speed:g}",
-        "counts": {
-            "burst_answers": sum(len(o.burst_verdicts or []) for o in outcomes),
-            "contaminated": contaminated_runs, "errors": error_runs,
-            "requests_contaminated": sum(o.verdict == Verdict.CONTAMINATED for o in outcomes),
-            "requests_nondeterministic": nondeterministic,
-        },
+        # the matrix of this report is of answers, not of encoder rows: what its cells are, in words
+        "matrix_of": "answers: share of bursts in which request (row) answered what column answered alone",
         "local_references": local is not None,
     }
-    return ReplayReport(
+    report = ReplayReport(
         source=batch.source, kind="capture", mode="endpoint", inject=None, seed=None, requests=outcomes,
         contamination_ids=ids, contamination=matrix, events=[], findings=findings, interrupted=run.interrupted,
         endpoint=run.endpoint, repeats=len(run.bursts), extra=extra,
     )
+    recount(report)
+    return report
+
+
+def recount(report: ReplayReport) -> None:
+    """The report's counts from its outcomes as they finally stand (after the engine's evidence moved them): burst runs
+    by verdict, requests by verdict, so the counts, the table's rows and the exit code tell one story."""
+    runs = [v for o in report.requests for v in (o.burst_verdicts or [])]
+    by_request = Counter(str(o.verdict) for o in report.requests)
+    report.extra["counts"] = {
+        "burst_answers": len(runs),
+        "contaminated": runs.count(Verdict.CONTAMINATED), "errors": runs.count(Verdict.ERROR),
+        "batch_dependent": runs.count(Verdict.BATCH_DEPENDENT),
+        "requests_contaminated": by_request[Verdict.CONTAMINATED],
+        "requests_nondeterministic": len({f.request_id for f in report.findings if f.kind == FindingKind.NONDETERMINISM}),
+        "requests": {str(v): by_request[v] for v in Verdict if by_request[v]},
+    }
 
 
 def bad_logprob_findings(rid: str, ref, answers: list) -> list[Finding]:
@@ -224,10 +233,8 @@ def _against_local(out: RequestOutcome, local: dict, rid: str, findings: list[Fi
         findings.append(Finding(FindingKind.SERVER_MISMATCH, Severity.ERROR,
                                 f"request {rid}: the server's isolated answer {out.reference!r} is request {' or '.join(candidates)}'s answer under the local model; "
                                 f"the model says {truth!r}", request_id=rid, donor=donor))
-        settled = settle_by_text(out.verdict, Verdict.CONTAMINATED)
-        if settled != out.verdict:  # the texts moved it: the donor they name comes with it
-            out.verdict, out.donor = settled, donor
     else:
         findings.append(Finding(FindingKind.SERVER_MISMATCH, Severity.ERROR,
                                 f"request {rid}: the server answers {out.reference!r} even alone; the model itself says {truth!r}", request_id=rid))
-        out.verdict = settle_by_text(out.verdict, Verdict.DIVERGED)
+    # alone, the server is not the model: that is its verdict, never another request's contamination
+    out.verdict = settle_by_text(out.verdict, Verdict.SERVER_MISMATCH)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from qdebug.findings import Finding
 from qdebug.replay.engine import encoded_rows, landed_rows
-from qdebug.vocab import FindingKind, Severity, StageName, Verdict
+from qdebug.vocab import FindingKind, Severity, StageName
 
 from .detectors.contamination import OWN, UNMATCHED, contamination_matrix, donor_of, row_owners
 
@@ -65,19 +65,3 @@ def _named(outcome, burst: int) -> list[str]:
     if outcome is None or burst >= len(outcome.burst_donors or []):
         return []
     return list(outcome.burst_donors[burst])
-
-
-def apply_engine_verdicts(report, findings: list[Finding]) -> None:
-    """A request whose stream held other requests' rows inside the engine is contaminated, whatever its answers
-    said (an answer can coincide with its own): the verdict, the donor and the findings tell one story."""
-    from .verdicts import worst
-
-    for f in findings:
-        if f.kind != FindingKind.ENGINE_CONTAMINATION:
-            continue
-        out = next((r for r in report.requests if r.id == f.request_id), None)
-        if out is None:
-            continue
-        out.verdict = worst(out.verdict, Verdict.CONTAMINATED)
-        if out.donor is None and f.donor is not None:
-            out.donor = f.donor

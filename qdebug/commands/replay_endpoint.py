@@ -64,7 +64,7 @@ def run_endpoint_replay(args: EndpointArgs, console=None) -> ReplayReport:
     batch = read_batch(args.file, args.format, args.allow_paths)
     if batch.kind != "capture":
         raise InputError(f"{args.file}: --endpoint replays a capture (JSONL of chat-completions bodies), not a {batch.kind}")
-    local = _local_references(batch, args) if args.model else None
+    local, local_traces = _local_references(batch, args, keep_traces=settings.engine_tag is not None) if args.model else (None, {})
     total = sum(1 for r in batch.requests if r.request is not None)
     from qdebug.commands.common import two_phase_progress
 
@@ -75,56 +75,28 @@ def run_endpoint_replay(args: EndpointArgs, console=None) -> ReplayReport:
     # What this run did to the server's caches: fresh, keep or not_sent, and in words.
     report.extra.update(engine_caches=run.engine_caches, engine_caches_said=f"engine caches: {ENGINE_CACHES_SAID[run.engine_caches]}")
     if settings.engine_tag:
-        from qdebug.analysis.engine_evidence import apply_engine_verdicts
+        from qdebug.analysis.endpoint import recount
 
-        found = _engine_evidence(report, run, Path(args.engine_traces), settings)
-        apply_engine_verdicts(report, found)
-        report.findings += found
+        from .endpoint_engine import engine_evidence
+
+        engine_evidence(report, run, Path(args.engine_traces), settings, local_traces)
+        recount(report)
     return report
 
 
-def _engine_evidence(report, run, folder: Path, settings) -> list:
-    """The engine's own traces of every burst request (waited for, bounded by --timeout), as findings. A trace that
-    never appears or cannot be read leaves that request without engine evidence (a finding says which and why); a
-    trace of another model than the one asked for refuses the run, as `diff --engine` does (exit 5)."""
-    from qdebug.analysis.engine_evidence import engine_findings
-    from qdebug.commands.engine_diff import TraceMissing, await_trace, check_engine_model
-    from qdebug.errors import EngineTraceError, InputError
-    from qdebug.replay.endpoint import engine_trace_id
-
-    import time
-
-    bursts, missing, unreadable = [], [], []
-    deadline = time.monotonic() + settings.timeout  # one bound for them all: a server that traces nothing costs one --timeout
-    for k, burst in enumerate(run.bursts):
-        traces = {}
-        for rid, answer in burst.items():
-            if answer.error is not None:
-                continue
-            tag = engine_trace_id(settings.engine_tag, rid, f"burst-{k + 1}")
-            try:
-                trace = await_trace(folder, tag, max(0.5, deadline - time.monotonic()))
-            except TraceMissing:
-                missing.append(tag)
-                continue
-            except (EngineTraceError, InputError, OSError) as exc:  # corrupt, truncated, or not a file of the folder
-                unreadable.append((rid, tag, getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"))
-                continue
-            check_engine_model(trace, run.model, run.model_aliases, tag)
-            traces[rid] = trace
-        bursts.append(traces)
-    return engine_findings(report, bursts, missing, unreadable)
-
-
-def _local_references(batch, args: EndpointArgs) -> dict:
-    """Each request's isolated answer from qdebug's own traced model (the model's true answer)."""
+def _local_references(batch, args: EndpointArgs, keep_traces: bool = False) -> tuple[dict, dict]:
+    """Each request's isolated answer from qdebug's own traced model (the model's true answer), and with `keep_traces`
+    its trace with every prompt row of every layer (what the engine's traces are compared with, stage by stage)."""
     from qdebug.commands.common import quiet_transformers
     from qdebug.trace.runner import RecordPolicy, trace_request
 
     quiet_transformers()
     loaded = args.load()
-    out = {}
+    texts, traces = {}, {}
     for r in batch.requests:
         if r.request is not None:
-            out[r.request_id] = trace_request(loaded, r.request, RecordPolicy(attn_layers=set())).generated_text
-    return out
+            trace = trace_request(loaded, r.request, RecordPolicy(attn_layers=set(), keep_hidden=keep_traces))
+            texts[r.request_id] = trace.generated_text
+            if keep_traces:
+                traces[r.request_id] = trace
+    return texts, traces

@@ -10,10 +10,13 @@ from qdebug.vocab import Verdict
 
 
 def donor_cell(r) -> str:
-    """The donor, or "several" when an endpoint's contaminated bursts name different requests (as its finding says)."""
+    """The donor, or for an endpoint whose contaminated bursts name different requests, each burst's ("b1 req-02, b2 req-05")."""
     if r.donor:
         return r.donor
-    return "several" if r.verdict == Verdict.CONTAMINATED and any(getattr(r, "burst_donors", None) or []) else ""
+    per = [(k, d) for k, d in enumerate(getattr(r, "burst_donors", None) or [], start=1) if d]
+    if r.verdict != Verdict.CONTAMINATED or not per:
+        return ""
+    return ", ".join(f"b{k} {'/'.join(d)}" for k, d in per)
 
 
 def offset_cells(r) -> tuple[str, str]:

@@ -25,6 +25,9 @@ def requests_table(report) -> Table:
         said = (getattr(report, "extra", None) or {}).get("engine_caches_said")
         if said:  # what this run did about the engine's caches: whether "alone" was really alone
             title += f" · {said}"
+        engine = (getattr(report, "extra", None) or {}).get("engine_traces")
+        if engine:  # that the engine's own traces were read, and how many: a clean run says so too
+            title += f" · {engine['said']}"
     else:
         title = f"{report.kind}: {report.source}" + (f" · mode {report.mode} · inject {report.inject} · seed {report.seed}" if report.mode else "")
     table = Table(title=title)
@@ -43,6 +46,8 @@ def requests_table(report) -> Table:
         verdict = Text(r.verdict, style=verdict_style(r.verdict))
         if r.error:
             verdict.append(f" ({_short(r.error, 48)})", style="dim")
+        if getattr(r, "stage", None):  # the first divergent stage behind the verdict (endpoint replays with engine traces)
+            verdict.append(f" @{r.stage}", style="bold")
         for label in getattr(r, "injected", None) or []:
             verdict.append(f" [{_short(label, 40)}]", style="dim italic")
         cells = [r.id, _short(r.image, 18), _short(r.reference), _short(r.replayed), _short(r.observed), _observed_says(r)] if replayed else [r.id]
@@ -73,7 +78,7 @@ def matrix_table(report, limit: int = 24) -> Table | Text:
     if getattr(report, "endpoint", None):
         title = "answers: share of bursts in which request (row) answered what column answered alone"
     table = Table(title=title, show_lines=False)
-    table.add_column("stream \\ rows of")
+    table.add_column("request \\ answer of" if getattr(report, "endpoint", None) else "stream \\ rows of")
     for d in ids:
         table.add_column(d, justify="right")
     for i, r in enumerate(ids):

@@ -46,6 +46,11 @@ class RequestOutcome:
     burst_verdicts: list | None = None  # endpoint replays: the verdict of each burst run
     burst_donors: list | None = None  # endpoint replays: one list per burst, whose isolated answer it equalled ([]: none; several: ambiguous)
     local_reference: str | None = None  # endpoint replays with --model: the local model's isolated answer
+    # endpoint replays with --engine-traces: the first divergent stage behind the verdict (server_mismatch, batch_dependent,
+    # contaminated), each burst run's, and per burst the requests that shared the encoder call or step where it parted
+    stage: str | None = None
+    burst_stages: list | None = None
+    co_batched: list | None = None
     # What production's answer (`observed`) says on its own, never the verdict: ok | contaminated | diverged, None without one.
     observed_verdict: Verdict | None = None
     observed_donor: str | None = None  # whose isolated answer production returned, when observed_verdict is contaminated
