@@ -194,7 +194,7 @@ def _meta(model: EngineModel, req: EngineRequest, clips: list[dict] | None) -> T
     import torch
     import transformers
 
-    engine = {**model.engine, "request_id": req.req_id, "batches": req.batches, "co_scheduled": sorted(req.co_scheduled),
+    engine = {**model.engine, "request_id": req.req_id, "batches": req.batches, "co_scheduled": sorted(req.co_scheduled), "encoder_calls": req.encoder_calls,
               "kernel_inputs": {str(layer): seen["layout"] for layer, seen in sorted(req.layouts.items())}}
     return TraceMeta(
         qdebug=__version__,

@@ -72,6 +72,7 @@ class EngineRequest:
     encode: dict[int, object] = field(default_factory=dict)  # feature index → encoder rows
     batches: list[dict] = field(default_factory=list)  # per forward: requests and tokens in that step
     co_scheduled: set[str] = field(default_factory=set)  # other requests that shared a step with this one
+    encoder_calls: list[dict] = field(default_factory=list)  # the batch log's encoder calls that carried its items
     mrope_delta: int | None = None
     deepstack: dict[int, dict] = field(default_factory=dict)  # layer → rows added after it (Qwen3-VL), see record_addition
     layouts: dict[int, dict] = field(default_factory=dict)  # layer → the layout its kernel's value rows arrived in (prefill)

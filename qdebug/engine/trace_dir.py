@@ -81,18 +81,23 @@ class TraceDir:
 def open_index(root: str | os.PathLike, flags: int = os.O_RDONLY) -> int:
     """A descriptor of the folder's own `index.jsonl` (FileNotFoundError when there is none yet); OSError when it is a
     symbolic link, not a regular file, or a hard link (more than one name: it may be a file outside the folder)."""
-    path = os.path.join(root, INDEX)
+    return open_own(root, INDEX, flags)
+
+
+def open_own(root: str | os.PathLike, name: str, flags: int = os.O_RDONLY) -> int:
+    """A descriptor of the folder's own file `name` (the index, the batch log), refused as `open_index` says."""
+    path = os.path.join(root, name)
     try:
         fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise OSError(errno.ELOOP, f"{path} is a symbolic link; the index must be a file of the folder itself") from None
+            raise OSError(errno.ELOOP, f"{path} is a symbolic link; it must be a file of the folder itself") from None
         raise
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
         os.close(fd)
         what = "not a regular file" if not stat.S_ISREG(st.st_mode) else f"a file with {st.st_nlink} names (a hard link)"
-        raise OSError(errno.EPERM, f"{path} is {what}; the index must be a file of the folder itself")
+        raise OSError(errno.EPERM, f"{path} is {what}; it must be a file of the folder itself")
     os.set_blocking(fd, True)
     return fd
 

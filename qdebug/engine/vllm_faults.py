@@ -5,6 +5,8 @@
   layer (Qwen3.5), the gated-delta-rule core's q/k/v rows as the input projection hands them over.
 - `shared-visual-buffer` (seeded by `QDEBUG_VLLM_SEED`): the images of one scheduler step pass through one unlocked
   buffer between the encoder and the merge, in an order drawn from the seed (seed 000's service).
+- `batch-dependent-encoder`: an item's encoder rows depend on the other items of its encoder call (unchanged alone);
+  `batch-dependent-decoder:L`: decoder layer L's rows of a request depend on the step's other requests (batch_faults.py).
 
 A fault only changes tensors; what it says about itself (one log line) is a label. qdebug's findings come from
 what its tracer observes.
@@ -20,7 +22,7 @@ from .vllm_model import decoder_layers, linear_parts
 
 ENV_INJECT = "QDEBUG_VLLM_INJECT"
 ENV_SEED = "QDEBUG_VLLM_SEED"
-PRESETS = ("head-first:LAYER", "shared-visual-buffer")
+PRESETS = ("head-first:LAYER", "shared-visual-buffer", "batch-dependent-encoder", "batch-dependent-decoder:LAYER")
 
 log = logging.getLogger("vllm.qdebug")
 
@@ -54,6 +56,22 @@ def install(runner, name: str) -> None:
             return
         SharedStepBuffer(seed).install(model)
         log.warning("qdebug: injected fault shared-visual-buffer (seed %d)", seed)
+    elif name == "batch-dependent-encoder":
+        from .batch_faults import plant_encoder
+
+        plant_encoder(model)
+        log.warning("qdebug: injected fault batch-dependent-encoder")
+    elif name.startswith("batch-dependent-decoder:"):
+        from .batch_faults import plant_decoder
+
+        layer = name.split(":", 1)[1]
+        layers = decoder_layers(model)
+        if not layer.isdigit() or int(layer) >= len(layers):
+            log.error("qdebug: %s=%s: expected batch-dependent-decoder:LAYER with LAYER in 0..%d; nothing injected",
+                      ENV_INJECT, name, len(layers) - 1)
+            return
+        plant_decoder(runner, layers[int(layer)])
+        log.warning("qdebug: injected fault batch-dependent-decoder at layer %s", layer)
     else:
         log.error("qdebug: %s=%s: expected one of %s; nothing injected", ENV_INJECT, name, ", ".join(PRESETS))
 

@@ -7,6 +7,8 @@ The interface, held fixed:
 - A client tags a request with `vllm_xargs: {"qdebug_trace": true}` and may name it with `"qdebug_id": "..."`.
 - Each traced request becomes `DIR/<qdebug_id or server request id>.qdt` (qdebug's trace format) and a line of
   `DIR/index.jsonl`; the trace's `meta.engine` says which engine, version, attention backend, dtype and ranks.
+- `DIR/batches.jsonl` records, for every request (tagged or not), which requests shared each step and which
+  (request, item) pairs each encoder call carried (engine/batch_record.py writes it, engine/batch_log.py reads it).
 - A traced request reads no prefix cache (its whole prompt is computed, so every prompt row is recorded).
 - Tensor parallelism: every rank holds the full residual stream, full logits and the full encoder rows after
   vLLM's all-reduce/all-gather, so rank 0 alone records and writes; the other ranks install nothing.
@@ -188,12 +190,27 @@ def _attach(runner) -> None:
     tokenizer = _Lazy(lambda: _tokenizer(runner))
     extractor = _Lazy(lambda: _feature_extractor(runner))
     writer = TraceWriter(partial(_assemble, assemble_engine_trace, runner, model, tokenizer, extractor), folder)
-    tracer = EngineTracer(runner, writer, trace_all=trace_all(), keep_hidden=keep_hidden(), deepstack=bool(model.deepstack_levels))
+    tracer = EngineTracer(runner, writer, trace_all=trace_all(), keep_hidden=keep_hidden(), deepstack=bool(model.deepstack_levels),
+                          batches=_batch_recorder(runner, folder.root))
     tracer.install()
     runner._qdebug_tracer = tracer
     atexit.register(writer.drain)
     log.info("qdebug: tracing %s into %s (%s)", "every request" if trace_all() else "tagged requests", os.environ[ENV_DIR],
              ", ".join(f"{k} {v}" for k, v in engine.items()))
+
+
+def _batch_recorder(runner, root):
+    """The batch log's recorder on this runner (every request's steps and encoder calls), or None when it cannot be
+    opened (said once; tracing goes on without it)."""
+    from .batch_record import BatchLogFile, BatchRecorder
+
+    try:
+        recorder = BatchRecorder(runner, BatchLogFile(root))
+        recorder.install()
+    except (OSError, AttributeError) as exc:
+        log.error("qdebug: no batch log in %s (%s: %s)", root, type(exc).__name__, exc)
+        return None
+    return recorder
 
 
 def _assemble(assemble, runner, model, tokenizer, extractor, req, generated):

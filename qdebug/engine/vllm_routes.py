@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import os
 
-from .trace_dir import open_index, trace_in_folder
+from .batch_log import BATCH_LOG, BATCH_LOG_OLD
+from .trace_dir import open_index, open_own, trace_in_folder
 
 
 class QdebugRoutes:
-    """The endpoint plugin object vLLM instantiates: attaches the two routes."""
+    """The endpoint plugin object vLLM instantiates: attaches the routes."""
 
     name = "qdebug"
     required_tasks = None
@@ -41,6 +42,23 @@ class QdebugRoutes:
                 raise HTTPException(404, "qdebug: no trace written yet") from None
             except OSError:
                 raise HTTPException(404, "qdebug: the trace folder's index.jsonl is not a file of the folder itself") from None
+            return StreamingResponse(_chunks(fd), media_type="application/jsonl")
+
+        @app.get("/qdebug/traces/batches.jsonl")
+        def batches():
+            return _own_file(folder(), BATCH_LOG)
+
+        @app.get("/qdebug/traces/batches.1.jsonl")
+        def batches_old():
+            return _own_file(folder(), BATCH_LOG_OLD)
+
+        def _own_file(root: str, name: str):
+            try:
+                fd = open_own(root, name)
+            except FileNotFoundError:
+                raise HTTPException(404, f"qdebug: no {name} yet") from None
+            except OSError:
+                raise HTTPException(404, f"qdebug: the trace folder's {name} is not a file of the folder itself") from None
             return StreamingResponse(_chunks(fd), media_type="application/jsonl")
 
         @app.get("/qdebug/traces/{name}")

@@ -31,8 +31,9 @@ log = logging.getLogger("vllm.qdebug")
 class EngineTracer:
     """Records tagged requests on one model runner and hands finished ones to `writer` (a background thread)."""
 
-    def __init__(self, runner, writer, *, trace_all: bool, keep_hidden: bool = True, deepstack: bool = False) -> None:
+    def __init__(self, runner, writer, *, trace_all: bool, keep_hidden: bool = True, deepstack: bool = False, batches=None) -> None:
         self.runner = runner
+        self.batches = batches  # a BatchRecorder (every request's steps and encoder calls), or None
         self.deepstack = deepstack  # Qwen3-VL: also measure what the engine adds between layers
         self.before: dict[int, object] = {}  # slice index → the stream leaving the last layer (deepstack only)
         self.projected: dict[int, object] = {}  # layer → its q/k/v projection's output in this step (layout check)
@@ -136,6 +137,8 @@ class EngineTracer:
     # the step ------------------------------------------------------------------------------------------
     def _execute(self, execute, scheduler_output, *args, **kwargs):
         self._guard(self._finish, getattr(scheduler_output, "finished_req_ids", ()) or ())
+        if self.batches is not None:  # after _finish: a finished request's encoder calls are still known there
+            self.batches.step_begins(scheduler_output)
         self._guard(self._note_new, getattr(scheduler_output, "scheduled_new_reqs", ()) or ())
         self._hooks(bool(self.traced or self.pending))
         self.slices, self.before, self.projected = [], {}, {}
@@ -143,6 +146,8 @@ class EngineTracer:
             return execute(scheduler_output, *args, **kwargs)
         finally:
             self.slices, self.before, self.projected = [], {}, {}
+            if self.batches is not None:
+                self.batches.step_ends()
 
     def _guard(self, fn, *args):
         """Run a recording step; an error is logged, drops the traces involved, and never reaches vLLM."""
@@ -303,6 +308,8 @@ class EngineTracer:
             state = self.runner.requests.get(rid)
             generated = [int(t) for t in (state.output_token_ids if state is not None else []) if int(t) >= 0]
             req.finish_prefill()
+            if self.batches is not None:
+                req.encoder_calls = self.batches.calls_for(rid)
             self.writer.submit(req, generated)
 
 

@@ -1,0 +1,164 @@
+"""BatchRecorder: what vLLM's model runner batched together, as it ran, for every request (tagged or not).
+
+Where it listens (vLLM 0.32's V1 runner; shared/DESIGN.md "Seams in vLLM"):
+- each step's `SchedulerOutput` (the tracer's `execute_model` wrapper calls `step_begins`): the requests scheduled
+  (`num_scheduled_tokens`), which of them compute prompt rows (`num_computed_tokens` below the prompt's length);
+- `runner._execute_mm_encoder` (wrapped): the items the step encodes, in the order vLLM batches them (by
+  `scheduled_encoder_inputs`, stable-sorted by modality, as `_batch_mm_inputs_from_scheduler` does);
+- `model.embed_multimodal` (wrapped): one call of the encoder; it takes as many of those items as it returns
+  outputs for.
+
+What it keeps is small: a name and a prompt length per request in flight, and one line per step and per encoder call
+(names and item indexes), written to `batches.jsonl` with one write at the end of each step (batch_log.py reads it).
+The log is bounded: past `MAX_BYTES` it becomes `batches.1.jsonl` and a new one starts.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import stat
+
+from .batch_log import BATCH_LOG, BATCH_LOG_OLD, BATCH_STEP, ENCODER_CALL
+from .requests import client_name
+
+log = logging.getLogger("vllm.qdebug")
+MAX_BYTES = 16 << 20  # per generation of the log: two generations at most on disk
+
+
+class BatchLogFile:
+    """Appends whole lines to a folder's own `batches.jsonl` (never a link), rotating it at `max_bytes`."""
+
+    def __init__(self, root: str | os.PathLike, max_bytes: int = MAX_BYTES) -> None:
+        self.root, self.max_bytes = os.fspath(root), max_bytes
+        self.fd = self._open()
+
+    def _open(self) -> int:
+        from .trace_dir import open_own
+
+        fd = open_own(self.root, BATCH_LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        self.size = os.fstat(fd).st_size
+        return fd
+
+    def append(self, data: bytes) -> None:
+        """One write of whole lines; past the bound the file is renamed to the older generation first."""
+        if self.size + len(data) > self.max_bytes and self.size:
+            os.close(self.fd)
+            path = os.path.join(self.root, BATCH_LOG)
+            if stat.S_ISREG(os.lstat(path).st_mode):
+                os.replace(path, os.path.join(self.root, BATCH_LOG_OLD))
+            self.fd = self._open()
+        self.size += os.write(self.fd, data)
+
+
+class BatchRecorder:
+    """Records each step's requests and each encoder call's (request, item) pairs on one model runner."""
+
+    def __init__(self, runner, out: BatchLogFile) -> None:
+        self.runner, self.out = runner, out
+        self.worker = os.getpid()
+        self.known: dict[str, tuple[str, int | None]] = {}  # request in flight → (its name, its prompt's length)
+        self.calls: dict[str, list[dict]] = {}  # request in flight → the encoder calls that carried its items
+        self.step = self.call = 0
+        self.items: list[tuple[str, str, int]] | None = None  # (modality, request, item) the running step encodes
+        self.lines: list[bytes] = []
+        self.broken = False
+
+    def install(self) -> None:
+        """Wrap the runner's encoder step and the model's encoder call (after any fault: it sees their outputs)."""
+        runner, model = self.runner, self.runner.model
+        encode_step, embed = runner._execute_mm_encoder, model.embed_multimodal
+        runner._execute_mm_encoder = lambda scheduler_output, *a, **kw: self._encoder_step(encode_step, scheduler_output, *a, **kw)
+        model.embed_multimodal = lambda *a, **kw: self._embedded(embed(*a, **kw))
+
+    # the step --------------------------------------------------------------------------------------------
+    def step_begins(self, out) -> None:
+        """Note the step's new requests and write which requests it runs, prefill and decode (called before it runs)."""
+        if self.broken:
+            return
+        self._guard(self._step_begins, out)
+
+    def _step_begins(self, out) -> None:
+        for rid in getattr(out, "finished_req_ids", ()) or ():
+            self.known.pop(rid, None)
+            self.calls.pop(rid, None)
+        for new in getattr(out, "scheduled_new_reqs", ()) or ():
+            params = getattr(new, "sampling_params", None)
+            name, _ = client_name(getattr(params, "extra_args", None), new.req_id)
+            ids = new.prompt_token_ids
+            embeds = getattr(new, "prompt_embeds", None)
+            length = len(ids) if ids is not None else (int(embeds.shape[0]) if embeds is not None else None)
+            self.known[new.req_id] = (name, length)
+        tokens = getattr(out, "num_scheduled_tokens", None) or {}
+        if not tokens:
+            return
+        computed = {new.req_id: new.num_computed_tokens for new in out.scheduled_new_reqs}
+        cached = out.scheduled_cached_reqs
+        computed.update(zip(cached.req_ids, cached.num_computed_tokens))
+        self.step += 1
+        prefill, decode = [], []
+        for rid, n in tokens.items():
+            name, length = self.known.get(rid, (rid, None))
+            done = computed.get(rid)
+            runs_prompt = done < length if length is not None and done is not None else n > 1
+            (prefill if runs_prompt else decode).append(name)
+        self._line({"record": BATCH_STEP, "worker": self.worker, "step": self.step, "prefill": prefill, "decode": decode})
+
+    def step_ends(self) -> None:
+        """Write the step's lines (one write)."""
+        if self.lines and not self.broken:
+            data, self.lines = b"".join(self.lines), []
+            self._guard(self.out.append, data)
+        self.items = None
+
+    def calls_for(self, req_id: str) -> list[dict]:
+        """The encoder calls that carried request `req_id`'s items (for its trace)."""
+        return self.calls.get(req_id, [])
+
+    # the encoder -----------------------------------------------------------------------------------------
+    def _encoder_step(self, encode_step, scheduler_output, *args, **kwargs):
+        if not self.broken:
+            self._guard(self._scheduled_items, scheduler_output)
+        try:
+            return encode_step(scheduler_output, *args, **kwargs)
+        finally:
+            self.items = None
+
+    def _scheduled_items(self, scheduler_output) -> None:
+        """The items this step encodes, in the order vLLM hands them to the encoder (cached ones are not encoded)."""
+        items = []
+        for rid, indexes in (scheduler_output.scheduled_encoder_inputs or {}).items():
+            features = self.runner.requests[rid].mm_features
+            for i in indexes:
+                feature = features[i]
+                if feature.data is not None and feature.modality != "prompt_embeds":  # prompt_embeds: no encoder runs
+                    items.append((str(feature.modality), rid, int(i)))
+        items.sort(key=lambda item: item[0])  # stable, as vLLM groups them by modality
+        self.items = items
+
+    def _embedded(self, outputs):
+        if self.items and not self.broken:
+            self._guard(self._record_call, len(outputs))
+        return outputs
+
+    def _record_call(self, count: int) -> None:
+        taken, self.items = self.items[:count], self.items[count:]
+        self.call += 1
+        names = {rid: self.known.get(rid, (rid, None))[0] for _, rid, _ in taken}
+        record = {"worker": self.worker, "call": self.call, "step": self.step, "modality": taken[0][0],
+                  "items": [[names[rid], i] for _, rid, i in taken]}
+        for rid in names:
+            self.calls.setdefault(rid, []).append(record)
+        self._line({"record": ENCODER_CALL, **record})
+
+    def _line(self, doc: dict) -> None:
+        self.lines.append((json.dumps(doc, separators=(",", ":")) + "\n").encode("utf-8"))
+
+    def _guard(self, fn, *args) -> None:
+        """An error stops the batch log (said once); the engine serves on as without it."""
+        try:
+            fn(*args)
+        except Exception as exc:  # the plugin never fails a request
+            self.broken, self.lines, self.items = True, [], None
+            log.error("qdebug: batch log stopped (%s: %s); %s is incomplete from here", type(exc).__name__, exc, BATCH_LOG)
