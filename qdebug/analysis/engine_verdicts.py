@@ -55,6 +55,8 @@ def apply_engine_comparison(report, runs: EngineRuns) -> list[Finding]:
         if alone is None or out.burst_verdicts is None:
             continue
         mismatch = parting(runs.local[out.id], alone, runs.atol, runs.rtol) if out.id in runs.local else None
+        if mismatch is not None and mismatch.stage:  # what the engine's own trace saw its kernels receive (seed 001's layout)
+            mismatch.findings += [f for f in alone.findings if f.kind == FindingKind.LAYOUT]
         calls = [_judge_burst(out, k, alone, runs, mismatch) for k in range(len(out.burst_verdicts))]
         _settle_nondeterminism(out.id, calls, runs)
         report.findings = [f for f in report.findings if not (f.request_id == out.id and (

@@ -41,7 +41,7 @@ def engine_evidence(report, run, folder: Path, settings, local_traces: dict) -> 
     expected = sum(1 for answers in answered for a in answers.values() if a.error is None)
     got = sum(len(t) for t in read)
     report.extra["engine_traces"] = {
-        "folder": str(folder), "read": got, "expected": expected, "alone": len(read[0]), "bursts": [len(t) for t in read[1:]],
+        "folder": str(folder), "tag": settings.engine_tag, "read": got, "expected": expected, "alone": len(read[0]), "bursts": [len(t) for t in read[1:]],
         "local_references": len(local_traces), "batching": [b.to_json() for b in said[1:]],
         "said": f"engine traces: read {got} of {expected} ({len(read[0])} alone, {got - len(read[0])} in {len(read) - 1} burst(s))"
                 + ("; compared stage by stage with the local model's" if local_traces else ""),

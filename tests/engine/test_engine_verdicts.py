@@ -1,0 +1,62 @@
+"""`replay --endpoint --engine-traces --model` judges each request three ways (the local model alone, the engine alone,
+the engine in each burst) against a real vLLM with qdebug's plugin: a batch-dependent encoder is `batch_dependent` at
+`encode`, naming the requests of its encoder call; a clean engine under the same bursts is all ok and says how it batched."""
+
+from __future__ import annotations
+
+import pytest
+
+from .endpoint_story import assert_one_story, records, replay
+from .test_engine_faults import faulty_server
+
+pytestmark = pytest.mark.vllm
+
+
+@pytest.fixture(scope="module")
+def batch_encoder(vllm_py, tmp_path_factory):
+    """vLLM whose encoder mixes every item of a call with the call's other items (alone: untouched)."""
+    with faulty_server(vllm_py, tmp_path_factory.mktemp("batch-encoder"), "batch-dependent-encoder") as server:
+        yield server
+
+
+def test_a_batch_dependent_encoder_is_found_at_encode_naming_its_encoder_call(batch_encoder, tmp_path):
+    doc, result = replay(batch_encoder, tmp_path / "r.json", "--repeat", "2", "--model", "demo", "--device", "cpu")
+    assert_one_story(doc, result)
+    tag = doc["engine_traces"]["tag"]
+    flagged = 0
+    for k in (1, 2):
+        calls, _ = records(batch_encoder.traces, tag, f"burst-{k}")
+        shared = {rid: sorted({o for o in call if o != rid}) for call in calls if len(set(call)) > 1 for rid in call}
+        for r in doc["requests"]:
+            verdict = r["burst_verdicts"][k - 1]
+            if r["id"] in shared:  # encoded with others: its rows moved, and the report names who with, from the records
+                assert verdict == "batch_dependent" and r["burst_stages"][k - 1] == "encode", (k, r)
+                assert sorted(r["co_batched"][k - 1]) == shared[r["id"]], (k, r, shared)
+                flagged += 1
+            else:  # encoded alone (its own call, or served from no cache: fresh identities): as alone
+                assert verdict == "ok", (k, r, calls)
+    assert flagged, "no burst encoded two requests' images in one call"
+    dependent = [r for r in doc["requests"] if r["verdict"] == "batch_dependent"]
+    assert dependent and all(r["stage"] == "encode" for r in dependent)
+    assert not [r for r in doc["requests"] if r["verdict"] in ("contaminated", "server_mismatch")], doc["requests"]
+    for r in dependent:
+        (f,) = [f for f in doc["findings"] if f["kind"] == "batch_dependent" and f["request_id"] == r["id"]]
+        first = next(k for k, v in enumerate(r["burst_verdicts"]) if v == "batch_dependent")
+        assert f["stage"] == "encode" and all(o in f["message"] for o in r["co_batched"][first]), f
+        assert "rows differ" in f["message"] and "match no row seen" in f["message"], f  # the preset adds a mean: no one's rows
+    assert result.returncode == 1
+
+
+def test_a_clean_engine_under_the_same_bursts_three_times_is_all_ok_and_says_how_it_batched(traced_server, tmp_path):
+    doc, result = replay(traced_server, tmp_path / "r.json", "--repeat", "3", "--model", "demo", "--device", "cpu")
+    assert {r["verdict"] for r in doc["requests"]} == {"ok"}, [(r["id"], r["verdict"], r["stage"]) for r in doc["requests"]]
+    assert_one_story(doc, result)
+    batching = doc["engine_traces"]["batching"]
+    assert len(batching) == 3 and any(b["batched"] for b in batching), batching  # the bursts really batched
+    tag = doc["engine_traces"]["tag"]
+    for k, b in enumerate(batching, start=1):
+        calls, steps = records(traced_server.traces, tag, f"burst-{k}")
+        assert b["encoder_calls"] == [len(c) for c in calls] and b["largest_step"] == max(map(len, steps)), (b, calls, steps)
+        assert f"burst {k}: {b['said']}" in " ".join(result.stdout.replace("│", " ").split()), b  # the report says it
+    for r in doc["requests"]:  # text@ and visual@ from the engine's own trace: its image's rows where its placeholders are
+        assert r["text_offset"] is not None and r["visual_offset"] == r["text_offset"], r
