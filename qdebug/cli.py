@@ -396,6 +396,38 @@ def serve(
                         request_timeout=request_timeout))
 
 
+@app.command()
+@friendly
+def watch(
+    source: Annotated[str, typer.Argument(help="A vLLM server's URL (its /metrics) or its QDEBUG_VLLM_WATCH_DIR.", metavar="URL_OR_DIR")],
+    findings: Annotated[Optional[str], typer.Option("--findings", help="With a URL: the server's QDEBUG_VLLM_WATCH_DIR, for its findings log.")] = None,
+    once: Annotated[bool, typer.Option("--once", help="Read once, print (or write --json) and exit: 1 when violations exist.")] = False,
+    json_out: Annotated[Optional[str], typer.Option("--json", help="With --once: write the snapshot as JSON to PATH, or `-` for stdout.")] = None,
+    interval: Annotated[float, typer.Option("--interval", min=0.2, help="Seconds between readings in the live view.")] = 2.0,
+) -> None:
+    """What qdebug's watch mode inside vLLM (QDEBUG_VLLM_WATCH=1) counted and found: checks placement, counts, positions,
+    encoder_batch, layout, logits. A live view, or --once for scripts."""
+    from qdebug.commands.common import emit_json, say_wrote
+    from qdebug.commands.watch import WatchArgs, check_source, read_snapshot
+
+    args = WatchArgs(source=source, findings=findings)
+    check_source(args)
+    if not once:
+        from qdebug.tui.watch_app import build_watch_app
+
+        build_watch_app(args, interval).run()
+        return
+    doc = read_snapshot(args).to_json()
+    emit_json(doc, json_out)
+    if json_out != "-":
+        from qdebug.render.watch_report import watch_lines
+
+        typer.echo("\n".join(watch_lines(doc)))
+    say_wrote(None, json_out)
+    if doc["violations"]:
+        raise typer.Exit(1)
+
+
 @demo_app.command("train")
 @friendly
 def demo_train(

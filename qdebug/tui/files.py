@@ -85,6 +85,12 @@ class FileRouter:
             return RequestScreen(TraceDoc(trace, source=source or "saved trace", image_dirs=image_dirs_for(source)), files=self)
         return RequestScreen(files=self, live=True, pending=pending)
 
+    def watch_screen(self, args, interval: float):
+        """The live view `qdebug watch` starts on (tui/watch_app.py): its findings' traces come back through `open`."""
+        from .screens.watch import WatchScreen
+
+        return WatchScreen(args, interval, files=self)
+
     def show_report(self, report, source: str) -> None:
         """Push a batch screen for a replay report."""
         from .screens.batch import BatchScreen

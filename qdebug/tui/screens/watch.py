@@ -1,0 +1,108 @@
+"""WatchScreen: `qdebug watch`'s live view. Reads the source (a server's /metrics, a watch folder) every interval in a
+worker; a table of checks (checks/s, violations/s, totals, a sparkline of violations per reading) and the latest
+findings; Enter on a finding with a recorded trace opens it in the request screen (through the app's file router)."""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from ..widgets.message_line import MessageLine
+from ..widgets.watch_views import check_rows, finding_row
+
+HISTORY = 120  # readings kept (memory is bounded whatever the run's length)
+
+
+class WatchScreen(Screen):
+    """The live view of one watch source."""
+
+    BINDINGS = [Binding("q", "app.quit", "quit"), Binding("r", "read", "read now")]
+
+    @dataclass
+    class Read(Message):
+        """A reading of the source arrived (a WatchSnapshot), or the one-line reason it failed."""
+
+        snapshot: object
+        error: str = ""
+
+    def __init__(self, args, interval: float, files) -> None:
+        super().__init__()
+        self.args, self.interval, self.files = args, interval, files
+        self.history: deque = deque(maxlen=HISTORY)
+        self.shown: list = []  # the findings in the table, in row order
+
+    def compose(self) -> ComposeResult:
+        yield Static(f"qdebug watch {self.args.source}", id="watch-title")
+        table = DataTable(id="watch-checks", cursor_type="none")
+        table.add_columns("check", "checks/s", "violations/s", "violations", "errors", "seconds", "violations over time")
+        yield table
+        found = DataTable(id="watch-findings", cursor_type="row")
+        found.add_columns("time", "check", "outcome", "request", "stage", "donors / co-batched", "trace")
+        yield found
+        yield MessageLine()
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.action_read()
+        self.set_interval(self.interval, self.action_read)
+        self.query_one("#watch-findings", DataTable).focus()
+
+    def say(self, text: str, error: bool = False) -> None:
+        """Show a line in the message bar."""
+        self.query_one(MessageLine).say(text, error)
+
+    def action_read(self) -> None:
+        """Read the source now (in a worker)."""
+        self._read()
+
+    @work(thread=True, exclusive=True, group="watch-read")
+    def _read(self) -> None:
+        from qdebug.commands.watch import read_snapshot
+        from qdebug.errors import describe
+
+        try:
+            self.post_message(self.Read(read_snapshot(self.args)))
+        except Exception as exc:  # a server that went away is said on the message line; the view keeps reading
+            self.post_message(self.Read(None, describe(exc)))
+
+    @on(Read)
+    def _show(self, event: Read) -> None:
+        if event.snapshot is None:
+            self.say(event.error, error=True)
+            return
+        self.history.append(event.snapshot)
+        checks = self.query_one("#watch-checks", DataTable)
+        checks.clear()
+        for row in check_rows(list(self.history)):
+            checks.add_row(*row)
+        found = self.query_one("#watch-findings", DataTable)
+        latest = list(reversed(event.snapshot.findings))  # newest first
+        if [(f.time, f.request_id, f.check) for f in latest] != [(f.time, f.request_id, f.check) for f in self.shown]:
+            found.clear()
+            for f in latest:
+                found.add_row(*finding_row(f))
+            self.shown = latest
+        snap = event.snapshot
+        self.say(f"{snap.violations} violation(s); {snap.findings_total} finding(s) logged")
+
+    @on(DataTable.RowSelected, "#watch-findings")
+    def _open(self, event: DataTable.RowSelected) -> None:
+        """Enter: open the finding's recorded trace in the request screen."""
+        if event.cursor_row >= len(self.shown):
+            return
+        finding = self.shown[event.cursor_row]
+        folder = self.args.findings or self.args.source
+        if not finding.trace:
+            self.say(f"no trace was recorded for {finding.request_id} (the flight recorder keeps a bounded number)", error=True)
+            return
+        path = Path(folder) / os.path.basename(finding.trace)  # only a file of the watch folder itself
+        self.files.open(self, path, str(path))

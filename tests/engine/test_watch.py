@@ -1,0 +1,97 @@
+"""qdebug's watch mode inside a real vLLM (QDEBUG_VLLM_WATCH=1), under untagged concurrent traffic: what /metrics counts
+and what the findings log names, against the engine's own traces and against a clean server."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from qdebug.engine.watch_log import read_findings
+
+from .vllm_server import VllmServer
+from .watch_traffic import burst, distinct_images, watch_series
+
+pytestmark = pytest.mark.vllm
+CHECKS, VIOLATIONS, ERRORS = "qdebug_watch_checks_total", "qdebug_watch_violations_total", "qdebug_watch_errors_total"
+
+
+def watched(vllm_py, where, **env) -> VllmServer:
+    """A vLLM with the watch on, its findings in `where/watch` (`server.watch`)."""
+    where.mkdir(parents=True, exist_ok=True)
+    env = {"QDEBUG_VLLM_WATCH": "1", "QDEBUG_VLLM_WATCH_DIR": str(where / "watch"), **env}
+    server = VllmServer(vllm_py, where, trace_dir=where / "traces" if env.pop("trace", None) else None,
+                        trace_all="QDEBUG_VLLM_INJECT" in env, extra_env=env)
+    server.watch, server.traces = where / "watch", where / "traces"
+    return server
+
+
+def settled(server, want) -> dict:
+    """/metrics once `want(series)` holds (the worker writes its counters twice a second), else the last read."""
+    deadline = time.monotonic() + 30
+    while True:
+        series = watch_series(server)
+        if want(series) or time.monotonic() > deadline:
+            return series
+        time.sleep(0.25)
+
+
+def logged(server, count: int) -> list:
+    """The findings log once it holds `count` lines (written off the engine's step, on a thread), else what it holds."""
+    deadline = time.monotonic() + 30
+    while len(found := read_findings(str(server.watch))) < count and time.monotonic() < deadline:
+        time.sleep(0.25)
+    return found
+
+
+def test_a_shared_visual_buffer_is_counted_on_metrics_and_its_donors_are_the_engines(vllm_py, tmp_path):
+    from qdebug.analysis.detectors.contamination import OWN, UNMATCHED
+    from qdebug.analysis.engine_evidence import engine_rows
+    from qdebug.trace.schema import load_trace
+
+    with watched(vllm_py, tmp_path, QDEBUG_VLLM_INJECT="shared-visual-buffer", trace=True) as server:
+        for attempt in range(3):  # the fault needs two requests' images in one step; a burst of 24 at 12 gives it that
+            burst(server, distinct_images(tmp_path / "images", 24, seed=attempt), concurrency=12)
+            sent = 24 * (attempt + 1)
+            series = settled(server, lambda s: s.get((CHECKS, "counts"), 0) >= sent <= s.get((CHECKS, "placement"), 0))
+            if series.get((VIOLATIONS, "placement"), 0):
+                break
+        violations = int(series[(VIOLATIONS, "placement")])
+        assert violations > 0, series
+        assert series[(CHECKS, "counts")] == sent <= series[(CHECKS, "placement")] and series[(ERRORS, "placement")] == 0, series
+        found = logged(server, violations)
+    placement = [f for f in found if f.check == "placement" and f.outcome == "violation"]
+    assert len(placement) == violations == len(found), (violations, [f.evidence for f in found])
+    traces = {p.stem: load_trace(p) for p in server.traces.glob("*.qdt")}
+    for f in placement:
+        assert f.request_id in traces and f.donors and f.stage == "sync", f
+        group = {rid: traces[rid] for rid in (f.request_id, *f.cobatched) if rid in traces}
+        _, owners = engine_rows(group)[f.request_id]
+        assert set(f.donors) == set(owners) - {OWN, UNMATCHED}, (f.request_id, f.donors, owners)
+        assert f"{sum(owners.values()) - owners.get(OWN, 0)} of {sum(owners.values())} rows" in f.evidence, (f.evidence, owners)
+
+
+def test_a_clean_server_under_200_concurrent_requests_three_times_has_no_violation(vllm_py, tmp_path):
+    with watched(vllm_py, tmp_path) as server:
+        for round_ in range(3):
+            burst(server, distinct_images(tmp_path / "images", 200, seed=100 + round_), concurrency=200)
+        series = settled(server, lambda s: s.get((CHECKS, "counts"), 0) >= 600)
+    assert series[(CHECKS, "counts")] == 600 and series[(CHECKS, "placement")] >= 600, series  # one item per request
+    assert not any(v for (name, _), v in series.items() if name in (VIOLATIONS, ERRORS)), series
+    assert read_findings(str(server.watch)) == []
+
+
+def test_a_check_that_raises_is_counted_and_logged_and_the_answers_are_unchanged(vllm_py, tmp_path):
+    images = distinct_images(tmp_path / "images", 8, seed=7)
+    with watched(vllm_py, tmp_path / "clean") as clean:
+        expected = burst(clean, images, concurrency=8, max_tokens=8)
+    with watched(vllm_py, tmp_path / "raising", QDEBUG_VLLM_WATCH_RAISE="placement") as server:
+        answers = burst(server, images, concurrency=8, max_tokens=8)
+        series = settled(server, lambda s: s.get((ERRORS, "placement"), 0) >= 8)
+        found = logged(server, int(series[(ERRORS, "placement")]))
+        assert "QDEBUG_VLLM_WATCH_RAISE names placement" in server.log_text()
+    assert answers == expected
+    assert series[(ERRORS, "placement")] == series[(CHECKS, "placement")] >= 8, series
+    assert series[(CHECKS, "counts")] == 8 and series[(ERRORS, "counts")] == 0 == series[(VIOLATIONS, "placement")], series
+    assert {f.outcome for f in found} == {"error"} and {f.check for f in found} == {"placement"}, found
+    assert len({f.request_id for f in found}) == 8 and all("RuntimeError" in f.evidence for f in found), found

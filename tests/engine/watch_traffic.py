@@ -1,0 +1,56 @@
+"""Untagged concurrent traffic for the watch tests: distinct images (so no two requests share an encoder-cache entry)
+sent at once to a real vLLM, and what the watch reports about them (/metrics, the findings log)."""
+
+from __future__ import annotations
+
+import re
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+
+from .client import PROMPT
+
+
+def distinct_images(folder: Path, n: int, seed: int = 0) -> list[Path]:
+    """`n` PNGs of the sample scenes' size, each a different random picture."""
+    import numpy as np
+    from PIL import Image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    paths = []
+    for i in range(n):
+        path = folder / f"img-{seed}-{i:04d}.png"
+        Image.fromarray(rng.integers(0, 256, (112, 168, 3), dtype=np.uint8)).save(path)
+        paths.append(path)
+    return paths
+
+
+def body_for(path: Path, max_tokens: int) -> dict:
+    """The chat body qdebug's replay sends for one image and the sample prompt (untagged: no vllm_xargs)."""
+    from qdebug.replay.endpoint import chat_body
+    from qdebug.trace.request import build_request, load_image
+
+    return chat_body(build_request(PROMPT, [str(path)], images=[load_image(str(path))], max_new_tokens=max_tokens), "demo", top_logprobs=0)
+
+
+def burst(server, paths: list[Path], concurrency: int, max_tokens: int = 4) -> list[str]:
+    """Send one request per image, `concurrency` at a time; the answers, in the images' order."""
+    bodies = [body_for(p, max_tokens) for p in paths]
+    with httpx.Client(timeout=300) as client, ThreadPoolExecutor(concurrency) as pool:
+        def one(body: dict) -> str:
+            response = client.post(f"{server.url}/v1/chat/completions", json=body)
+            assert response.status_code == 200, response.text
+            return response.json()["choices"][0]["message"]["content"]
+
+        return list(pool.map(one, bodies))
+
+
+def watch_series(server) -> dict[tuple[str, str], float]:
+    """The qdebug_watch_* samples on the server's /metrics: (series, check label) → value."""
+    text = httpx.get(f"{server.url}/metrics", timeout=30).text
+    out = {}
+    for m in re.finditer(r'^(qdebug_watch_\w+?)(?:\{check="(\w+)"\})? ([0-9.eE+-]+)$', text, re.M):
+        out[(m.group(1), m.group(2) or "")] = float(m.group(3))
+    return out

@@ -1,0 +1,68 @@
+"""`qdebug watch DIR`'s live view, headless: the checks table and the latest findings come from the folder the plugin
+writes (its counter files and findings log, written here by the plugin's own writers), and Enter on a finding opens
+its recorded trace in the request screen."""
+
+from __future__ import annotations
+
+import shutil
+
+from textual.widgets import DataTable
+
+from qdebug.commands.watch import WatchArgs
+from qdebug.engine.watch_log import FindingsLog, WatchFinding
+from qdebug.engine.watch_metrics import WatchCounters
+from qdebug.tui.screens.request import RequestScreen
+from qdebug.tui.watch_app import build_watch_app
+
+from .conftest import SIZE, TRACE, wait_for
+
+
+def _folder(tmp_path):
+    """A watch folder: 40 placement checks with 2 violations, one of them with a recorded trace, and 10 counts checks."""
+    shutil.copy(TRACE, tmp_path / "req-b.qdt")
+    counters = WatchCounters(str(tmp_path), "run1")
+    for i in range(40):
+        counters.add("placement", seconds=0.001, violations=int(i in (7, 30)))
+    for _ in range(10):
+        counters.add("counts", seconds=0.0001)
+    counters.flush()
+    log = FindingsLog(str(tmp_path), 1 << 20)
+    log.add(WatchFinding("placement", "violation", "sync", "req-a", "item 0 (image): 24 of 24 rows ...", donors=["req-c"]))
+    log.add(WatchFinding("placement", "violation", "sync", "req-b", "item 0 (image): 24 of 24 rows ...", donors=["req-a"],
+                         trace="req-b.qdt"))
+    log.drain()
+    return counters
+
+
+def _cells(table: DataTable) -> list[list[str]]:
+    return [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+
+
+async def test_the_live_view_shows_the_folders_counters_and_opens_a_findings_trace(tmp_path):
+    counters = _folder(tmp_path)
+    app = build_watch_app(WatchArgs(source=str(tmp_path)), interval=60)
+    async with app.run_test(size=SIZE) as pilot:
+        checks = app.screen.query_one("#watch-checks", DataTable)
+        found = app.screen.query_one("#watch-findings", DataTable)
+        await wait_for(pilot, lambda: checks.row_count == 6 and found.row_count == 2, what="the first reading")
+        rows = {r[0]: r for r in _cells(checks)}
+        assert rows["placement"][3:5] == ["2", "0"] and rows["counts"][3] == "0", rows
+        assert [r[3] for r in _cells(found)] == ["req-b", "req-a"]  # newest first
+        assert "donors req-a" in _cells(found)[0][5] and _cells(found)[0][6] == "req-b.qdt"
+        await pilot.press("r")  # a reading with nothing new, then more traffic with five more violations: the last
+        await wait_for(pilot, lambda: len(app.screen.history) == 2, what="the second reading")  # reading's rates and sparkline
+        for _ in range(5):  # more traffic, three more violations: the next reading's rates and sparkline show them
+            counters.add("placement", seconds=0.001, violations=1)
+        counters.add("placement", seconds=0.001)
+        counters.flush()
+        await pilot.press("r")
+        await wait_for(pilot, lambda: {r[0]: r for r in _cells(checks)}["placement"][3] == "7", what="the third reading")
+        placement = {r[0]: r for r in _cells(checks)}["placement"]
+        assert float(placement[1]) > 0 and float(placement[2]) > 0 and placement[6] == "▁█", placement
+        found.move_cursor(row=1)
+        await pilot.press("enter")
+        assert "no trace was recorded for req-a" in str(app.screen.query_one("MessageLine").message[0])
+        found.move_cursor(row=0)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, RequestScreen), what="the request screen")
+        assert app.screen.doc.source.endswith("req-b.qdt")
