@@ -195,9 +195,10 @@ def main() -> None:
     ratio_all = ratio  # the default policy already records attention in every layer (`--layers all`)
     at = "" if depth == REAL_DEPTH else f" (projected from {depth} layers)"
     checks = [
-        (f"default policy trace ≤ 100 MB at {REAL_DEPTH} layers{at}: {projected / 1e6:.1f} MB", projected <= 100e6),
-        (f"default policy time ≤ 1.15× plain SDPA: ×{ratio:.2f}", ratio <= 1.15),
-        (f"default policy peak memory ≤ plain + 15%: {mem - 1:+.1%}", mem <= 1.15),
+        # The targets of "One media item from intake to verdict" (a traced request costs what the user's own run does).
+        (f"default policy trace ≤ 30 MB at {REAL_DEPTH} layers{at}: {projected / 1e6:.1f} MB", projected <= 30e6),
+        (f"default policy time ≤ 1.03× plain SDPA: ×{ratio:.2f}", ratio <= 1.03),
+        (f"default policy peak memory ≤ plain + 5%: {mem - 1:+.1%}", mem <= 1.05),
         (f"--layers all time ≤ 1.5× plain SDPA (the default policy's run): ×{ratio_all:.2f}", ratio_all <= 1.5),
     ]
     for text, ok in checks:

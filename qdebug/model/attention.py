@@ -98,17 +98,19 @@ def weights_for_rows(module, query, key, value, mask, rows: list[int], **kwargs)
     """
     import torch
 
+    from .device_index import index_on, select_positions
+
     eager = sys.modules[type(module).__module__].eager_attention_forward
     q_len, k_len = query.shape[2], key.shape[2]
-    index = torch.as_tensor(rows, device=query.device)
-    q = query.index_select(2, index)
+    q = select_positions(query, 2, rows)  # no host→device copy per call (it would make the CPU wait for the GPU)
     if mask is not None:
         mask = mask[:, :, :, :k_len].to(query.device)
         if mask.shape[2] == q_len and q_len > 1:
-            mask = mask.index_select(2, index)
+            mask = select_positions(mask, 2, rows)
         if mask.dtype == torch.bool:
             mask = torch.zeros(mask.shape, dtype=query.dtype, device=query.device).masked_fill(~mask, torch.finfo(query.dtype).min)
     elif getattr(module, "is_causal", False) and q_len > 1:
+        index = index_on(tuple(rows), query.device)
         allowed = torch.arange(k_len, device=query.device)[None, :] <= index[:, None] + (k_len - q_len)
         mask = torch.zeros(allowed.shape, dtype=query.dtype, device=query.device).masked_fill(~allowed, torch.finfo(query.dtype).min)[None, None]
     kwargs = {k: v for k, v in kwargs.items() if k != "is_causal"}

@@ -8,8 +8,8 @@ CPU (`to_cpu`), so traces, analysis, render and the TUI never hold a device tens
 (or devices, with `--device-map auto`) each layer sits on. Storage dtypes:
 - encoder rows, merged embeddings, hidden states: the model's own dtype (bf16 stays bf16: the exact
   values the model computed, at half float32's size);
-- logits and attention weights: float32 (top-k, KL and probabilities need it; both are small once
-  only the kept query rows and image keys are selected);
+- logits and attention weights: the dtype the model computed them in (a bf16 model's are bf16: float32 would
+  double the trace and add nothing); the Trace hands them out as float32, which top-k, KL and probabilities need;
 - position ids: int64.
 """
 
@@ -109,6 +109,7 @@ class Recorder(RecorderSink):
         self.hidden_kept = {k: to_cpu(v) for k, v in self.hidden_kept.items()}
         self.step_hidden = {k: [to_cpu(t) for t in v] for k, v in self.step_hidden.items()}
         self.attn = {k: [to_cpu(t) for t in v] for k, v in self.attn.items()}
+        self.step_logits = [to_cpu(t) for t in self.step_logits]
         self._pending = False
 
     @property
@@ -195,8 +196,10 @@ class Recorder(RecorderSink):
             if self.keep_hidden:
                 self.hidden[layer] = self._hold(hidden[0])
             elif self.hidden_rows != []:
+                from qdebug.model.device_index import select_positions
+
                 rows = self.hidden_rows if self.hidden_rows is not None else [hidden.shape[1] - 1]
-                self.hidden_kept[layer] = self._hold(hidden[0, rows])
+                self.hidden_kept[layer] = self._hold(select_positions(hidden[0], 0, rows))
             for extra in self.family:
                 extra.layer_output(layer, output)
             self.on_stage(layer_stage(layer))
@@ -216,9 +219,8 @@ class Recorder(RecorderSink):
 
     def logits_output(self, logits) -> None:
         """Keep the last position's logits; at prefill, tell the listener the first token is out."""
-        import torch
-
-        self.step_logits.append(to_cpu(logits[0, -1], torch.float32))
+        # The model's own dtype, held on its device until `flush` (a copy per step would wait for the GPU).
+        self.step_logits.append(self._hold(logits[0, -1]))
         if self.step == 0:
             self.listener.first_token()
             self.on_stage(StageName.LOGITS)
@@ -227,9 +229,8 @@ class Recorder(RecorderSink):
     def attention_tap(self, call: AttentionCall, proceed):
         """Attention tap: the layer computes with its own kernel; weights are computed only for the kept
         query rows (prefill) or the new token (steps), and only their image columns are kept."""
-        import torch
-
         from qdebug.model.attention import weights_for_rows
+        from qdebug.model.device_index import select_positions
 
         if not self.wants_attention(call.layer) or not self.image_positions:
             return proceed(call.query, call.key, call.value)
@@ -246,10 +247,11 @@ class Recorder(RecorderSink):
         if weights is None:  # SDPA/flash give no weights: the eager formula over the kept rows only
             selected = weights_for_rows(call.module, call.query, call.key, call.value, call.mask, rows, **call.kwargs)
         else:  # the eager kernel already computed every row
-            selected = weights[:, :, rows]
-        keys = torch.as_tensor(self.image_positions, device=selected.device)
-        w = selected[0].index_select(-1, keys)  # H × q × image keys
-        self.attn.setdefault(call.layer, []).append(self._hold(w, torch.float32))
+            selected = select_positions(weights, 2, rows)
+        w = select_positions(selected[0], -1, self.image_positions)  # H × q × image keys
+        # Kept in the dtype the kernel computed them in (eager softmaxes in float32, then casts to the model's dtype):
+        # float32 would double a bf16 model's trace and add no information. The trace reads them as float32.
+        self.attn.setdefault(call.layer, []).append(self._hold(w))
         return out, weights
 
 

@@ -24,6 +24,19 @@ FORMAT_VERSION = 1
 _JSON_NAME = "trace.json"
 _TENSORS_NAME = "tensors.safetensors"
 
+# Probabilities and logits are stored in the dtype the model computed them in (a bf16 model's are bf16) and read as
+# float32, which softmax, top-k, KL and numpy need; every other tensor is read as stored.
+_READ_AS_FLOAT32 = frozenset({TensorKind.LAYER_ATTN, TensorKind.STEP_LOGITS})
+
+
+def _as_read(kind: TensorKind | str, t):
+    """`t` as analysis reads it: attention weights and logits in float32, the rest unchanged."""
+    import torch
+
+    if TensorKind(kind) in _READ_AS_FLOAT32 and t.dtype in (torch.bfloat16, torch.float16):
+        return t.float()
+    return t
+
 
 @dataclass
 class Check:
@@ -139,7 +152,7 @@ class Trace:
         if name not in self.tensors:
             where = ", ".join(f"{k} {v}" for k, v in (("layer", layer), ("step", step), ("image", image)) if v is not None)
             raise KeyError(f"trace holds no {TensorKind(kind).value} tensor{f' for {where}' if where else ''} ({name})")
-        return self.tensors[name]
+        return _as_read(kind, self.tensors[name])
 
     def has_tensor(self, kind: TensorKind | str, layer: int | None = None, step: int | None = None, image: int | None = None) -> bool:
         """Whether the trace holds the `kind` tensor of that layer, step or image."""
@@ -147,7 +160,8 @@ class Trace:
 
     def tensor_or_none(self, kind: TensorKind | str, layer: int | None = None, step: int | None = None, image: int | None = None):
         """The `kind` tensor of that layer, step or image, or None when the trace holds none."""
-        return self.tensors.get(tensor_name(kind, layer=layer, step=step, image=image))
+        t = self.tensors.get(tensor_name(kind, layer=layer, step=step, image=image))
+        return None if t is None else _as_read(kind, t)
 
     def tensor_layers(self, kind: TensorKind | str) -> list[int]:
         """The decoder layers holding a `kind` tensor, in order."""

@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 from qdebug.cli import app
 from qdebug.trace.request import build_request
 from qdebug.trace.runner import RecordPolicy, run_generate, prepare, trace_request
+from qdebug.trace.tensor_names import TensorKind as T
 from tests.conftest import scene
 
 runner = CliRunner()
@@ -50,7 +51,7 @@ def test_recorder_keeps_cpu_copies_not_views():
     logits.add_(100)
     kept = rec.hidden[0]
     assert kept.device.type == "cpu" and kept.dtype == torch.bfloat16 and kept.abs().max() < 50
-    assert rec.step_logits[0].device.type == "cpu" and rec.step_logits[0].dtype == torch.float32
+    assert rec.step_logits[0].device.type == "cpu" and rec.step_logits[0].dtype == torch.bfloat16  # the model's own
     assert rec.step_logits[0].abs().max() < 50
     assert kept.untyped_storage().data_ptr() != hidden.untyped_storage().data_ptr()
 
@@ -61,8 +62,13 @@ def test_trace_tensors_are_cpu_in_documented_dtypes(bf16_demo):
     assert trace.tensors["layer.0.hidden"].dtype == torch.bfloat16
     assert trace.tensors["sync.embeds"].dtype == torch.bfloat16
     assert trace.tensors["encode.0"].dtype == torch.bfloat16
-    assert trace.tensors["step.0.logits"].dtype == torch.float32
-    assert trace.tensors["layer.0.attn"].dtype == torch.float32
+    # Logits and attention weights are kept in the dtype the model computed them in (half a float32 copy's bytes)...
+    assert trace.tensors["step.0.logits"].dtype == torch.bfloat16
+    assert trace.tensors["layer.0.attn"].dtype == torch.bfloat16
+    # ...and analysis reads them as float32, which softmax, top-k, KL and numpy need.
+    assert trace.tensor(T.STEP_LOGITS, step=0).dtype == torch.float32
+    assert trace.tensor(T.LAYER_ATTN, layer=0).dtype == torch.float32
+    assert torch.equal(trace.tensor(T.LAYER_ATTN, layer=0), trace.tensors["layer.0.attn"].float())
 
 
 def test_traced_run_is_bit_identical_to_plain_sdpa(sdpa_demo):
