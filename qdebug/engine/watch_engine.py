@@ -17,12 +17,14 @@ import uuid
 from qdebug.vocab import StageName, WatchCheck, WatchOutcome
 
 from .requests import client_name
+from .watch_flight import FlightRecorder
 from .watch_checks import check_counts, check_placement, items_of, project, projection, step_positions
 from .watch_log import FindingsLog, WatchFinding
 from .watch_metrics import WatchCounters, serve_counters
 from .watch_settings import ENV_DIR, ENV_RAISE, ENV_RUN, WatchSettings, read_settings
 
 log = logging.getLogger("vllm.qdebug")
+TRACE_DIR = "QDEBUG_VLLM_TRACE_DIR"
 LOUD = 10  # the first violations of each check go to vLLM's log too; then one in every QUIET
 QUIET = 1000
 
@@ -35,6 +37,8 @@ def prepare_process() -> None:
     if not os.environ.get(ENV_DIR):
         os.environ[ENV_DIR] = tempfile.mkdtemp(prefix="qdebug-watch-")
         log.warning("qdebug: watch: %s not set; findings and counters go to %s", ENV_DIR, os.environ[ENV_DIR])
+    if not os.environ.get(TRACE_DIR):  # the flight recorder's traces: the plugin's tracer, tagged requests only otherwise
+        os.environ[TRACE_DIR] = os.path.join(os.environ[ENV_DIR], "traces")
     serve_counters(os.environ[ENV_DIR], os.environ[ENV_RUN])
 
 
@@ -66,6 +70,7 @@ class Watcher:
         self.runner, self.settings = runner, settings
         self.counters = WatchCounters(settings.folder, settings.run)
         self.findings = FindingsLog(settings.folder, settings.log_bytes)
+        self.flight = FlightRecorder(runner, settings.folder)
         self.items: dict[str, list] = {}  # request → its items (read once)
         self.counted: set[tuple[str, int]] = set()  # (request, item) whose counts were checked
         self.loud: dict[str, int] = {}
@@ -94,6 +99,7 @@ class Watcher:
 
     def _execute(self, execute, scheduler_output, *args, **kwargs):
         try:
+            self.flight.note_step(scheduler_output)
             for rid in getattr(scheduler_output, "finished_req_ids", ()) or ():
                 self.items.pop(rid, None)
                 self.counted -= {k for k in self.counted if k[0] == rid}
@@ -140,6 +146,10 @@ class Watcher:
             return
         self.counters.add(check, seconds=time.perf_counter() - start, violations=len(found))
         for finding in found:
+            try:
+                finding.trace = self.flight.record(finding.request_id, finding.cobatched)
+            except Exception as exc:  # the finding is reported without its traces
+                log.warning("qdebug: watch: no flight-recorder trace for %s (%s: %s)", finding.request_id, type(exc).__name__, exc)
             self._report(finding)
 
     def _failed(self, check: WatchCheck, rid: str, exc: Exception, seconds: float) -> None:

@@ -95,3 +95,48 @@ def test_a_check_that_raises_is_counted_and_logged_and_the_answers_are_unchanged
     assert series[(CHECKS, "counts")] == 8 and series[(ERRORS, "counts")] == 0 == series[(VIOLATIONS, "placement")], series
     assert {f.outcome for f in found} == {"error"} and {f.check for f in found} == {"placement"}, found
     assert len({f.request_id for f in found}) == 8 and all("RuntimeError" in f.evidence for f in found), found
+
+
+def test_a_violation_records_engine_traces_of_its_request_and_co_batched_ones(vllm_py, tmp_path):
+    """Untraced traffic (no request tagged): the flight recorder traces the offending request and those that shared its
+    step, and their traces show the donor the finding names; `qdebug watch URL --findings DIR --once --json` agrees."""
+    import json
+
+    from qdebug.analysis.detectors.contamination import OWN, UNMATCHED
+    from qdebug.analysis.engine_evidence import engine_rows
+    from qdebug.trace.schema import load_trace
+    from tests.endpoint.conftest import run_qdebug
+
+    where = tmp_path / "srv"
+    where.mkdir()
+    env = {"QDEBUG_VLLM_WATCH": "1", "QDEBUG_VLLM_WATCH_DIR": str(where / "watch"), "QDEBUG_VLLM_INJECT": "shared-visual-buffer"}
+    with VllmServer(vllm_py, where, extra_env=env) as server:
+        server.watch = where / "watch"
+        for attempt in range(3):
+            burst(server, distinct_images(tmp_path / "images", 24, seed=attempt), concurrency=12)
+            sent = 24 * (attempt + 1)
+            series = settled(server, lambda s: s.get((CHECKS, "counts"), 0) >= sent <= s.get((CHECKS, "placement"), 0))
+            if series.get((VIOLATIONS, "placement"), 0):
+                break
+        found = logged(server, int(series[(VIOLATIONS, "placement")]))
+        out = tmp_path / "w.json"
+        result = run_qdebug("watch", server.url, "--findings", str(server.watch), "--once", "--json", str(out))
+    assert result.returncode == 1, result.stdout + result.stderr
+    doc = json.loads(out.read_text())
+    assert doc["violations"] == series[(VIOLATIONS, "placement")] == len(doc["findings"]) > 0, doc
+    assert doc["checks"]["placement"]["checks"] == series[(CHECKS, "placement")]
+    recorded = [f for f in found if f.trace]
+    assert recorded, [f.evidence for f in found]
+    snapshots = [json.loads(p.read_text()) for p in server.watch.glob("flight-*.json")]
+    assert {s["request_id"] for s in snapshots} <= {f.request_id for f in recorded} and all(s["steps"] for s in snapshots)
+    for f in recorded:  # a recording traces the offending request and those of its step; a later violator among them shares it
+        traced = next(s["traced"] for s in snapshots if f.request_id in s["traced"])
+        paths = {rid: server.watch / "traces" / f"{rid}.qdt" for rid in traced}
+        deadline = time.monotonic() + 30
+        while not all(p.exists() for p in paths.values()) and time.monotonic() < deadline:
+            time.sleep(0.25)
+        group = {rid: load_trace(p) for rid, p in paths.items()}
+        assert str(server.watch / f.trace) == str(paths[f.request_id])
+        _, owners = engine_rows(group)[f.request_id]
+        shown = set(owners) - {OWN, UNMATCHED}
+        assert shown == set(f.donors) or (not set(f.donors) <= set(traced) and shown <= set(f.donors)), (f.donors, owners, traced)

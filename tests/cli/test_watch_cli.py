@@ -1,0 +1,89 @@
+"""`qdebug watch URL_OR_DIR --once` for scripts: exit 1 when violations exist, 0 when none, 2 for a source that is not
+one, 6 for a server that cannot be reached; `--json -` puts the snapshot alone on stdout."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from qdebug.engine.watch_log import FindingsLog, WatchFinding
+from qdebug.engine.watch_metrics import WatchCounters
+from tests.servers import free_port
+
+from .installed import qdebug
+
+
+def _folder(path, violations: int):
+    path.mkdir()
+    counters = WatchCounters(str(path), "run")
+    for i in range(20):
+        counters.add("placement", seconds=0.002, violations=int(i < violations))
+    counters.add("counts", seconds=0.001)
+    counters.flush()
+    log = FindingsLog(str(path), 1 << 20)
+    for i in range(violations):
+        log.add(WatchFinding("placement", "violation", "sync", f"req-{i}", "24 of 24 rows ...", donors=[f"req-{i + 1}"]))
+    log.drain()
+
+
+def test_a_folder_with_violations_exits_1_and_its_json_lists_them(tmp_path):
+    _folder(tmp_path / "w", 3)
+    code, out, err = qdebug(tmp_path, "watch", tmp_path / "w", "--once", "--json", "-")
+    assert code == 1, err
+    doc = json.loads(out)
+    assert doc["violations"] == 3 and doc["checks"]["placement"] == {"checks": 20, "violations": 3, "errors": 0, "seconds": pytest.approx(0.04)}
+    assert [f["request_id"] for f in doc["findings"]] == ["req-0", "req-1", "req-2"] and doc["findings"][0]["donors"] == ["req-1"]
+    assert doc["checks"]["counts"]["checks"] == 1 and set(doc["checks"]) == {"placement", "counts", "positions", "encoder_batch", "layout", "logits"}
+
+
+def test_a_clean_folder_exits_0_with_the_table(tmp_path):
+    _folder(tmp_path / "w", 0)
+    code, out, err = qdebug(tmp_path, "watch", tmp_path / "w", "--once")
+    assert code == 0, err
+    assert "0 violation(s)" in out and any(line.split()[:3] == ["placement", "20", "0"] for line in out.splitlines()), out
+
+
+def test_a_source_that_is_neither_exits_2_with_one_line(tmp_path):
+    code, out, err = qdebug(tmp_path, "watch", tmp_path / "nothing-here", "--once")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "not a server URL" in err, err
+
+
+def test_an_unreachable_server_exits_6(tmp_path):
+    code, _, err = qdebug(tmp_path, "watch", f"http://127.0.0.1:{free_port()}", "--once")
+    assert code == 6 and err.startswith("qdebug: error: cannot reach") and len(err.strip().splitlines()) == 1, err
+
+
+class _Metrics(BaseHTTPRequestHandler):
+    body = b""
+
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        self.send_response(200 if self.path == "/metrics" else 404)
+        self.end_headers()
+        self.wfile.write(self.body if self.path == "/metrics" else b"")
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize("text, code", [
+    ('# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name="demo"} 0.0\n', 2),
+    ('qdebug_watch_checks_total{check="placement"} 120.0\nqdebug_watch_violations_total{check="placement"} 0.0\n'
+     'qdebug_watch_errors_total{check="placement"} 0.0\nqdebug_watch_check_seconds_total{check="placement"} 0.01\n', 0),
+    ('qdebug_watch_checks_total{check="placement"} 120.0\nqdebug_watch_violations_total{check="placement"} 4.0\n', 1),
+])
+def test_a_servers_metrics_decide_the_exit(tmp_path, text, code):
+    handler = type("Handler", (_Metrics,), {"body": text.encode()})
+    server = ThreadingHTTPServer(("127.0.0.1", free_port()), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        got, out, err = qdebug(tmp_path, "watch", f"http://127.0.0.1:{server.server_port}", "--once", "--json", "-")
+    finally:
+        server.shutdown()
+    assert got == code, err
+    if code == 2:
+        assert "exports no qdebug_watch_* series" in err and len(err.strip().splitlines()) == 1
+    else:
+        assert json.loads(out)["checks"]["placement"]["checks"] == 120
