@@ -10,7 +10,9 @@ from qdebug.errors import IncompatibleTracesError
 from qdebug.trace.tensor_names import TensorKind as T
 from qdebug.vocab import FindingKind, StageName, StageVerdict, is_step_stage, step_stage
 
-SHIFTED, UNMATCHED_ROWS = "shifted", "unmatched"  # attribution of a parted encoder row: its own rows moved, or no one's
+from .detectors.contamination import UNMATCHED
+
+SHIFTED = "shifted"  # attribution of a parted encoder row: a copy of another of its own rows (UNMATCHED: no one's)
 
 
 @dataclass
@@ -83,12 +85,12 @@ def _owner(row, index: int, own, neighbours: dict, tol) -> str:
     same, where = _same_row(tol, row, own)
     if same and where != index:
         return SHIFTED
-    return UNMATCHED_ROWS
+    return UNMATCHED
 
 
 def _owner_words(owner: str) -> str:
     """How an owner reads in an attribution line."""
-    return {SHIFTED: "a shifted copy of its own rows", UNMATCHED_ROWS: "match no row seen"}.get(owner, f"are {owner}'s rows")
+    return {SHIFTED: "a shifted copy of its own rows", UNMATCHED: "match no row seen"}.get(owner, f"are {owner}'s rows")
 
 
 def _same_row(tol, row, rows) -> tuple[bool, int | None]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from qdebug.findings import Finding
 from qdebug.vocab import FindingKind, Severity, StageName, Verdict
 
+from .detectors.contamination import OWN, UNMATCHED
 from .engine_batching import RunBatching
 from .engine_compare import Parting, attribute_encoder_rows, engine_tolerance, parting
 from .verdicts import burst_verdict, worst
@@ -74,8 +75,8 @@ def _judge_burst(out, k: int, alone, runs: EngineRuns, mismatch: Parting | None)
         donors = out.burst_donors[k] if out.burst_donors and k < len(out.burst_donors) else []
         return BurstCall(text, donors=list(donors))
     donor, owners = runs.rows[k].get(out.id, (None, {}))
-    others = [o for o in owners if o not in ("own", "unmatched")]
-    if donor is not None or others or owners.get("unmatched"):
+    others = [o for o in owners if o not in (OWN, UNMATCHED)]
+    if donor is not None or others or owners.get(UNMATCHED):
         return BurstCall(Verdict.CONTAMINATED, StageName.SYNC, [donor] if donor else others)
     part = parting(alone, trace, runs.atol, runs.rtol)
     if part.stage is None:
