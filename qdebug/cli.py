@@ -262,7 +262,8 @@ def diff(
 ) -> None:
     """Find the first stage where two runs that should agree part (two input paths, dtypes, kernels, devices, an engine, or two saved traces)."""
     from qdebug.commands.common import consoles, emit_json, exit_status, progress, say_wrote
-    from qdebug.commands.diff import DiffArgs, run_diff
+    from qdebug.commands.diff import run_diff
+    from qdebug.commands.diff_args import DiffArgs
     from qdebug.outputs import OutputPlan
 
     args = DiffArgs(first, second, vary=vary, order=order, inject=inject, model=model, device=device, dtype=dtype, attn_kernel=attn_kernel, a_dtype=a_dtype,

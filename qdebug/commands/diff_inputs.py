@@ -6,12 +6,10 @@ Shared by `diff` and its `--engine` and `--onnx` forms (`engine_diff.py`, `onnx_
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from qdebug.errors import InputError
 
-if TYPE_CHECKING:
-    from .diff import DiffArgs
+from .diff_args import DiffArgs
 
 ORDERS = ("image-first", "text-first", "both", "audio-first")
 
