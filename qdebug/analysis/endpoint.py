@@ -3,7 +3,9 @@
 `ok`: the burst answer equals the request's isolated answer. `contaminated`: it equals another request's
 isolated answer, or is much closer to it than to its own (the donor is named). `diverged`: it differs and
 matches no one. Across repeats, answers that vary but never match another request are nondeterminism;
-answers that match another request are contamination. Server errors are errors, never contamination.
+answers that match another request are contamination. Server errors are errors, never contamination. With
+local references (--model), a server whose isolated answer is not the model's is `server_mismatch`; with the engine's
+own traces the verdicts are re-judged stage by stage (engine_verdicts) and `recount` makes the counts follow.
 """
 
 from __future__ import annotations

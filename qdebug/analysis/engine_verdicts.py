@@ -15,6 +15,7 @@ from qdebug.findings import Finding
 from qdebug.vocab import FindingKind, Severity, StageName, Verdict
 
 from .detectors.contamination import OWN, UNMATCHED
+from .endpoint import agreed_donor
 from .engine_batching import RunBatching
 from .engine_compare import Parting, attribute_encoder_rows, engine_tolerance, parting
 from .verdicts import burst_verdict, worst
@@ -124,7 +125,7 @@ def _outcome(out, calls: list[BurstCall], mismatch: Parting | None) -> list[Find
                              stage=mismatch.stage, request_id=rid))
         found += [replace(f, request_id=rid) for f in mismatch.findings]
     out.verdict = verdict
-    out.donor = _agreed([c.donors for c in calls if c.verdict == Verdict.CONTAMINATED])
+    out.donor = agreed_donor([c.donors if c.verdict == Verdict.CONTAMINATED else [] for c in calls])
     out.stage = _stage_of(verdict, calls, mismatch)
     found += _burst_findings(out, calls)
     return found
@@ -158,12 +159,6 @@ def _burst_findings(out, calls: list[BurstCall]) -> list[Finding]:
                              f"request {rid}: inside the engine its stream held other requests' visual rows in {len(dirty)}/{n} burst(s) ({per})",
                              stage=StageName.SYNC, request_id=rid, donor=out.donor))
     return found
-
-
-def _agreed(donors: list[list[str]]) -> str | None:
-    """The one donor every contaminated burst names (None: they name different requests, or several)."""
-    named = {tuple(d) for d in donors if d}
-    return named.pop()[0] if len(named) == 1 and len(next(iter(named))) == 1 else None
 
 
 def _stage_of(verdict: Verdict, calls: list[BurstCall], mismatch: Parting | None) -> str | None:

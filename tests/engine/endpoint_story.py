@@ -36,7 +36,9 @@ def assert_one_story(doc: dict, result) -> None:
     assert not [rid for rid, k in kinds.items() if {"nondeterminism", "engine_contamination"} <= k], kinds
     assert result.returncode == (1 if set(verdicts) != {"ok"} else 0), result.stderr
     assert "engine traces: read" in result.stdout and doc["engine_traces"]["read"] == doc["engine_traces"]["expected"] > 0
-    assert "cosine" not in result.stdout and "request \\ answer of" in result.stdout  # the answers matrix, named so
+    # the answers matrix is named for what it holds, never as the cosine matrix of encoder rows
+    assert "encoder rows (column), cosine" not in result.stdout and "stream \\ rows of" not in result.stdout
+    assert "answers: share of bursts" in result.stdout and "request \\ answer of" in result.stdout
     for k, b in enumerate(doc["engine_traces"]["batching"], start=1):  # each burst's batching is said, a burst that never batched warned
         said = [f for f in doc["findings"] if f["message"].startswith(f"burst {k}")
                 and f["kind"] == ("engine_batching" if b["batched"] else "burst_not_batched")]
