@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import os
 import stat
 import tempfile
@@ -59,7 +60,7 @@ class OutputPlan:
     def __init__(self, outputs: dict[str, str | os.PathLike | None]):
         self.outputs = {opt: Path(p) for opt, p in outputs.items() if p is not None and str(p) != "-"}
         self._pending: list[tuple[Path, Path]] = []
-        self._token = None
+        self._token: contextvars.Token | None = None
 
     def check(self) -> "OutputPlan":
         """Check every output path now (OutputError naming the option and path); two options may not share a file."""
@@ -89,7 +90,8 @@ class OutputPlan:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        ACTIVE_PLAN.reset(self._token)
+        if self._token is not None:
+            ACTIVE_PLAN.reset(self._token)
         if exc_type is not None:
             self.discard()
             return

@@ -67,7 +67,7 @@ class TraceDir:
         append_index_line(self.root, {**line, "trace": path.name}, self._lock)
         return path
 
-    def _link_free(self, tmp: str, stem: str) -> Path:
+    def _link_free(self, tmp: Path, stem: str) -> Path:
         for n in range(1, 100_000):
             path = self.root / (f"{stem}.qdt" if n == 1 else f"{stem}-{n}.qdt")
             try:

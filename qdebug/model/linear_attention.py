@@ -78,5 +78,5 @@ def _wrap(name: str, original):
         return run(0, query, key, value, g, beta)
 
     qdebug_gated_delta_rule.__name__ = f"qdebug_{name}"
-    qdebug_gated_delta_rule.__wrapped__ = original
+    setattr(qdebug_gated_delta_rule, "__wrapped__", original)  # what functools.unwrap and inspect follow back
     return qdebug_gated_delta_rule

@@ -13,6 +13,7 @@ from qdebug.vocab import EVERY_STEP, StageName, is_step_stage
 
 from .request import Request
 from .runner import RecordPolicy, Prepared, prepare, trace_request
+from .schema import Trace
 
 
 class Cancelled(Exception):
@@ -40,7 +41,7 @@ class Stepper:
         self.on_event = on_event or (lambda kind, stage: None)
         self.reached: list[str] = []
         self.paused_at: str | None = None
-        self.trace = None
+        self.trace: Trace | None = None
         self.error: BaseException | None = None
         self.prepared: Prepared | None = None
         self._go = threading.Event()

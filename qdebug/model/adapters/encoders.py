@@ -32,11 +32,12 @@ class Encoder:
 
 def module_at(model: "nn.Module", path: str):
     """The module at a dotted path under `model`, on either layout of a wrapper (see `_step`)."""
-    trail = [model]
+    trail: list = [model]
     for part in path.split("."):
-        trail = _step(trail, part)
-        if trail is None:
+        walked = _step(trail, part)
+        if walked is None:
             raise AttributeError(f"{type(model).__name__} has no module at {path!r}")
+        trail = walked
     return trail[-1]
 
 
