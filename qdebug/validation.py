@@ -14,7 +14,7 @@ def field_name(path) -> str:
     return out or "the document"
 
 
-def _expected(schema_type) -> str:
+def _expected(schema_type: str | list[str]) -> str:
     types = schema_type if isinstance(schema_type, list) else [schema_type]
     return " or ".join(_KIND.get(t, t) for t in types)
 

@@ -47,5 +47,6 @@ class SharedStepBuffer:
                     buffer = grown
                 buffer[:n] = rows
             else:
+                assert buffer is not None  # draw_schedule puts each item's write before its read
                 out[int(name)] = buffer[:n].clone()
         return out

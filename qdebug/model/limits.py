@@ -29,7 +29,8 @@ def decoder_limits(spec: str) -> DecoderLimits:
     path = resolve_model_dir(spec)
     config = read_config(path)
     adapter_for(config, where=f"--model {spec}")
-    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    text_config = config.get("text_config")
+    text = text_config if isinstance(text_config, dict) else config
     return DecoderLimits(_int(text, "num_hidden_layers"), _int(text, "num_attention_heads"), _int(text, "max_position_embeddings"))
 
 
