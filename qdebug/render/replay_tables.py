@@ -38,7 +38,8 @@ def requests_table(report) -> Table:
     if replayed:  # what production's answer says on its own: never the verdict, which is this replay's
         table.add_column("observed verdict", no_wrap=True)
     table.add_column("verdict", no_wrap=True)
-    for col in ("donor", "text@", "visual@"):
+    table.add_column("donor", overflow="fold")  # one donor, or each burst's: folded rather than pushing the table wider
+    for col in ("text@", "visual@"):
         table.add_column(col, no_wrap=True)
     if replayed:  # how far the replayed first token's distribution moved from the reference's
         table.add_column("KL₀", no_wrap=True, justify="right")

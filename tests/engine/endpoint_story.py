@@ -14,7 +14,7 @@ from tests.endpoint.test_endpoint_donors_agree import table_cells
 def replay(server, out: Path, *args: str) -> tuple[dict, object]:
     """The sample capture replayed against `server` with its engine traces, 14 at a time: (JSON, the finished command)."""
     result = run_qdebug("replay", str(SAMPLE / "capture.jsonl"), "--endpoint", server.url, "--concurrency", "14",
-                        "--engine-traces", str(server.traces), "--json", str(out), *args, env={"COLUMNS": "600"}, timeout=900)
+                        "--engine-traces", str(server.traces), "--json", str(out), *args, env={"COLUMNS": "320"}, timeout=900)
     assert out.exists(), result.stdout + result.stderr
     return json.loads(out.read_text()), result
 
