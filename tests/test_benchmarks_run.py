@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-NOT_HERE = {"engine.py"}  # runs inside scripts/vllm-env against a vLLM server
+NOT_HERE = {"engine.py", "engine_watch.py"}  # run inside scripts/vllm-env against a vLLM server
 QUICK = sorted(p.name for p in BENCHMARKS.glob("*.py") if p.name not in NOT_HERE)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import tempfile
 import time
 import uuid
@@ -71,6 +72,11 @@ class Watcher:
         self.counters = WatchCounters(settings.folder, settings.run)
         self.findings = FindingsLog(settings.folder, settings.log_bytes)
         self.flight = FlightRecorder(runner, settings.folder)
+        self.rng = random.Random(os.getpid())  # which steps the sampled checks take
+        self.sampling = False  # this step is sampled
+        from .watch_sampled import SampledChecks
+
+        self.sampled = SampledChecks(self)
         self.items: dict[str, list] = {}  # request → its items (read once)
         self.counted: set[tuple[str, int]] = set()  # (request, item) whose counts were checked
         self.loud: dict[str, int] = {}
@@ -87,12 +93,20 @@ class Watcher:
         runner, model = self.runner, self.runner.model
         execute, embed = runner.execute_model, model.embed_input_ids
         runner.execute_model = lambda scheduler_output, *a, **kw: self._execute(execute, scheduler_output, *a, **kw)
+        logits = model.compute_logits
+        model.compute_logits = lambda hidden, *a, **kw: self._logits(logits(hidden, *a, **kw))
 
         def embed_input_ids(*args, **kwargs):
             out = embed(*args, **kwargs)
             mm = kwargs.get("multimodal_embeddings", args[1] if len(args) > 1 else None)
             if mm is not None and len(mm):
-                self._step(out)
+                self.flight.open = True
+                try:
+                    self._step(out)
+                finally:
+                    self.flight.open = False
+            if self.sampling and getattr(runner, "uses_mrope", False):
+                self._positions()
             return out
 
         model.embed_input_ids = embed_input_ids
@@ -103,9 +117,22 @@ class Watcher:
             for rid in getattr(scheduler_output, "finished_req_ids", ()) or ():
                 self.items.pop(rid, None)
                 self.counted -= {k for k in self.counted if k[0] == rid}
+            self.sampling = self.settings.sample > 0 and self.rng.random() < self.settings.sample
+            if self.sampling:
+                self.sampled.begin()
         except Exception as exc:
-            log.warning("qdebug: watch: finished requests not read (%s: %s)", type(exc).__name__, exc)
-        return execute(scheduler_output, *args, **kwargs)
+            log.warning("qdebug: watch: step not prepared (%s: %s)", type(exc).__name__, exc)
+        try:
+            return execute(scheduler_output, *args, **kwargs)
+        finally:
+            if self.sampling:
+                self.sampling = False
+                self.sampled.end()
+
+    def _logits(self, logits):
+        if self.sampling:
+            self.run(WatchCheck.LOGITS, "", self.sampled.logits, logits)
+        return logits
 
     # the step ------------------------------------------------------------------------------------------
     def _step(self, out) -> None:
@@ -133,6 +160,18 @@ class Watcher:
             self._failed(WatchCheck.PLACEMENT, "", exc, 0.0)
         finally:
             self.step_cache = {}
+
+    def _positions(self) -> None:
+        """The sampled positions check on this step's requests."""
+        from .watch_sampled import positions_findings
+
+        try:
+            req_ids = list(self.runner.input_batch.req_ids)
+            qsl = self.runner.query_start_loc.np[: len(req_ids) + 1]
+        except Exception as exc:
+            self._failed(WatchCheck.POSITIONS, "", exc, 0.0)
+            return
+        self.run(WatchCheck.POSITIONS, "", positions_findings, self, self.runner, req_ids, qsl)
 
     def run(self, check: WatchCheck, rid: str, fn, *args) -> None:
         """Run one check, timed; its findings logged and counted; an exception counted and logged, never raised."""
@@ -216,6 +255,13 @@ class Watcher:
         if why is None:
             return []
         return [self._finding(WatchCheck.COUNTS, rid, state, f"item {item.index} ({item.modality}): {why}", [], [])]
+
+    def step_finding(self, check: WatchCheck, stage: str, req_ids: list[str], evidence: str, donors: list[str] | None = None) -> WatchFinding:
+        """A violation about a step: its first request named, the others co-batched."""
+        rid = req_ids[0] if req_ids else ""
+        finding = self._finding(check, rid, self.runner.requests.get(rid), evidence, donors or [], req_ids)
+        finding.stage = stage
+        return finding
 
     def _finding(self, check: WatchCheck, rid: str, state, evidence: str, donors: list[str], req_ids: list[str]) -> WatchFinding:
         name, _ = client_name(getattr(getattr(state, "sampling_params", None), "extra_args", None), rid)

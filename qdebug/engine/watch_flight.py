@@ -38,6 +38,7 @@ class FlightRecorder:
         self.steps = 0
         self.last = 0.0
         self.chosen: set[str] = set()  # the requests the latest recording traces
+        self.open = False  # the step's decoder has not run yet (set by the watcher around the merge)
         self.limit = _trace_mb() << 20
 
     def note_step(self, scheduler_output) -> None:
@@ -56,7 +57,7 @@ class FlightRecorder:
         if rid in self.chosen and (rid in tracer.pending or rid in tracer.traced):  # traced by this step's recording
             return self._path(root, rid)
         now = time.monotonic()
-        if now - self.last < MIN_GAP:
+        if not self.open or now - self.last < MIN_GAP:  # once the decoder runs, a prompt can no longer be traced whole
             return ""
         if _size(root) >= self.limit:
             log.warning("qdebug: watch: %s holds %d MiB of traces or more; no flight-recorder trace for %s", root, self.limit >> 20, rid)

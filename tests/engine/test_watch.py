@@ -72,11 +72,12 @@ def test_a_shared_visual_buffer_is_counted_on_metrics_and_its_donors_are_the_eng
 
 
 def test_a_clean_server_under_200_concurrent_requests_three_times_has_no_violation(vllm_py, tmp_path):
-    with watched(vllm_py, tmp_path) as server:
+    with watched(vllm_py, tmp_path, QDEBUG_VLLM_WATCH_SAMPLE="1") as server:  # every step takes the sampled checks too
         for round_ in range(3):
             burst(server, distinct_images(tmp_path / "images", 200, seed=100 + round_), concurrency=200)
         series = settled(server, lambda s: s.get((CHECKS, "counts"), 0) >= 600)
     assert series[(CHECKS, "counts")] == 600 and series[(CHECKS, "placement")] >= 600, series  # one item per request
+    assert series[(CHECKS, "layout")] > 0 and series[(CHECKS, "logits")] > 0 and series[(CHECKS, "positions")] > 0, series
     assert not any(v for (name, _), v in series.items() if name in (VIOLATIONS, ERRORS)), series
     assert read_findings(str(server.watch)) == []
 
@@ -140,3 +141,17 @@ def test_a_violation_records_engine_traces_of_its_request_and_co_batched_ones(vl
         _, owners = engine_rows(group)[f.request_id]
         shown = set(owners) - {OWN, UNMATCHED}
         assert shown == set(f.donors) or (not set(f.donors) <= set(traced) and shown <= set(f.donors)), (f.donors, owners, traced)
+
+
+def test_head_first_in_a_layers_kernel_is_a_layout_violation_naming_that_layer(vllm_py, tmp_path):
+    with watched(vllm_py, tmp_path, QDEBUG_VLLM_INJECT="head-first:2", QDEBUG_VLLM_WATCH_SAMPLE="1") as server:
+        burst(server, distinct_images(tmp_path / "images", 8, seed=3), concurrency=8)
+        series = settled(server, lambda s: s.get((CHECKS, "counts"), 0) >= 8 and s.get((VIOLATIONS, "layout"), 0) > 0)
+        found = logged(server, int(series[(VIOLATIONS, "layout")]))
+    layout = [f for f in found if f.check == "layout"]
+    assert layout and len(layout) == series[(VIOLATIONS, "layout")], series
+    assert {f.stage for f in layout} == {"layer.2"} and all("layer 2's attention kernel received its value rows head-first" in f.evidence
+                                                              for f in layout), [f.evidence for f in layout]
+    assert series[(CHECKS, "layout")] > series[(VIOLATIONS, "layout")]  # the other layers were checked and are token-major
+    assert series[(VIOLATIONS, "placement")] == 0 == series[(ERRORS, "layout")] and series[(CHECKS, "logits")] > 0, series
+    assert series[(CHECKS, "positions")] > 0 and not any(series[(ERRORS, c)] for c in ("positions", "logits", "layout")), series

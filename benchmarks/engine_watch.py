@@ -1,0 +1,103 @@
+"""What qdebug's watch mode costs inside vLLM: requests/s of vLLM on the demo with the plugin off against
+QDEBUG_VLLM_WATCH=1 (default sample 0.01, or --sample), in the same rounds, on the same requests; and what each check
+costs, from the server's own qdebug_watch_check_seconds_total / qdebug_watch_checks_total.
+
+    python benchmarks/engine_watch.py [--requests 64] [--concurrency 8] [--bursts 5] [--rounds 2] [--sample 0.01]
+    python benchmarks/engine_watch.py --quick      # 8 requests, 4 at a time, 1 burst, 1 round: checks the script runs
+
+Every request carries an image of its own (random pixels), so no burst is served an earlier one's encodings. On 2
+shared cores a server's throughput swings by 2x from burst to burst: each setting reports the median of its bursts
+and their range, and the settings alternate in rounds (off, watch; again). The goal (issue 34): watch on ≤ 1.03× off.
+
+Needs the vLLM environment (`scripts/vllm-env`, or QDEBUG_VLLM_PYTHON).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.engine.vllm_server import VllmServer, vllm_python  # noqa: E402
+from tests.engine.watch_traffic import body_for, distinct_images, watch_series  # noqa: E402
+
+
+async def _burst(url: str, bodies: list[dict], concurrency: int) -> float:
+    """Wall seconds to answer every body, `concurrency` at a time (each answer checked)."""
+    gate = asyncio.Semaphore(concurrency)
+    async with httpx.AsyncClient(base_url=url, timeout=300) as client:
+        async def one(body):
+            async with gate:
+                r = await client.post("/v1/chat/completions", json=body)
+                r.raise_for_status()
+
+        start = time.perf_counter()
+        await asyncio.gather(*(one(b) for b in bodies))
+        return time.perf_counter() - start
+
+
+def _measure(python, work: Path, watch: bool, sample: float, bursts: list[list[dict]], concurrency: int) -> dict:
+    env = {"QDEBUG_VLLM_WATCH": "1", "QDEBUG_VLLM_WATCH_SAMPLE": str(sample),
+           "QDEBUG_VLLM_WATCH_DIR": str(work / f"watch-{time.monotonic_ns()}")} if watch else {}
+    with VllmServer(python, work, extra_env=env) as server:
+        asyncio.run(_burst(server.url, bursts[0][: concurrency * 2], concurrency))  # warm-up, not counted
+        rates = sorted(len(b) / asyncio.run(_burst(server.url, b, concurrency)) for b in bursts[1:])
+        time.sleep(1.0)  # the worker writes its counters twice a second
+        series = watch_series(server) if watch else {}
+    return {"rates": rates, "series": series}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=64)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--bursts", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--sample", type=float, default=0.01, help="QDEBUG_VLLM_WATCH_SAMPLE of the watched server")
+    parser.add_argument("--quick", action="store_true", help="8 requests, 4 at a time, 1 burst, 1 round: checks the script, measures little")
+    args = parser.parse_args()
+    if args.quick:
+        args.requests, args.concurrency, args.bursts, args.rounds = 8, 4, 1, 1
+    python = vllm_python()
+    if python is None:
+        sys.exit("benchmarks/engine_watch.py: no vLLM environment (run scripts/vllm-env, or set QDEBUG_VLLM_PYTHON)")
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        bursts = [[body_for(p, 16) for p in distinct_images(work / "images", args.requests, seed=k)] for k in range(args.bursts + 1)]
+        runs: dict[str, list] = {"off": [], "watch": []}
+        for _ in range(args.rounds):
+            for name in runs:
+                runs[name].append(_measure(python, work, name == "watch", args.sample, bursts, args.concurrency))
+    median = statistics.median
+    base = median([r for m in runs["off"] for r in m["rates"]])
+    print(f"vLLM 0.32 CPU build, demo checkpoint float32, {args.requests} image requests ({args.concurrency} at a time), "
+          f"{args.bursts} bursts per server, {args.rounds} rounds, watch sample {args.sample}")
+    for name, label in (("off", "off"), ("watch", f"watch on (sample {args.sample})")):
+        rates = [r for m in runs[name] for r in m["rates"]]
+        per_round = ", ".join(f"{median(m['rates']):.1f}" for m in runs[name])
+        print(f"  {label:<26} median {median(rates):6.1f} requests/s ({median(rates) / base:.3f}x off; per round {per_round}; "
+              f"range {min(rates):.1f}..{max(rates):.1f})")
+    totals: dict[str, list[float]] = {}
+    for m in runs["watch"]:
+        for (series, check), value in m["series"].items():
+            totals.setdefault(f"{series}/{check}", []).append(value)
+    served = args.concurrency * 2 + args.requests * args.bursts
+    for check in ("placement", "counts", "positions", "layout", "logits"):
+        checks = sum(totals.get(f"qdebug_watch_checks_total/{check}", [0]))
+        seconds = sum(totals.get(f"qdebug_watch_check_seconds_total/{check}", [0]))
+        if checks:
+            print(f"  {check:<10} {int(checks):>7} checks, {seconds / checks * 1e6:8.1f} µs each, "
+                  f"{seconds / (served * args.rounds) * 1e3:.3f} ms per request served")
+
+
+if __name__ == "__main__":
+    main()
