@@ -1,7 +1,13 @@
 """What qdebug's vLLM plugin costs: requests/s of vLLM on the demo with the plugin off, on with no request tagged, and
 tracing every request; the trace bytes per request. One server per setting and round, the same requests, in one run.
+With the plugin on, its batch log (batches.jsonl: every step's requests and every encoder call's items) is always
+written; its bytes per request are reported too.
 
     python benchmarks/engine.py [--requests 64] [--concurrency 8] [--bursts 5] [--rounds 2]
+    python benchmarks/engine.py --quick      # 8 requests, 4 at a time, 1 burst, 1 round: checks the script runs
+
+Every burst sends requests no earlier burst sent (its own prompt suffix and image uuid), as a serving engine sees
+them: no setting is served an earlier burst's prefix-cache blocks or encodings.
 
 On 2 shared cores a vLLM server's throughput swings by 2x from burst to burst (API server, engine core, worker
 and client share them), so each setting reports the median of its bursts and their range, and the settings are
@@ -32,16 +38,20 @@ IMAGES = ["red_circle_top_left.png", "blue_square_bottom_right.png", "green_tria
 SETTINGS = [("off", {}), ("on, none tagged", {"trace_dir": True}), ("tracing every request", {"trace_dir": True, "trace_all": True})]
 
 
-def _bodies(n: int) -> list[dict]:
+def _bodies(n: int, burst: int) -> list[dict]:
+    """Burst `burst`'s requests: a prompt and an image identity (vLLM's `uuid`) of their own."""
     from qdebug.replay.endpoint import chat_body
     from qdebug.trace.request import build_request, load_image
 
     out = []
     for i in range(n):
         path = str(REPO / "sample_data" / IMAGES[i % len(IMAGES)])
-        # a different prompt per request: vLLM's prefix cache would otherwise serve repeats for free when the plugin is off
-        request = build_request(f"Describe the image. {i}", [path], images=[load_image(path)], max_new_tokens=16)
-        out.append(chat_body(request, "demo", top_logprobs=0))
+        request = build_request(f"Describe the image. {burst}-{i}", [path], images=[load_image(path)], max_new_tokens=16)
+        body = chat_body(request, "demo", top_logprobs=0)
+        for message in body["messages"]:
+            message["content"] = [{**part, "uuid": f"bench-{burst}-{i}"} if part.get("type") == "image_url" else part
+                                  for part in message["content"]]
+        out.append(body)
     return out
 
 
@@ -59,14 +69,17 @@ async def _burst(url: str, bodies: list[dict], concurrency: int) -> float:
         return time.perf_counter() - start
 
 
-def _measure(python, work: Path, name: str, options: dict, bodies: list[dict], concurrency: int, bursts: int) -> dict:
+def _measure(python, work: Path, name: str, options: dict, bursts: list[list[dict]], concurrency: int) -> dict:
     traces = work / f"{name.replace(' ', '-').replace(',', '')}-{time.monotonic_ns()}" / "traces" if options.get("trace_dir") else None
     with VllmServer(python, work, trace_dir=traces, trace_all=options.get("trace_all", False)) as server:
-        asyncio.run(_burst(server.url, bodies[: concurrency * 2], concurrency))  # warm-up, not counted
-        rates = sorted(len(bodies) / asyncio.run(_burst(server.url, bodies, concurrency)) for _ in range(bursts))
+        asyncio.run(_burst(server.url, bursts[0][: concurrency * 2], concurrency))  # warm-up, not counted
+        rates = sorted(len(b) / asyncio.run(_burst(server.url, b, concurrency)) for b in bursts[1:])
         time.sleep(1.0)  # the writer thread finishes the last traces
     files = sorted(traces.glob("*.qdt")) if traces is not None else []
-    return {"name": name, "rates": rates, "bytes": sum(f.stat().st_size for f in files) / len(files) if files else 0}
+    served = concurrency * 2 + sum(len(b) for b in bursts[1:])
+    log = traces / "batches.jsonl" if traces is not None else None
+    return {"name": name, "rates": rates, "bytes": sum(f.stat().st_size for f in files) / len(files) if files else 0,
+            "log_bytes": log.stat().st_size / served if log is not None and log.exists() else 0}
 
 
 def main() -> None:
@@ -75,16 +88,19 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--bursts", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--quick", action="store_true", help="8 requests, 4 at a time, 1 burst, 1 round: checks the script, measures little")
     args = parser.parse_args()
+    if args.quick:
+        args.requests, args.concurrency, args.bursts, args.rounds = 8, 4, 1, 1
     python = vllm_python()
     if python is None:
         sys.exit("benchmarks/engine.py: no vLLM environment (run scripts/vllm-env, or set QDEBUG_VLLM_PYTHON)")
-    bodies = _bodies(args.requests)
+    bursts = [_bodies(args.requests, k) for k in range(args.bursts + 1)]  # burst 0 warms the server up
     rows: dict[str, list] = {name: [] for name, _ in SETTINGS}
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(args.rounds):
             for name, options in SETTINGS:
-                rows[name].append(_measure(python, Path(tmp), name, options, bodies, args.concurrency, args.bursts))
+                rows[name].append(_measure(python, Path(tmp), name, options, bursts, args.concurrency))
     median = lambda xs: statistics.median(xs)
     base = median([r for m in rows["off"] for r in m["rates"]])
     print(f"vLLM 0.32 CPU build, demo checkpoint float32, {args.requests} image requests ({args.concurrency} at a time), "
@@ -92,8 +108,9 @@ def main() -> None:
     for name, runs in rows.items():
         rates = [r for m in runs for r in m["rates"]]
         per_round = ", ".join(f"{median(m['rates']):.1f}" for m in runs)
-        size = max(m["bytes"] for m in runs)
+        size, log = max(m["bytes"] for m in runs), max(m["log_bytes"] for m in runs)
         extra = f"; {size / 1024:.0f} KiB of trace per request" if size else ""
+        extra += f"; {log:.0f} B of batch log per request" if log else ""
         print(f"  {name:<24} median {median(rates):6.1f} requests/s ({median(rates) / base:.2f}x off; per round {per_round}; "
               f"range {min(rates):.1f}..{max(rates):.1f}){extra}")
 
