@@ -142,6 +142,12 @@ def _patch_runner_class(module) -> None:
                 self._qdebug_fault = fault
             except Exception as exc:
                 log.error("qdebug: fault %s not injected (%s: %s)", fault, type(exc).__name__, exc)
+        from .step_delay import requested_delay, slow_steps
+
+        delay = requested_delay()
+        if delay and not getattr(self, "_qdebug_delay", None):
+            slow_steps(self, delay)
+            self._qdebug_delay = delay
         if watch_on():
             try:
                 from .watch_engine import attach_watch

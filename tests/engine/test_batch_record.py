@@ -30,7 +30,8 @@ def ran(vllm_py, tmp_path_factory):
     from qdebug.replay.endpoint import EndpointSettings, chat_body, isolated
 
     where = tmp_path_factory.mktemp("batch-record")
-    env = {"QDEBUG_VLLM_INJECT": "batch-dependent-encoder", "VLLM_PLUGINS": "qdebug"}
+    # QDEBUG_VLLM_STEP_DELAY_MS: a busy engine, so the burst queues and shares encoder calls as on a loaded server
+    env = {"QDEBUG_VLLM_INJECT": "batch-dependent-encoder", "VLLM_PLUGINS": "qdebug", "QDEBUG_VLLM_STEP_DELAY_MS": "200"}
     settings = EndpointSettings(url="unused")
     bodies = {f"req-{i}": chat_body(request_for(image, max_new_tokens=16), "demo", top_logprobs=0) for i, image in enumerate(IMAGES)}
 

@@ -19,9 +19,9 @@ pytestmark = pytest.mark.vllm
 IMAGE, PROMPT = str(SAMPLE / "red_circle_top_left.png"), "Describe the image."
 
 
-def faulty_server(vllm_py, where, inject: str, model=DEMO, dtype: str = "float32", seed: int = 0) -> VllmServer:
+def faulty_server(vllm_py, where, inject: str, model=DEMO, dtype: str = "float32", seed: int = 0, extra_env: dict | None = None) -> VllmServer:
     """A traced vLLM with one of the plugin's faults planted."""
-    env = {"QDEBUG_VLLM_INJECT": inject, "QDEBUG_VLLM_SEED": str(seed)}
+    env = {"QDEBUG_VLLM_INJECT": inject, "QDEBUG_VLLM_SEED": str(seed), **(extra_env or {})}
     server = VllmServer(vllm_py, where, model=model, trace_dir=where / "traces", dtype=dtype, extra_env=env)
     server.traces = where / "traces"
     return server

@@ -15,7 +15,10 @@ pytestmark = pytest.mark.vllm
 @pytest.fixture(scope="module")
 def batch_encoder(vllm_py, tmp_path_factory):
     """vLLM whose encoder mixes every item of a call with the call's other items (alone: untouched)."""
-    with faulty_server(vllm_py, tmp_path_factory.mktemp("batch-encoder"), "batch-dependent-encoder") as server:
+    # A busy engine (each step that starts requests waits 200 ms), so a burst queues and shares encoder calls as on a
+    # loaded GPU server; without it this 2-core server finished each request before the next arrived (one item a call).
+    with faulty_server(vllm_py, tmp_path_factory.mktemp("batch-encoder"), "batch-dependent-encoder",
+                       extra_env={"QDEBUG_VLLM_STEP_DELAY_MS": "200"}) as server:
         yield server
 
 

@@ -37,6 +37,9 @@ class VllmServer(Server):
                  served_name: str = "demo", dtype: str = "float32", extra_env: dict | None = None, extra_args: tuple[str, ...] = ()) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("QDEBUG_VLLM_TRACE")}
         env.update(ENGINE_ENV)
+        # The vLLM environment is cached and shared by every checkout (scripts/vllm-env); its editable qdebug points at
+        # the checkout that ran the script last, which may be gone. The server imports this checkout's plugin.
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
         if trace_dir is not None:
             env["QDEBUG_VLLM_TRACE_DIR"] = str(trace_dir)
         if trace_all:
