@@ -37,6 +37,11 @@ def parting(a, b, atol: float | None = None, rtol: float | None = None) -> Parti
     """The first stage at which trace `b` parts from trace `a` beyond tolerance (or the first generated token apart)."""
     from .diff import diff_traces
 
+    if a.input_ids == b.input_ids and len(a.images) != len(b.images):
+        # One prompt, but one trace holds no stage for some of its media (engine traces have no video stages yet): the
+        # tensors cannot be lined up, so the runs are judged by what both hold, their answers, and it is said.
+        return Parting(None, f"not held by both: the media items' stages ({len(a.images)} vs {len(b.images)} items recorded "
+                             f"for one prompt of {len(a.input_ids)} tokens); compared by their answers only")
     try:
         result = diff_traces(a, b, atol=atol, rtol=rtol)
     except IncompatibleTracesError as exc:  # other prompt tokens or grids: they part before any tensor
