@@ -55,7 +55,7 @@ def _bodies(n: int, burst: int) -> list[dict]:
     return out
 
 
-async def _burst(url: str, bodies: list[dict], concurrency: int) -> float:
+async def burst_seconds(url: str, bodies: list[dict], concurrency: int) -> float:
     """Wall seconds to answer every body, `concurrency` at a time (each answer checked)."""
     gate = asyncio.Semaphore(concurrency)
     async with httpx.AsyncClient(base_url=url, timeout=300) as client:
@@ -72,8 +72,8 @@ async def _burst(url: str, bodies: list[dict], concurrency: int) -> float:
 def _measure(python, work: Path, name: str, options: dict, bursts: list[list[dict]], concurrency: int) -> dict:
     traces = work / f"{name.replace(' ', '-').replace(',', '')}-{time.monotonic_ns()}" / "traces" if options.get("trace_dir") else None
     with VllmServer(python, work, trace_dir=traces, trace_all=options.get("trace_all", False)) as server:
-        asyncio.run(_burst(server.url, bursts[0][: concurrency * 2], concurrency))  # warm-up, not counted
-        rates = sorted(len(b) / asyncio.run(_burst(server.url, b, concurrency)) for b in bursts[1:])
+        asyncio.run(burst_seconds(server.url, bursts[0][: concurrency * 2], concurrency))  # warm-up, not counted
+        rates = sorted(len(b) / asyncio.run(burst_seconds(server.url, b, concurrency)) for b in bursts[1:])
         time.sleep(1.0)  # the writer thread finishes the last traces
     files = sorted(traces.glob("*.qdt")) if traces is not None else []
     served = concurrency * 2 + sum(len(b) for b in bursts[1:])

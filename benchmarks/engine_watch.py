@@ -22,7 +22,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import httpx
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -30,27 +29,15 @@ sys.path.insert(0, str(REPO))
 from tests.engine.vllm_server import VllmServer, vllm_python  # noqa: E402
 from tests.engine.watch_traffic import body_for, distinct_images, watch_series  # noqa: E402
 
-
-async def _burst(url: str, bodies: list[dict], concurrency: int) -> float:
-    """Wall seconds to answer every body, `concurrency` at a time (each answer checked)."""
-    gate = asyncio.Semaphore(concurrency)
-    async with httpx.AsyncClient(base_url=url, timeout=300) as client:
-        async def one(body):
-            async with gate:
-                r = await client.post("/v1/chat/completions", json=body)
-                r.raise_for_status()
-
-        start = time.perf_counter()
-        await asyncio.gather(*(one(b) for b in bodies))
-        return time.perf_counter() - start
+from engine import burst_seconds  # noqa: E402  (benchmarks/engine.py, beside this script)
 
 
 def _measure(python, work: Path, watch: bool, sample: float, bursts: list[list[dict]], concurrency: int) -> dict:
     env = {"QDEBUG_VLLM_WATCH": "1", "QDEBUG_VLLM_WATCH_SAMPLE": str(sample),
            "QDEBUG_VLLM_WATCH_DIR": str(work / f"watch-{time.monotonic_ns()}")} if watch else {}
     with VllmServer(python, work, extra_env=env) as server:
-        asyncio.run(_burst(server.url, bursts[0][: concurrency * 2], concurrency))  # warm-up, not counted
-        rates = sorted(len(b) / asyncio.run(_burst(server.url, b, concurrency)) for b in bursts[1:])
+        asyncio.run(burst_seconds(server.url, bursts[0][: concurrency * 2], concurrency))  # warm-up, not counted
+        rates = sorted(len(b) / asyncio.run(burst_seconds(server.url, b, concurrency)) for b in bursts[1:])
         time.sleep(1.0)  # the worker writes its counters twice a second
         series = watch_series(server) if watch else {}
     return {"rates": rates, "series": series}
