@@ -15,6 +15,7 @@ from textual.message import Message
 
 from qdebug.errors import describe
 
+from . import routing
 from .images import image_dirs_for
 from .session import PendingRequest
 from .state import TraceDoc
@@ -47,7 +48,7 @@ def is_report(path: Path) -> bool:
     return "report.json" in names and "trace.json" not in names
 
 
-class FileRouter:
+class FileRouter(routing.FileRouter):
     """Opens files for the screens of `app` and pushes the screen that shows what was opened.
 
     Work runs in a thread worker of the screen that asked (it ends with that screen); the worker posts

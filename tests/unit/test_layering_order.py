@@ -42,10 +42,12 @@ def module_file(name: str) -> Path | None:
     return None
 
 
-def runtime_imports(rel: str, source: str):
-    """(line, dotted module) of each qdebug module the source imports when it runs (function bodies included)."""
+def runtime_imports(rel: str, source: str, typing_too: bool = False):
+    """(line, dotted module) of each qdebug module the source imports when it runs (function bodies included);
+    `typing_too`: `if TYPE_CHECKING:` imports as well (a circle through them is still a circle of dependence)."""
     tree = ast.parse(source)
-    typing_only = {id(m) for n in ast.walk(tree) if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test) for m in ast.walk(n)}
+    typing_only = set() if typing_too else {
+        id(m) for n in ast.walk(tree) if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test) for m in ast.walk(n)}
     package = list(Path(rel).with_suffix("").parts[:-1])
     for node in ast.walk(tree):
         if id(node) in typing_only:
@@ -104,7 +106,7 @@ def import_circles(files: dict[str, str]) -> list[list[str]]:
     for rel, source in files.items():
         name = ".".join(Path(rel).with_suffix("").parts)
         name = name.removesuffix(".__init__")
-        graph[name] = {t for _, t in runtime_imports(rel, source) if t != name}
+        graph[name] = {t for _, t in runtime_imports(rel, source, typing_too=True) if t != name}
     index, low, stack, on, circles, counter = {}, {}, [], set(), [], [0]
 
     def visit(v):
@@ -142,3 +144,9 @@ def test_no_import_circles():
 def test_the_circle_check_finds_a_planted_circle():
     files = {"qdebug/render/files.py": "def f():\n    from .png_text import save\n", "qdebug/render/png_text.py": "from .files import f\n"}
     assert import_circles(files) == [["qdebug.render.files", "qdebug.render.png_text"]]
+
+
+def test_the_circle_check_sees_type_checking_imports():
+    files = {"qdebug/tui/files.py": "from .screens import batch\n",
+             "qdebug/tui/screens/batch.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..files import FileRouter\n"}
+    assert import_circles(files) == [["qdebug.tui.files", "qdebug.tui.screens.batch"]]

@@ -16,7 +16,7 @@ from .replay import ReplayController
 from .run import RunController
 
 if TYPE_CHECKING:
-    from ..files import FileRouter
+    from ..routing import FileRouter
 
 
 class CommandHost(Protocol):

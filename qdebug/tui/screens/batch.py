@@ -27,7 +27,7 @@ from ..widgets.message_line import MessageLine
 from ..widgets.request_table import RequestTable
 
 if TYPE_CHECKING:
-    from ..files import FileRouter
+    from ..routing import FileRouter
 
 
 class BatchScreen(Screen):

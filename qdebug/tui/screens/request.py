@@ -40,7 +40,7 @@ from ..widgets.topk_panel import TopKPanel
 from ..widgets.view_panel import ViewPanel
 
 if TYPE_CHECKING:
-    from ..files import FileRouter
+    from ..routing import FileRouter
 
 
 class RequestScreen(Screen):
