@@ -12,8 +12,8 @@ from pathlib import Path
 from qdebug.errors import InputError
 from qdebug.input_files import file_kind
 
-# Literal marker a user may put in the prompt to place a clip; one per clip.
-AUDIO_MARKER = "<audio>"
+from .markers import AUDIO_MARKER, media_parts
+
 # Formats libsndfile decodes (mp3 since libsndfile 1.1); what `input_audio.format` may name.
 FORMATS = ("wav", "flac", "ogg", "mp3")
 
@@ -169,33 +169,12 @@ def envelope(samples, points: int = 512):
     return torch.tensor([float(x[a:b].max()) if b > a else 0.0 for a, b in zip(edges[:-1], edges[1:])])
 
 
-def audio_parts(prompt: str, count: int) -> list[tuple[str, object]]:
-    """Message parts for `count` clips and a prompt: clips first, or where each `<audio>` marker stands."""
-    from qdebug.errors import PlaceholderError
-
-    markers = prompt.count(AUDIO_MARKER)
-    if markers == 0:
-        return [("audio", i) for i in range(count)] + ([("text", prompt)] if prompt else [])
-    if markers != count:
-        raise PlaceholderError(
-            f"prompt has {markers} {AUDIO_MARKER} placeholder(s) but {count} clip(s) were given "
-            f"(expected one placeholder per clip, or none to put the clips first)"
-        )
-    parts: list[tuple[str, object]] = []
-    for i, text in enumerate(prompt.split(AUDIO_MARKER)):
-        if text:
-            parts.append(("text", text))
-        if i < count:
-            parts.append(("audio", i))
-    return parts
-
-
 def build_audio_request(prompt: str, clips: list[Clip], *, max_new_tokens: int = 16, request_id: str = "0"):
     """A Request carrying audio clips (first, or at each `<audio>` marker) and a prompt."""
     from .request import Request
 
     return Request(
-        parts=audio_parts(prompt, len(clips)),
+        parts=media_parts(prompt, {"audio": len(clips)}),
         max_new_tokens=max_new_tokens,
         request_id=request_id,
         audios=list(clips),

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# Literal marker a user may put in the prompt to place an image; one per image.
-IMAGE_MARKER = "<image>"
+from .markers import IMAGE_MARKER, media_parts
+
+__all__ = ["IMAGE_MARKER", "Request", "build_request", "load_image"]
 
 
 @dataclass
@@ -83,27 +84,8 @@ def build_request(
     Without `<image>` markers the images come first, then the prompt (Qwen's usual order).
     With markers there must be exactly one per image, else PlaceholderError.
     """
-    from qdebug.errors import PlaceholderError
-
     opened = images if images is not None else [load_image(p) for p in image_paths]
-    markers = prompt.count(IMAGE_MARKER)
-    parts: list[tuple[str, object]] = []
-    if markers == 0:
-        parts = [("image", i) for i in range(len(opened))]
-        if prompt:
-            parts.append(("text", prompt))
-    elif markers != len(opened):
-        raise PlaceholderError(
-            f"prompt has {markers} {IMAGE_MARKER} placeholder(s) but {len(opened)} image(s) were given "
-            f"(expected one placeholder per image, or none to put the images first)"
-        )
-    else:
-        pieces = prompt.split(IMAGE_MARKER)
-        for i, text in enumerate(pieces):
-            if text:
-                parts.append(("text", text))
-            if i < len(opened):
-                parts.append(("image", i))
+    parts = media_parts(prompt, {"image": len(opened)})
     return Request(
         parts=parts,
         images=list(opened),

@@ -8,8 +8,8 @@ from pathlib import Path
 from qdebug.errors import InputError
 from qdebug.input_files import file_kind
 
-# Literal marker a user may put in the prompt to place a video; one per video.
-VIDEO_MARKER = "<video>"
+from .markers import VIDEO_MARKER, media_parts
+
 FOLDER_FPS = 2.0  # a frame folder's rate when --fps is not given: the Qwen-VL video processors' own default
 MAX_FRAMES = 64  # --max-frames default: enough for a debugger, bounded memory
 # The frames a video keeps hold at most this many largest images' worth of pixels (Pillow's MAX_IMAGE_PIXELS, the image
@@ -256,22 +256,8 @@ def _same_size(frames: list, names: list[str], where: Path) -> None:
 
 def build_video_request(prompt: str, videos: list[Video], *, max_new_tokens: int = 16, request_id: str = "0"):
     """A Request carrying videos (first, or at each `<video>` marker) and a prompt."""
-    from qdebug.errors import PlaceholderError
-
     from .request import Request
 
-    markers = prompt.count(VIDEO_MARKER)
-    parts: list[tuple[str, object]] = []
-    if markers == 0:
-        parts = [("video", i) for i in range(len(videos))] + ([("text", prompt)] if prompt else [])
-    elif markers != len(videos):
-        raise PlaceholderError(f"prompt has {markers} {VIDEO_MARKER} placeholder(s) but {len(videos)} video(s) were given "
-                               "(expected one placeholder per video, or none to put the videos first)")
-    else:
-        for i, text in enumerate(prompt.split(VIDEO_MARKER)):
-            if text:
-                parts.append(("text", text))
-            if i < len(videos):
-                parts.append(("video", i))
+    parts = media_parts(prompt, {"video": len(videos)})
     return Request(parts=parts, max_new_tokens=max_new_tokens, request_id=request_id, videos=list(videos),
                    video_paths=[v.source for v in videos])
