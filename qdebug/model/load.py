@@ -88,7 +88,32 @@ def _from_hf_cache(repo_id: str) -> Path:
     return Path(local)
 
 
+# config.json's checked contents per resolved checkpoint path, read once per process while the file is unchanged
+# (keyed on its size and mtime): one command resolves a model's facts once, however many steps ask.
+_CONFIGS: dict[Path, tuple[tuple[int, int], dict]] = {}
+
+
 def read_config(path: Path) -> dict:
+    """config.json as plain JSON (never code), its sizes checked (`config_check`); read once per unchanged file,
+    each caller given its own copy."""
+    import copy
+
+    file = path / "config.json"
+    try:
+        st = file.stat()
+        key, stamp = file.resolve(), (st.st_size, st.st_mtime_ns)
+    except OSError:
+        key, stamp = None, None
+    cached = _CONFIGS.get(key) if key is not None else None
+    if cached is not None and cached[0] == stamp:
+        return copy.deepcopy(cached[1])
+    data = _read_config(path)
+    if key is not None and stamp is not None:
+        _CONFIGS[key] = (stamp, copy.deepcopy(data))
+    return data
+
+
+def _read_config(path: Path) -> dict:
     """Read config.json as plain JSON (never code), its sizes checked (`config_check`)."""
     try:
         data = json.loads((path / "config.json").read_text())
