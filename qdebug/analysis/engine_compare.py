@@ -37,11 +37,15 @@ def parting(a, b, atol: float | None = None, rtol: float | None = None) -> Parti
     """The first stage at which trace `b` parts from trace `a` beyond tolerance (or the first generated token apart)."""
     from .diff import diff_traces
 
-    if a.input_ids == b.input_ids and len(a.images) != len(b.images):
-        # One prompt, but one trace holds no stage for some of its media (engine traces have no video stages yet): the
-        # tensors cannot be lined up, so the runs are judged by what both hold, their answers, and it is said.
-        return Parting(None, f"not held by both: the media items' stages ({len(a.images)} vs {len(b.images)} items recorded "
-                             f"for one prompt of {len(a.input_ids)} tokens); compared by their answers only")
+    if a.input_ids == b.input_ids and a.mixed_media != b.mixed_media:
+        # One prompt, but one trace holds its items per encoder (Qwen2.5-Omni's mixed media, which engine traces do not
+        # hold): the tensors cannot be lined up, so the runs are judged by what both hold, their answers, and it is said.
+        return Parting(None, "not held by both: the mixed-media items' stages (one trace holds them per encoder, the other "
+                             f"not) for one prompt of {len(a.input_ids)} tokens; compared by their answers only")
+    held_a, held_b = media_items(a), media_items(b)
+    if held_a != held_b:  # an item that never reached one run (a video sent as text): counted before any tensor
+        return Parting(StageName.PREPROCESS, f"the runs hold other media items: {_count_words(held_a)} vs {_count_words(held_b)} "
+                                             "(placeholder runs found in each trace's prompt)")
     try:
         result = diff_traces(a, b, atol=atol, rtol=rtol)
     except IncompatibleTracesError as exc:  # other prompt tokens or grids: they part before any tensor
@@ -51,6 +55,8 @@ def parting(a, b, atol: float | None = None, rtol: float | None = None) -> Parti
     kept = [f for f in result.findings if f.kind in (FindingKind.LAYOUT, FindingKind.POSITION_IDS)]
     if first is not None:
         said = next((f.message for f in result.findings if f.kind == FindingKind.FIRST_DIVERGENCE), first.detail)
+        if first.name == StageName.SYNC and first.detail.startswith("position ids"):  # the ids part, not the rows: say the ids
+            said = f"runs part at sync: {first.detail}"
         return Parting(first.name, said, order, kept)
     if result.first_step_apart is not None:
         k = result.first_step_apart
@@ -58,6 +64,25 @@ def parting(a, b, atol: float | None = None, rtol: float | None = None) -> Parti
         return Parting(step_stage(k), f"generated tokens part at step {k}: {s.a_token!r} vs {s.b_token!r}", order, kept)
     missing = [s.name for s in result.stages if s.verdict == StageVerdict.MISSING and not is_step_stage(s.name)]
     return Parting(None, f"not held by both: {', '.join(missing)}" if missing else "", order, kept)
+
+
+def media_items(trace) -> dict[str, int]:
+    """How many media items of each modality a trace holds stages for (a video: one item, its placeholder runs)."""
+    pre = trace.stages.get(StageName.PREPROCESS)
+    summary = pre.summary if pre is not None else None
+    spans = getattr(summary, "media", None)
+    if spans:  # mixed media (Qwen2.5-Omni): one EncoderSpan per item
+        out: dict[str, int] = {}
+        for span in spans:
+            out[str(span.modality)] = out.get(str(span.modality), 0) + 1
+        return out
+    videos = len(getattr(summary, "videos", None) or [])
+    counts = {"image": len(trace.images) - videos, "video": videos, "audio": len(trace.meta.audio or [])}
+    return {k: n for k, n in counts.items() if n}
+
+
+def _count_words(counts: dict[str, int]) -> str:
+    return ", ".join(f"{n} {kind}{'s' if n != 1 else ''}" for kind, n in sorted(counts.items())) or "no media item"
 
 
 def attribute_encoder_rows(alone, burst, neighbours: dict, tol) -> list[str]:

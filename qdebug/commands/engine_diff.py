@@ -38,7 +38,7 @@ def run_engine_diff(args, models: dict | None = None) -> DiffRun:
     if folder is not None and not folder.is_dir():
         raise InputError(f"--engine-traces {args.engine_traces}: expected the folder the server writes traces to "
                          "(its QDEBUG_VLLM_TRACE_DIR), on a filesystem this machine can read")
-    requests = diff_requests(args)
+    requests = [(order, as_sent(request)) for order, request in diff_requests(args)]
     quiet_transformers()
     cache: dict = {} if models is None else models
     results = []
@@ -63,6 +63,26 @@ def run_engine_diff(args, models: dict | None = None) -> DiffRun:
                                  extra_findings=[*found, *_engine_side(engine), *_answer_findings(answer, engine)])
             results.append(Comparison(order, result, local, engine))
     return DiffRun(results)
+
+
+def as_sent(request):
+    """The request with each video's frames as the engine will decode them: a video travels as vLLM's JPEG frames (the
+    content codec), so the local reference runs those same pixels and the engine is sent the same bytes."""
+    if not request.videos:
+        return request
+    import dataclasses
+
+    from qdebug.replay.formats.capture_video import load_video_url
+    from qdebug.replay.formats.content import CAPTURED_URL, encode_content
+
+    urls = [part["video_url"]["url"] for part in encode_content(request) if part.get("type") == "video_url"]
+    videos = []
+    for video, url in zip(request.videos, urls):
+        decoded, _ = load_video_url(url, Path.cwd(), False, InputError)  # a data: URL: no path is read
+        sent = dataclasses.replace(video, frames=decoded.frames)
+        setattr(sent, CAPTURED_URL, url)
+        videos.append(sent)
+    return dataclasses.replace(request, videos=videos)
 
 
 def _client(base: str, key: str | None, timeout: float):

@@ -9,24 +9,21 @@ invented: the image files (their paths read `vllm:<hash>`), prompt-wide logits, 
 
 from __future__ import annotations
 
-import datetime as _dt
 from dataclasses import dataclass, field
 
-from qdebug import __version__
 from qdebug.findings import Finding
-from qdebug.trace.assemble import check_findings
+from qdebug.trace.assemble import CapturedRun, assemble, trace_meta
 from qdebug.trace.meta import TraceMeta, TraceRequest
 from qdebug.trace.runner import placeholder_spans
 from qdebug.trace.schema import Check, ImageInfo, Stage, Trace
 from qdebug.trace.stages.encode import encode_stage
-from qdebug.trace.stages.layers import layer_stages
 from qdebug.trace.stages.logits import token_text
-from qdebug.trace.stages.steps import step_stages
 from qdebug.trace.stages.sync import sync_stage
 from qdebug.trace.stats import topk_of
 from qdebug.trace.summaries import LogitsSummary, PreprocessSummary
 from qdebug.vocab import FindingKind, Severity, StageName, layer_stage, step_stage
 
+from .engine_video import model_positions
 from .requests import EngineRequest
 
 
@@ -51,6 +48,8 @@ class EngineModel:
     engine: dict  # name, version, attention backend, tensor-parallel size and rank
     deepstack_levels: list[int] = field(default_factory=list)  # Qwen3-VL: the vision blocks deepstack features come from
     audio_token_id: int | None = None  # Qwen2-Audio's placeholder
+    video_token_id: int | None = None  # Qwen-VL's `<|video_pad|>`
+    temporal_patch_size: int = 2  # frames per temporal slice of a video
 
     def describe(self) -> dict:
         """As the trace meta's `model` block."""
@@ -60,7 +59,8 @@ class EngineModel:
 
 def assemble_engine_trace(req: EngineRequest, generated: list[int], model: EngineModel, tok, topk: int = 5, extractor=None) -> Trace:
     """The Trace of one request as the engine ran it (`generated`: the token ids the engine sampled; `extractor`:
-    a callable giving the checkpoint's feature extractor, needed for audio requests only)."""
+    a callable giving the checkpoint's feature extractor, needed for audio requests only): the request record's
+    input stages in a CapturedRun, assembled as a local run's (trace.assemble)."""
     rec = req.rec
     ids = req.prompt_ids
     images, checks = _images(req, model)
@@ -71,34 +71,23 @@ def assemble_engine_trace(req: EngineRequest, generated: list[int], model: Engin
         from .engine_audio import audio_stages
 
         stages, clips = audio_stages(req, model, prompt_text, extractor(), tensors)
+    elif any(f.modality == "video" for f in req.features):  # one visual item per video (grid t > 1), as a local trace
+        from .engine_video import video_stages
+
+        stages, images = video_stages(req, model, prompt_text, tensors)
     else:
         stages, levels = _image_stages(req, model, prompt_text, images, checks, tensors)
-    stages.update(layer_stages(rec, model.num_layers, tensors))
     last = topk_of(rec.step_logits[0], topk)[0] if rec.step_logits else []
-    stages[StageName.LOGITS] = Stage(StageName.LOGITS, LogitsSummary(positions=len(ids), k=topk, last_topk=[token_text(tok, i) for i in last],
-                                                     prompt_topk="last position only"))
-    steps, step_map = step_stages(rec, generated, tok, topk, tensors)
-    stages.update(step_map)
-    findings = check_findings(stages) + _layout_findings(req)
+    logits = Stage(StageName.LOGITS, LogitsSummary(positions=len(ids), k=topk, last_topk=[token_text(tok, i) for i in last],
+                                                   prompt_topk="last position only"))
+    findings = _layout_findings(req)
     if len(rec.step_logits) < len(generated):
         findings.append(Finding(kind=FindingKind.PARTIAL_COMPARISON, severity=Severity.INFO, stage=step_stage(len(rec.step_logits)),
                                 message=f"the engine sampled {len(generated)} tokens; logits of {len(rec.step_logits)} were recorded"))
-    trace = Trace(
-        meta=_meta(model, req, clips),
-        request=TraceRequest(prompt=prompt_text, id=req.name, images=[i.path for i in images], max_new_tokens=req.max_tokens,
-                             audio=[c["path"] for c in clips] if clips is not None else None),
-        prompt_text=prompt_text,
-        input_ids=list(ids),
-        tokens=tok.convert_ids_to_tokens(list(ids)),
-        images=images,
-        stages=stages,
-        steps=steps,
-        generated_ids=list(generated),
-        generated_text=tok.decode(generated, skip_special_tokens=True),
-        attn_queries=[],
-        findings=findings,
-        tensors=tensors,
-    )
+    run = CapturedRun(rec=rec, prompt_text=prompt_text, input_ids=list(ids), images=images, stages=stages, generated=list(generated),
+                      num_layers=model.num_layers, logits=lambda _: logits, meta=_meta(model, req, clips),
+                      request=_request(req, prompt_text, images, clips), findings=findings, tensors=tensors)
+    trace = assemble(run, tok, topk)
     if model.deepstack_levels:
         _attach_deepstack(trace, req, model, levels)
     return trace
@@ -119,10 +108,17 @@ def _image_stages(req: EngineRequest, model: EngineModel, prompt_text: str, imag
         pixel_values_shape=_pixel_shape(req), image_grid_thw=[list(i.grid_thw) for i in images], spans=[list(i.span) for i in images],
     ), checks)
     encode, encode_rows = encode_stage(rec, images, tensors)
-    sync = sync_stage(None, images, encode_rows, rec, {}, tensors)  # no reference rope index in the engine: diff compares
-    if req.mrope_delta is not None:
-        sync.summary.rope_deltas = [int(req.mrope_delta)]
+    sync = sync_stage(None, images, encode_rows, rec, {}, tensors)
+    model_positions(req, sync, tensors)  # the ids received against the model's own get_mrope_input_positions
     return {StageName.PREPROCESS: preprocess, StageName.ENCODE: encode, StageName.SYNC: sync}, levels
+
+
+def _request(req: EngineRequest, prompt_text: str, images: list[ImageInfo], clips: list[dict] | None) -> TraceRequest:
+    """The request as the trace names it: media as vLLM's `vllm:<hash>` identities (a video's under `videos`)."""
+    video = any(f.modality == "video" for f in req.features)
+    paths = [i.path for i in images]
+    return TraceRequest(prompt=prompt_text, id=req.name, images=[] if video else paths, max_new_tokens=req.max_tokens,
+                        audio=[c["path"] for c in clips] if clips is not None else None, videos=paths if video else None)
 
 
 def _layout_findings(req: EngineRequest) -> list[Finding]:
@@ -191,28 +187,13 @@ def _pixel_shape(req: EngineRequest) -> list[int] | None:
 
 
 def _meta(model: EngineModel, req: EngineRequest, clips: list[dict] | None) -> TraceMeta:
-    import torch
-    import transformers
-
+    """The engine trace's meta (trace.assemble.trace_meta), with the engine block: which engine, this request's steps,
+    encoder calls and the layout each layer's kernel received."""
     engine = {**model.engine, "request_id": req.req_id, "batches": req.batches, "co_scheduled": sorted(req.co_scheduled), "encoder_calls": req.encoder_calls,
               "kernel_inputs": {str(layer): seen["layout"] for layer, seen in sorted(req.layouts.items())}}
-    return TraceMeta(
-        qdebug=__version__,
-        created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        model=model.describe(),
-        torch=torch.__version__,
-        transformers=transformers.__version__,
+    return trace_meta(
+        model.describe(), (model.num_layers, model.num_heads, model.num_kv_heads, model.hidden_size, model.vocab_size),
         attn_capture=f"no attention weights recorded (engine trace; every layer ran {model.attn_kernel})",
-        layers_captured=[],
-        queries="gen",
-        keep_hidden=req.keep_hidden,
-        processors=[],
-        num_layers=model.num_layers,
-        num_heads=model.num_heads,
-        num_kv_heads=model.num_kv_heads,
-        hidden_size=model.hidden_size,
-        vocab_size=model.vocab_size,
-        engine=engine,
-        audio=clips,
+        layers_captured=[], queries="gen", keep_hidden=req.keep_hidden, processors=[], audio=clips, engine=engine,
         input_path=None if req.input_path == "ids" else req.input_path,  # as local traces: set for the embeds path only
     )

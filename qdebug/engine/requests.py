@@ -52,6 +52,7 @@ class Feature:
     grid_thw: tuple[int, int, int] | None
     pixel_shape: list[int] | None
     frames: int | None = None  # audio: the feature frames the clip's mask keeps
+    seconds_per_slice: float | None = None  # video (Qwen2.5-VL): the processor's second_per_grid_ts
 
 
 @dataclass
@@ -74,6 +75,7 @@ class EngineRequest:
     co_scheduled: set[str] = field(default_factory=set)  # other requests that shared a step with this one
     encoder_calls: list[dict] = field(default_factory=list)  # the batch log's encoder calls that carried its items
     mrope_delta: int | None = None
+    expected_positions: object = None  # the model's own MRoPE ids for the prompt (3 × T, get_mrope_input_positions), or None
     deepstack: dict[int, dict] = field(default_factory=dict)  # layer → rows added after it (Qwen3-VL), see record_addition
     layouts: dict[int, dict] = field(default_factory=dict)  # layer → the layout its kernel's value rows arrived in (prefill)
     input_path: str = "ids"  # or "embeds": a prompt_embeds request (the client sent the decoder's input rows themselves)

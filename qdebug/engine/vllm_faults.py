@@ -7,6 +7,8 @@
   buffer between the encoder and the merge, in an order drawn from the seed (seed 000's service).
 - `batch-dependent-encoder`: an item's encoder rows depend on the other items of its encoder call (unchanged alone);
   `batch-dependent-decoder:L`: decoder layer L's rows of a request depend on the step's other requests (batch_faults.py).
+- `temporal-ids-flat`: every video token's temporal MRoPE id is its video's first (a video placed as one image), in the
+  positions the runner keeps for the request (engine_video_faults.py); the model's own position function is untouched.
 
 A fault only changes tensors; what it says about itself (one log line) is a label. qdebug's findings come from
 what its tracer observes.
@@ -22,7 +24,7 @@ from .vllm_model import decoder_layers, linear_parts
 
 ENV_INJECT = "QDEBUG_VLLM_INJECT"
 ENV_SEED = "QDEBUG_VLLM_SEED"
-PRESETS = ("head-first:LAYER", "shared-visual-buffer", "batch-dependent-encoder", "batch-dependent-decoder:LAYER")
+PRESETS = ("head-first:LAYER", "shared-visual-buffer", "batch-dependent-encoder", "batch-dependent-decoder:LAYER", "temporal-ids-flat")
 
 log = logging.getLogger("vllm.qdebug")
 
@@ -72,6 +74,11 @@ def install(runner, name: str) -> None:
             return
         plant_decoder(runner, layers[int(layer)])
         log.warning("qdebug: injected fault batch-dependent-decoder at layer %s", layer)
+    elif name == "temporal-ids-flat":
+        from .engine_video_faults import plant_temporal_ids_flat
+
+        plant_temporal_ids_flat(runner)
+        log.warning("qdebug: injected fault temporal-ids-flat")
     else:
         log.error("qdebug: %s=%s: expected one of %s; nothing injected", ENV_INJECT, name, ", ".join(PRESETS))
 

@@ -304,5 +304,7 @@ def _engine_model(runner, engine: dict):
         num_kv_heads=int(getattr(text, "num_key_value_heads", heads)), hidden_size=int(text.hidden_size),
         vocab_size=int(text.vocab_size), image_token_id=int(image_token) if image_token is not None else None,
         merge_size=int(getattr(vision, "spatial_merge_size", 2) or 2), patch_size=int(getattr(vision, "patch_size", 14) or 14),
-        engine=engine, audio_token_id=int(audio_token) if audio_token is not None else None, deepstack_levels=[int(i) for i in getattr(vision, "deepstack_visual_indexes", None) or []],
+        engine=engine, audio_token_id=int(audio_token) if audio_token is not None else None,
+        video_token_id=int(cfg.video_token_id) if isinstance(getattr(cfg, "video_token_id", None), int) else None,
+        temporal_patch_size=int(getattr(vision, "temporal_patch_size", 2) or 2), deepstack_levels=[int(i) for i in getattr(vision, "deepstack_visual_indexes", None) or []],
     )

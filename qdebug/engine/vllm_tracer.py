@@ -191,7 +191,22 @@ class EngineTracer:
         if refused:
             log.warning("qdebug: request %s: %s; traced under the server's id", rid, refused)
         self.traced[rid] = EngineRequest(rid, name, list(ids), features, getattr(params, "max_tokens", None),
-                                         keep_hidden=self.keep_hidden, input_path=path)
+                                         keep_hidden=self.keep_hidden, input_path=path,
+                                         expected_positions=self._model_positions(state) if path == "ids" else None)
+
+    def _model_positions(self, state):
+        """The model's own MRoPE ids for a request's prompt (`get_mrope_input_positions`, as vLLM's runner asks it), to hold
+        the ids the decoder receives against (the sync stage's check); None for a model without MRoPE."""
+        model = self.runner.model
+        if not getattr(self.runner, "uses_mrope", False) or not hasattr(model, "get_mrope_input_positions"):
+            return None
+        feats = [f for f in state.mm_features or [] if f.modality != "prompt_embeds"]
+        try:
+            positions, _ = model.get_mrope_input_positions(list(state.prompt_token_ids), feats)
+        except Exception as exc:  # the trace goes on without the check (said), the request as without the plugin
+            log.warning("qdebug: request %s: the model's MRoPE ids not recomputed (%s: %s)", state.req_id, type(exc).__name__, exc)
+            return None
+        return to_cpu(positions, _int64())
 
     def _decoder_input(self, module, args, kwargs):
         self._guard(self._record_input, args, kwargs)
@@ -324,12 +339,16 @@ def prompt_ids_for_embeds(given, rows: int) -> list[int]:
 def _feature(spec) -> Feature:
     """A multimodal feature spec of vLLM's, reduced to what a trace needs."""
     data = getattr(spec, "data", None)
-    grid = pixels = frames = None
+    grid = pixels = frames = seconds = None
     try:
-        if data is not None and "image_grid_thw" in data:
-            grid = tuple(int(x) for x in data["image_grid_thw"].data.reshape(-1)[:3].tolist())
-        if data is not None and "pixel_values" in data:
-            pixels = list(data["pixel_values"].data.shape)
+        for key in ("image_grid_thw", "video_grid_thw"):  # a video: its grid (t > 1) and its pixel values
+            if data is not None and key in data:
+                grid = tuple(int(x) for x in data[key].data.reshape(-1)[:3].tolist())
+        for key in ("pixel_values", "pixel_values_videos"):
+            if data is not None and key in data:
+                pixels = list(data[key].data.shape)
+        if data is not None and "second_per_grid_ts" in data:  # Qwen2.5-VL: seconds per temporal slice
+            seconds = float(data["second_per_grid_ts"].data.reshape(-1)[0])
         if data is not None and "input_features" in data:  # audio: the feature extractor's frames, and those its mask keeps
             pixels = list(data["input_features"].data.shape)
             if "feature_attention_mask" in data:
@@ -337,7 +356,7 @@ def _feature(spec) -> Feature:
     except (AttributeError, TypeError, KeyError):
         pass
     pos = spec.mm_position
-    return Feature(str(spec.modality), str(spec.identifier), int(pos.offset), int(pos.length), grid, pixels, frames)
+    return Feature(str(spec.modality), str(spec.identifier), int(pos.offset), int(pos.length), grid, pixels, frames, seconds)
 
 
 def _int64():

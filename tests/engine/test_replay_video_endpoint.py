@@ -1,6 +1,7 @@
 """A video capture replayed with `replay --endpoint --engine-traces` against vLLM with qdebug's plugin: the video reaches
 the engine as a `video_url` part (the engine trace's prompt holds its `<|video_pad|>` run, as many prompt tokens as
-transformers' processor makes of the same request, where a text part made 8), and the answers equal the model's own."""
+transformers' processor makes of the same request, where a text part made 8), the engine trace holds the video's stages and
+the verdict comes from comparing them with the local trace's, and the answers equal the model's own."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 
 from qdebug.commands.engine_diff import FolderTraces
 from qdebug.engine.trace_dir import read_index
+from qdebug.trace.tensor_names import TensorKind as T
 from tests.endpoint.conftest import run_qdebug
 
 from .test_video import PROMPT, _frames  # the same four JPEG frames (two temporal patches) test_video.py serves
@@ -56,5 +58,8 @@ def test_a_captured_video_reaches_the_engine_as_a_video(traced_server, tmp_path)
         engine = FolderTraces(traced_server.traces).load(line)
         assert engine.input_ids == expected and len(expected) > 8  # the whole prompt, not the text alone
         assert engine.tokens.count("<|video_pad|>") == 24  # 4 frames → 2 temporal patches of 6×8, merged 2×2
+        (video,) = engine.stages["preprocess"].summary.videos  # the video's placeholder run, counted in the engine trace
+        assert video.runs == [[3, 27]] and video.grid_thw == [2, 6, 8] and engine.tensor_or_none(T.ENCODE, image=0) is not None
+    assert "answers only" not in json.dumps(doc["findings"])  # judged by stage comparison, not by the answers
     assert result.returncode == 0, result.stdout + result.stderr
 
