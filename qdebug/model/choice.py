@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .load import LoadedModel
 
 
 @dataclass(kw_only=True)
@@ -18,8 +22,12 @@ class ModelChoice:
     dtype: str = "auto"
     attn_kernel: str = "eager"
 
-    def load(self, **options):
+    def load(self, **options: Any) -> LoadedModel:
         """Load this model offline (`options` go to `qdebug.model.load.load_model`, e.g. `device_map`)."""
+        from qdebug.errors import ModelLoadError
+
         from .load import load_model
 
+        if self.model is None:
+            raise ModelLoadError("no --model was given; expected `demo`, a checkpoint directory or a cached hub id")
         return load_model(self.model, self.device, self.dtype, self.attn_kernel, **options)

@@ -6,6 +6,10 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig, PreTrainedModel, ProcessorMixin
 
 from qdebug.errors import DeviceError, ModelLoadError, cause
 
@@ -22,8 +26,8 @@ DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")
 class LoadedModel:
     """A model ready to trace: the module, its processor, adapter and where/how it runs."""
 
-    model: object
-    processor: object
+    model: PreTrainedModel
+    processor: ProcessorMixin
     adapter: Adapter
     path: str
     spec: str
@@ -33,7 +37,7 @@ class LoadedModel:
     device_map: dict | None = None  # module → device, when accelerate placed the model (`--device-map auto`)
 
     @property
-    def config(self):
+    def config(self) -> PretrainedConfig:
         """The model's config."""
         return self.model.config
 

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from .markers import media_parts
 from .request import Request
 
 __all__ = ["build_media_request", "media_parts"]
 
 
-def build_media_request(prompt: str, *, images: list = (), image_paths: list[str] = (), clips: list = (), videos: list = (),
-                        video_paths: list[str] = (), use_audio_in_video: bool = False, max_new_tokens: int = 16,
+def build_media_request(prompt: str, *, images: Sequence[Any] = (), image_paths: Sequence[str] = (), clips: Sequence[Any] = (),
+                        videos: Sequence[Any] = (), video_paths: Sequence[str] = (), use_audio_in_video: bool = False, max_new_tokens: int = 16,
                         request_id: str = "0") -> Request:
     """A Request with every kind of item (images opened, clips and videos decoded)."""
     counts = {"image": len(images), "audio": len(clips), "video": len(videos)}

@@ -8,6 +8,7 @@ file) are kept in `extra` and written after the known ones, so any JSON object l
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 from qdebug.vocab import StageName
 
@@ -46,7 +47,7 @@ class Summary:
     def from_json(cls, data: dict):
         """From a stage's `summary` object; values of an unexpected shape are kept as they are."""
         rest = dict(data)
-        kw = {}
+        kw: dict[str, Any] = {}
         for f in fields(cls):
             item = f.metadata.get("item")
             if f.name == "extra":
@@ -56,8 +57,8 @@ class Summary:
                     kw[f.name] = TensorStats(**{k: rest.pop(k) for k in STAT_KEYS})
             elif f.name in rest:
                 value = rest.pop(f.name)
-                typed = item is not None and isinstance(value, list) and all(isinstance(v, dict) for v in value)
-                kw[f.name] = [item.from_json(v) for v in value] if typed else value
+                typed = isinstance(value, list) and all(isinstance(v, dict) for v in value)
+                kw[f.name] = [item.from_json(v) for v in value] if item is not None and typed else value
         return cls(**kw, extra=rest)
 
 
@@ -270,7 +271,7 @@ _FIXED = {StageName.PREPROCESS: PreprocessSummary, StageName.ENCODE: EncodeSumma
 def summary_type(stage: str) -> type[Summary]:
     """The summary class of stage `stage` (`Summary` for a name qdebug does not write)."""
     if stage in _FIXED:
-        return _FIXED[stage]
+        return _FIXED[StageName(stage)]
     head, _, index = stage.partition(".")
     if index.isdigit():
         return {"layer": LayerSummary, "step": StepSummary}.get(head, Summary)

@@ -34,7 +34,7 @@ def preprocess_stage(request, prepared, images: list[ImageInfo], videos: list | 
         num_tokens=len(inputs["input_ids"][0]),
         pixel_values_shape=list(inputs["pixel_values"].shape) if "pixel_values" in inputs else None,
         image_grid_thw=[list(i.grid_thw) for i in images],
-        spans=[list(i.span) for i in images],
+        spans=[list(i.span) if i.span is not None else [] for i in images],
         image_notes=[f"image {i} ({request.image_paths[i] if i < len(request.image_paths) else i}): {note}"
                      for i, im in enumerate(request.images) for note in notes(im)] or None,
         videos=videos or None,

@@ -18,10 +18,11 @@ def sync_stage(loaded, images: list[ImageInfo], encode_rows: list, rec, inputs, 
     if embeds is not None:
         tensors[tensor_name(T.SYNC_EMBEDS)] = embeds
     video = prepared is not None and prepared.video_slices is not None
-    summary, checks = SyncSummary(images=[]), []
+    synced: list[SyncImage] = []
+    summary, checks = SyncSummary(images=synced), []
     for img, rows in zip([] if video else images, encode_rows):
         image, image_checks = _image(img, rows, embeds)
-        summary.images.append(image)
+        synced.append(image)
         checks.extend(image_checks)
     received = expected = None
     rope: list[Check] = []
@@ -44,6 +45,8 @@ def _image(img: ImageInfo, rows, embeds) -> tuple[SyncImage, list[Check]]:
     """One image's landing place and its three checks (counts, offsets, bytes)."""
     import torch
 
+    if img.span is None:  # an item placed by the engine without a placeholder span: nothing to land on
+        raise ValueError(f"image {img.index} has no placeholder span; sync needs one per image")
     start, end = img.span
     landed, score = _landed(rows, embeds, start, end)
     if score < SAME_ROWS:  # the image's own rows are nowhere in the stream: it got someone else's
