@@ -45,7 +45,11 @@ class Check:
     name: str
     ok: bool
     detail: str = ""
-    kind: str = FindingKind.CHECK_FAILED  # the finding kind when it fails (desync, shape_mismatch, position_ids, ...)
+    kind: FindingKind = FindingKind.CHECK_FAILED  # the finding kind when it fails (desync, shape_mismatch, position_ids, ...)
+
+    def __post_init__(self) -> None:
+        # a kind read back from JSON is a plain string: made the enum here, as Finding does (outside it: ValueError)
+        self.kind = FindingKind(self.kind)
 
 
 @dataclass
