@@ -43,17 +43,26 @@ def prepare_process() -> None:
     serve_counters(os.environ[ENV_DIR], os.environ[ENV_RUN])
 
 
+def tensor_parallel_rank(runner) -> int:
+    """This worker's tensor-parallel rank: vLLM's own, else the runner's global rank modulo the tensor-parallel size
+    (vLLM lays ranks out tensor-parallel first); 0 without tensor parallelism."""
+    try:
+        from vllm.distributed import get_tensor_model_parallel_rank
+
+        return int(get_tensor_model_parallel_rank())
+    except Exception:  # no vLLM here, or its groups not set up: ask the runner's config
+        pass
+    config = getattr(getattr(runner, "vllm_config", None), "parallel_config", None)
+    size = int(getattr(config, "tensor_parallel_size", 1) or 1)
+    return int(getattr(config, "rank", 0) or 0) % size if size > 1 else 0
+
+
 def attach_watch(runner) -> "Watcher | None":
     """Start watching a loaded runner (rank 0 of tensor parallelism: every rank holds the same merged rows)."""
     if getattr(runner, "_qdebug_watch", None) is not None:
         return runner._qdebug_watch
-    try:
-        from vllm.distributed import get_tensor_model_parallel_rank
-
-        if int(get_tensor_model_parallel_rank()) != 0:
-            return None
-    except Exception:
-        pass
+    if tensor_parallel_rank(runner) != 0:
+        return None  # rank 0 checks; a request is checked once, not once per rank
     settings = read_settings()
     os.makedirs(settings.folder, exist_ok=True)
     watcher = Watcher(runner, settings)

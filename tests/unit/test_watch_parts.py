@@ -93,3 +93,31 @@ def test_bad_settings_are_said_and_replaced_by_defaults(monkeypatch, caplog):
     assert settings.sample == 0.01 and settings.log_bytes == 16 << 20 and settings.raising == {"placement"}
     text = caplog.text
     assert "QDEBUG_VLLM_WATCH_SAMPLE='nan'" in text and "QDEBUG_VLLM_WATCH_LOG_MB='²'" in text and "colour" in text
+
+
+def _runner_at(rank: int, size: int):
+    """A runner's config as vLLM's worker holds it: the global rank and the tensor-parallel size (no model)."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(vllm_config=SimpleNamespace(parallel_config=SimpleNamespace(tensor_parallel_size=size, rank=rank)))
+
+
+def test_only_tensor_parallel_rank_zero_watches(tmp_path, monkeypatch):
+    """Under tensor parallelism a request is checked once: ranks other than 0 install nothing and write nothing."""
+    from qdebug.engine.watch_engine import attach_watch, tensor_parallel_rank
+
+    assert [tensor_parallel_rank(_runner_at(r, 2)) for r in range(4)] == [0, 1, 0, 1]
+    assert tensor_parallel_rank(_runner_at(3, 1)) == 0  # no tensor parallelism: every worker is rank 0
+    folder = tmp_path / "watch"
+    monkeypatch.setenv("QDEBUG_VLLM_WATCH_DIR", str(folder))
+    for rank in (1, 3, 5):
+        runner = _runner_at(rank, 4)
+        assert attach_watch(runner) is None
+        assert not hasattr(runner, "_qdebug_watch") and not folder.exists()
+    # rank 0 goes on to watch: with no model to wrap it fails there, past the gate (the plugin logs it and serves on)
+    try:
+        attach_watch(_runner_at(4, 4))
+    except AttributeError as exc:
+        assert "model" in str(exc) or "execute_model" in str(exc)
+    else:
+        raise AssertionError("rank 0 did not try to watch")
