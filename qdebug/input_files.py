@@ -32,3 +32,15 @@ def refuse_special(path, what: str, expected: str, error: type, *, allow_fifo: b
     if kind is None or kind == "a directory" or (allow_fifo and kind.startswith("a FIFO")):
         return
     raise error(f"{what} {path} is {kind}, not a regular file (expected {expected})")
+
+
+def require_file(path: str | os.PathLike, noun: str, formats: str, error: type) -> None:
+    """Raise `error` unless `path` is an existing regular file: "{noun} not found: …", "{noun} path is a directory: …"
+    or "{noun} path is a FIFO …, not a regular file: …" (opening a FIFO or device would block or read forever)."""
+    if not os.path.exists(path):
+        raise error(f"{noun} not found: {path} (expected an existing {formats} file)")
+    if os.path.isdir(path):
+        raise error(f"{noun} path is a directory: {path} (expected an {noun} file)")
+    kind = file_kind(path)
+    if kind:
+        raise error(f"{noun} path is {kind}, not a regular file: {path} (expected an {noun} file)")

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qdebug.errors import InputError
-from qdebug.input_files import file_kind
+from qdebug.input_files import file_kind, require_file
 
 from .markers import AUDIO_MARKER, media_parts
 
@@ -130,13 +130,7 @@ def decode_audio(data: bytes, source: str) -> Clip:
 def load_audio(path: str | Path) -> Clip:
     """Read and decode an audio file; AudioError with the path on any failure."""
     p = Path(path)
-    if not p.exists():
-        raise AudioError(f"audio not found: {p} (expected an existing WAV/FLAC file)")
-    if p.is_dir():
-        raise AudioError(f"audio path is a directory: {p} (expected an audio file)")
-    kind = file_kind(p)
-    if kind:  # opening a FIFO or device would block or read forever
-        raise AudioError(f"audio path is {kind}, not a regular file: {p} (expected an audio file)")
+    require_file(p, "audio", "WAV/FLAC", AudioError)
     try:
         data = p.read_bytes()
     except OSError as exc:

@@ -49,18 +49,12 @@ def load_image(path: str | Path):
     from PIL import UnidentifiedImageError
 
     from qdebug.errors import ImageError
-    from qdebug.input_files import file_kind
+    from qdebug.input_files import require_file
 
     from .image_input import decode
 
     p = Path(path)
-    if not p.exists():
-        raise ImageError(f"image not found: {p} (expected an existing PNG/JPEG/... file)")
-    if p.is_dir():
-        raise ImageError(f"image path is a directory: {p} (expected an image file)")
-    kind = file_kind(p)
-    if kind:  # opening a FIFO or device would block or read forever
-        raise ImageError(f"image path is {kind}, not a regular file: {p} (expected an image file)")
+    require_file(p, "image", "PNG/JPEG/...", ImageError)
     try:
         return decode(p, str(p))
     except ImageError:

@@ -16,20 +16,32 @@ from qdebug.vocab import FindingKind, Severity, layer_stage
 
 
 @dataclass
-class LayoutWatch(AttentionTap):
+class StepWatch:
+    """What every layout watch keeps (keyword fields, after each watch's own): its findings, the kernel calls seen per
+    layer (0 is the prefill, then one per decode step) and what it already flagged."""
+
+    findings: list[Finding] = field(default_factory=list, kw_only=True)
+    _calls: dict[int, int] = field(default_factory=dict, kw_only=True)
+    _flagged: set = field(default_factory=set, kw_only=True)
+
+    def next_step(self, layer: int) -> int:
+        """The step of this call of `layer`'s kernel (0 the prefill), counted."""
+        step = self._calls.get(layer, 0)
+        self._calls[layer] = step + 1
+        return step
+
+
+@dataclass
+class LayoutWatch(StepWatch, AttentionTap):
     """An attention tap that records layout findings; put it after any fault so it sees what the kernel sees."""
 
     num_heads: int
     num_kv_heads: int
     head_dim: int
     prompt_len: int
-    findings: list[Finding] = field(default_factory=list)
-    _calls: dict[int, int] = field(default_factory=dict)
-    _flagged: set = field(default_factory=set)
 
     def __call__(self, call, proceed):
-        step = self._calls.get(call.layer, 0)
-        self._calls[call.layer] = step + 1
+        step = self.next_step(call.layer)
         q_len = self.prompt_len if step == 0 else 1
         k_len = self.prompt_len + step
         self._check(call.layer, step, "query", tuple(call.query.shape), self.num_heads, q_len)

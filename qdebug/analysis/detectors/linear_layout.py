@@ -7,15 +7,17 @@ heads, the opposite of softmax attention. The watch knows H and D from the confi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from qdebug.findings import Finding
 from qdebug.trace.protocols import LinearTap
 from qdebug.vocab import FindingKind, Severity, layer_stage
 
+from .layout import StepWatch
+
 
 @dataclass
-class LinearLayoutWatch(LinearTap):
+class LinearLayoutWatch(StepWatch, LinearTap):
     """A linear-attention tap recording layout findings; put it after any fault so it sees what the kernel sees."""
 
     key_heads: int
@@ -23,13 +25,9 @@ class LinearLayoutWatch(LinearTap):
     key_dim: int
     value_dim: int
     prompt_len: int
-    findings: list[Finding] = field(default_factory=list)
-    _calls: dict[int, int] = field(default_factory=dict)
-    _flagged: set = field(default_factory=set)
 
     def __call__(self, call, proceed):
-        step = self._calls.get(call.layer, 0)
-        self._calls[call.layer] = step + 1
+        step = self.next_step(call.layer)
         seq = self.prompt_len if step == 0 else 1
         flagged = len(self.findings)
         for name, heads, dim in (("query", self.key_heads, self.key_dim), ("key", self.key_heads, self.key_dim),

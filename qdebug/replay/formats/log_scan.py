@@ -14,10 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from qdebug.errors import ReplayFormatError
-from qdebug.input_files import refuse_special
 
 from .log_line import Row, _seconds_cache
-from .runtime_log import MAX_LINE_BYTES, _prefix, open_log, starts_gzip
+from .runtime_log import MAX_LINE_BYTES, _prefix, checked_log_path, open_log, starts_gzip
 
 CHUNK_BYTES = 4 << 20  # per chunk in flight, a few times this in memory while it is recognised
 
@@ -212,14 +211,5 @@ def _note_change(stats: ScanStats, path: Path, start: int, end: int, read: int) 
 
 def log_paths(paths: list[str | os.PathLike]) -> list[Path]:
     """Checked log paths (one-line errors for missing files and directories)."""
-    out = []
-    for p in map(Path, paths):
-        shown = str(p) if len(str(p)) <= 200 else str(p)[:200] + "..."
-        if not p.exists():
-            raise ReplayFormatError(f"runtime log not found: {shown} (expected an existing log file)")
-        if p.is_dir():
-            raise ReplayFormatError(f"runtime log is a directory: {shown} (expected a log file)")
-        refuse_special(p, "runtime log", "a log file, or a pipe", ReplayFormatError, allow_fifo=True)
-        out.append(p)
-    return out
+    return [checked_log_path(p) for p in paths]
 

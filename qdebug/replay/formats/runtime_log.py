@@ -412,16 +412,23 @@ def _consume(lines: Iterable, batch: Batch) -> None:
     batch.unknown_lines = unknown
 
 
+def checked_log_path(source: str | os.PathLike) -> Path:
+    """A runtime log's path, checked: one-line ReplayFormatError for a missing file, a directory or a device (a pipe
+    is allowed: a log may be streamed)."""
+    path = Path(source)
+    shown = str(path) if len(str(path)) <= 200 else str(path)[:200] + "..."
+    if not path.exists():
+        raise ReplayFormatError(f"runtime log not found: {shown} (expected an existing log file)")
+    if path.is_dir():
+        raise ReplayFormatError(f"runtime log is a directory: {shown} (expected a log file)")
+    refuse_special(path, "runtime log", "a log file, or a pipe", ReplayFormatError, allow_fifo=True)
+    return path
+
+
 def parse_runtime_log(source: str | os.PathLike | Iterable[str | bytes]) -> Batch:
     """Parse a runtime log (a path, or an iterable of str/bytes lines) into a Batch, one line at a time."""
     if isinstance(source, str | os.PathLike):
-        path = Path(source)
-        shown = str(path) if len(str(path)) <= 200 else str(path)[:200] + "..."
-        if not path.exists():
-            raise ReplayFormatError(f"runtime log not found: {shown} (expected an existing log file)")
-        if path.is_dir():
-            raise ReplayFormatError(f"runtime log is a directory: {shown} (expected a log file)")
-        refuse_special(path, "runtime log", "a log file, or a pipe", ReplayFormatError, allow_fifo=True)
+        path = checked_log_path(source)
         batch = Batch(source=str(path), kind="runtime-log")
         try:
             _consume(_file_lines(path), batch)
