@@ -172,6 +172,11 @@ def replay(
 
     if json_out == "-" and jsonl == "-":
         _fail("--json - and --jsonl - would both write to stdout (expected a file for one of them)", 2)
+    from qdebug.commands.watch_findings import findings_command, is_findings_log
+
+    if is_findings_log(file):  # qdebug watch's findings log (docs/watch.md)
+        report_console, status = consoles(json_to_stdout=json_out == "-")
+        raise typer.Exit(findings_command([file, *(more_files or [])], index_only, out, host, json_out, exit_zero, report_console, status))
     if index_only or out is not None or host is not None:
         from qdebug.commands.log_replay import index_only_command
 
