@@ -5,6 +5,8 @@ written; its bytes per request are reported too.
 
     python benchmarks/engine.py [--requests 64] [--concurrency 8] [--bursts 5] [--rounds 2]
     python benchmarks/engine.py --quick      # 8 requests, 4 at a time, 1 burst, 1 round: checks the script runs
+    python benchmarks/engine.py --watch [--sample 0.01]   # watch mode (QDEBUG_VLLM_WATCH=1) against off, interleaved
+                                                          # rounds, and each check's cost (benchmarks/engine_watch.py)
 
 Every burst sends requests no earlier burst sent (its own prompt suffix and image uuid), as a serving engine sees
 them: no setting is served an earlier burst's prefix-cache blocks or encodings.
@@ -89,9 +91,17 @@ def main() -> None:
     parser.add_argument("--bursts", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="8 requests, 4 at a time, 1 burst, 1 round: checks the script, measures little")
+    parser.add_argument("--watch", action="store_true", help="measure watch mode against off instead (benchmarks/engine_watch.py)")
+    parser.add_argument("--sample", type=float, default=0.01, help="with --watch: QDEBUG_VLLM_WATCH_SAMPLE of the watched server")
     args = parser.parse_args()
     if args.quick:
         args.requests, args.concurrency, args.bursts, args.rounds = 8, 4, 1, 1
+    if args.watch:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from engine_watch import run as run_watch  # beside this script; it imports burst_seconds from here
+
+        run_watch(args)
+        return
     python = vllm_python()
     if python is None:
         sys.exit("benchmarks/engine.py: no vLLM environment (run scripts/vllm-env, or set QDEBUG_VLLM_PYTHON)")

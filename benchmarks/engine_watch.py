@@ -43,20 +43,11 @@ def _measure(python, work: Path, watch: bool, sample: float, bursts: list[list[d
     return {"rates": rates, "series": series}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=64)
-    parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--bursts", type=int, default=5)
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--sample", type=float, default=0.01, help="QDEBUG_VLLM_WATCH_SAMPLE of the watched server")
-    parser.add_argument("--quick", action="store_true", help="8 requests, 4 at a time, 1 burst, 1 round: checks the script, measures little")
-    args = parser.parse_args()
-    if args.quick:
-        args.requests, args.concurrency, args.bursts, args.rounds = 8, 4, 1, 1
+def run(args: argparse.Namespace) -> None:
+    """Off against watch on, alternating in rounds; print the ratio in requests/s and each check's cost."""
     python = vllm_python()
     if python is None:
-        sys.exit("benchmarks/engine_watch.py: no vLLM environment (run scripts/vllm-env, or set QDEBUG_VLLM_PYTHON)")
+        sys.exit("benchmarks: no vLLM environment (run scripts/vllm-env, or set QDEBUG_VLLM_PYTHON)")
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         bursts = [[body_for(p, 16) for p in distinct_images(work / "images", args.requests, seed=k)] for k in range(args.bursts + 1)]
@@ -78,12 +69,27 @@ def main() -> None:
         for (series, check), value in m["series"].items():
             totals.setdefault(f"{series}/{check}", []).append(value)
     served = args.concurrency * 2 + args.requests * args.bursts
-    for check in ("placement", "counts", "positions", "layout", "logits"):
+    for check in ("placement", "counts", "positions", "encoder_batch", "layout", "logits"):
         checks = sum(totals.get(f"qdebug_watch_checks_total/{check}", [0]))
         seconds = sum(totals.get(f"qdebug_watch_check_seconds_total/{check}", [0]))
         if checks:
             print(f"  {check:<10} {int(checks):>7} checks, {seconds / checks * 1e6:8.1f} µs each, "
                   f"{seconds / (served * args.rounds) * 1e3:.3f} ms per request served")
+
+
+def main() -> None:
+    """`python benchmarks/engine_watch.py`: the same as `python benchmarks/engine.py --watch`."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=64)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--bursts", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--sample", type=float, default=0.01, help="QDEBUG_VLLM_WATCH_SAMPLE of the watched server")
+    parser.add_argument("--quick", action="store_true", help="8 requests, 4 at a time, 1 burst, 1 round: checks the script, measures little")
+    args = parser.parse_args()
+    if args.quick:
+        args.requests, args.concurrency, args.bursts, args.rounds = 8, 4, 1, 1
+    run(args)
 
 
 if __name__ == "__main__":
