@@ -6,21 +6,20 @@ from dataclasses import dataclass
 
 from qdebug.vocab import StageName
 
-from .attention import attention_grid
+from .attention import Peak, attention_grid
 
 
 @dataclass
-class VideoPeak:
-    """The hottest merged patch over all of one video's temporal slices."""
+class VideoPeak(Peak):
+    """The hottest merged patch over all of one video's temporal slices (`image`: the video's index)."""
 
-    video: int
     slice: int
     time_s: float  # the slice's time (mean of its first and last frame's), from the preprocess stage
-    row: int
-    col: int
-    rows: int
-    cols: int
-    value: float
+
+    @property
+    def video(self) -> int:
+        """The video's index among the request's videos."""
+        return self.image
 
     def to_json(self) -> dict:
         """As {video, slice, time_s, row, col, rows, cols}."""
@@ -53,4 +52,5 @@ def video_peak(trace, video: int, *, layer: int | None = None, head: int | None 
     flat = int(grids.argmax())
     k, rest = divmod(flat, rows * cols)
     times = preps[video].slice_times or []
-    return VideoPeak(video, k, float(times[k]) if k < len(times) else float("nan"), rest // cols, rest % cols, rows, cols, float(grids.max()))
+    return VideoPeak(image=video, slice=k, time_s=float(times[k]) if k < len(times) else float("nan"), row=rest // cols, col=rest % cols,
+                     rows=rows, cols=cols, value=float(grids.max()))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import tempfile
 import zipfile
 from dataclasses import dataclass, field, fields
@@ -12,7 +11,6 @@ from qdebug import strict_json
 from qdebug.atomic import atomic_path
 from qdebug.errors import TraceFormatError
 from qdebug.findings import Finding
-from qdebug.input_files import refuse_special
 from qdebug.vocab import Verdict
 
 from .batch import Event
@@ -194,19 +192,14 @@ def load_report(path: str | Path) -> ReplayReport:
     """Read a `.qdr` file (TraceFormatError, one line naming the first bad field, on anything unexpected).
     Members are size-checked before reading and streamed to disk (zip bombs are refused)."""
     from qdebug.safezip import SafeZip
-    from qdebug.trace.schema import load_trace
+    from qdebug.trace.schema import load_trace, require_saved, saved_json
 
     from .report_schema import validate_report_json
 
     path = Path(path)
-    refuse_special(path, "replay report", "a .qdr file written by `qdebug replay --save`", TraceFormatError)
-    if not path.is_file():
-        raise TraceFormatError(f"replay report not found: {path} (expected a .qdr file written by `qdebug replay --save`)")
+    require_saved(path, "replay report", "a .qdr file written by `qdebug replay --save`")
     with SafeZip(path, "qdebug replay report") as zf, tempfile.TemporaryDirectory() as work:
-        try:
-            data = json.loads(zf.read("report.json"))
-        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
-            raise TraceFormatError(f"{path}: report.json is not JSON ({type(exc).__name__}); expected a .qdr file") from None
+        data = saved_json(zf, "report.json", path, ".qdr")
         if not isinstance(data, dict) or data.get("format") != REPORT_FORMAT:
             raise TraceFormatError(f"{path}: not a qdebug replay report")
         validate_report_json(data, str(path))

@@ -275,6 +275,22 @@ def save_trace(trace: Trace, path: str | Path, store_tensors: bool = False) -> P
     return path
 
 
+def require_saved(path: Path, what: str, expected: str) -> None:
+    """TraceFormatError unless `path` is a regular file: "{what} not found: {path} (expected {expected})", or the
+    device/FIFO refusal."""
+    refuse_special(path, what, expected, TraceFormatError)
+    if not path.is_file():
+        raise TraceFormatError(f"{what} not found: {path} (expected {expected})")
+
+
+def saved_json(zf, member: str, path: Path, suffix: str) -> object:
+    """A saved file's JSON member, parsed (TraceFormatError "{path}: {member} is not JSON …" when it is not)."""
+    try:
+        return json.loads(zf.read(member))
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        raise TraceFormatError(f"{path}: {member} is not JSON ({type(exc).__name__}); expected a {suffix} file") from None
+
+
 def load_trace(path: str | Path) -> Trace:
     """Read a `.qdt` file; TraceFormatError (one line, naming the file and the first bad field) on anything
     unexpected. Members are size-checked before reading and streamed (zip bombs are refused). Never unpickles."""
@@ -283,14 +299,9 @@ def load_trace(path: str | Path) -> Trace:
     from .trace_schema import validate_trace_json
 
     path = Path(path)
-    refuse_special(path, "trace", "a .qdt file written by `--save`", TraceFormatError)
-    if not path.is_file():
-        raise TraceFormatError(f"trace not found: {path} (expected a .qdt file written by `--save`)")
+    require_saved(path, "trace", "a .qdt file written by `--save`")
     with SafeZip(path, "qdebug trace") as zf, tempfile.TemporaryDirectory() as work:
-        try:
-            data = json.loads(zf.read(_JSON_NAME))
-        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
-            raise TraceFormatError(f"{path}: {_JSON_NAME} is not JSON ({type(exc).__name__}); expected a .qdt file") from None
+        data = saved_json(zf, _JSON_NAME, path, ".qdt")
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise TraceFormatError(f"{path}: not a qdebug trace (missing format marker)")
         if data.get("version") != FORMAT_VERSION:
