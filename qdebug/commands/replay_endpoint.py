@@ -57,9 +57,14 @@ def run_endpoint_replay(args: EndpointArgs, console=None) -> ReplayReport:
     if args.engine_traces is not None:
         import uuid
 
-        if not Path(args.engine_traces).is_dir():
-            raise InputError(f"--engine-traces {args.engine_traces}: expected the folder the vLLM server writes traces to "
-                             "(its QDEBUG_VLLM_TRACE_DIR), on a filesystem this machine can read")
+        folder = Path(args.engine_traces)
+        if folder.exists() and not folder.is_dir():
+            raise InputError(f"--engine-traces {args.engine_traces}: is a file; expected the folder the vLLM server writes traces to "
+                             "(its QDEBUG_VLLM_TRACE_DIR)")
+        try:  # a folder that does not exist yet is made (parents too): the server may not have written to it yet
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise InputError(f"--engine-traces {args.engine_traces}: cannot create the folder ({e.strerror})") from None
         settings.engine_tag = f"qdebug-replay-{uuid.uuid4().hex[:12]}"
     batch = read_batch(args.file, args.format, args.allow_paths)
     if batch.kind != "capture":
