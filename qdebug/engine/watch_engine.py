@@ -98,12 +98,16 @@ class Watcher:
                        "audio": getattr(cfg, "audio_token_id", getattr(cfg, "audio_token_index", None))}
 
     def install(self) -> None:
-        """Wrap the runner's `execute_model` and the model's `embed_input_ids`."""
+        """Wrap the runner's `execute_model` and the model's `embed_input_ids`, `compute_logits` and `embed_multimodal`."""
         runner, model = self.runner, self.runner.model
         execute, embed = runner.execute_model, model.embed_input_ids
         runner.execute_model = lambda scheduler_output, *a, **kw: self._execute(execute, scheduler_output, *a, **kw)
         logits = model.compute_logits
         model.compute_logits = lambda hidden, *a, **kw: self._logits(logits(hidden, *a, **kw))
+        if hasattr(model, "embed_multimodal"):  # encoder_batch: inside the batch recorder's wrapper (it names the items)
+            from .watch_encoder import EncoderBatchCheck
+
+            model.embed_multimodal = EncoderBatchCheck(self, model.embed_multimodal)
 
         def embed_input_ids(*args, **kwargs):
             out = embed(*args, **kwargs)

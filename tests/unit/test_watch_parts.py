@@ -121,3 +121,23 @@ def test_only_tensor_parallel_rank_zero_watches(tmp_path, monkeypatch):
         assert "model" in str(exc) or "execute_model" in str(exc)
     else:
         raise AssertionError("rank 0 did not try to watch")
+
+
+def test_an_encoder_calls_inputs_split_into_each_items_own():
+    """Item k alone gets its own t·h·w patch rows and its grid row; inputs that do not add up are not split."""
+    from qdebug.engine.watch_encoder import item_inputs, row_difference
+
+    grid = torch.tensor([[1, 2, 2], [1, 4, 2], [2, 2, 2]])
+    pixels = torch.arange(20 * 3, dtype=torch.float32).reshape(20, 3)
+    second = item_inputs({"pixel_values": pixels, "image_grid_thw": grid}, "image", 1)
+    assert torch.equal(second["pixel_values"], pixels[4:12]) and second["image_grid_thw"].tolist() == [[1, 4, 2]]
+    third = item_inputs({"pixel_values_videos": pixels, "video_grid_thw": grid}, "video", 2)
+    assert torch.equal(third["pixel_values_videos"], pixels[12:20])
+    assert item_inputs({"pixel_values": pixels[:19], "image_grid_thw": grid}, "image", 0) is None
+    assert item_inputs({"pixel_values": pixels, "image_grid_thw": grid}, "audio", 0) is None
+    rows = torch.randn(6, 16)
+    assert row_difference(rows, rows) == 0.0
+    shifted = rows.clone()
+    shifted[3] += rows[3].norm() / 32  # one row off by an eighth of its norm (16 equal parts of norm/32 each: 4 * norm/32)
+    assert 0.12 < row_difference(shifted, rows) < 0.13
+    assert row_difference(rows[:5], rows) == float("inf")
