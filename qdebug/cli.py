@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -486,7 +486,7 @@ def demo_eval(
 
 def main() -> None:
     """Entry point of the `qdebug` console script: usage errors become one line too."""
-    usage_error = typer.BadParameter.__mro__[1]  # typer's vendored click UsageError (not exported by name)
+    usage_error: Any = typer.BadParameter.__mro__[1]  # typer's vendored click UsageError (not exported by name)
     try:
         code = app(standalone_mode=False)
     except usage_error as exc:

@@ -7,12 +7,16 @@ import binascii
 import io
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 from pathlib import Path
 
 from qdebug.errors import InputError
 from qdebug.input_files import file_kind, require_file
 
 from .markers import AUDIO_MARKER, media_parts
+
+if TYPE_CHECKING:
+    from qdebug.model.load import LoadedModel
 
 # Formats libsndfile decodes (mp3 since libsndfile 1.1); what `input_audio.format` may name.
 FORMATS = ("wav", "flac", "ogg", "mp3")
@@ -26,7 +30,7 @@ class AudioError(InputError):
 class Clip:
     """A decoded mono clip at its source rate (resampled later, once the model's rate is known)."""
 
-    samples: object  # float32 numpy array, mono
+    samples: Any  # float32 numpy array, mono
     rate: int
     source: str
 
@@ -46,7 +50,7 @@ class Clip:
         """Duration in seconds."""
         return len(self.samples) / self.rate if self.rate else 0.0
 
-    def at_rate(self, rate: int):
+    def at_rate(self, rate: int) -> Any:
         """The samples resampled to `rate` (polyphase filter; exact when the rates already agree)."""
         import numpy as np
 
@@ -65,14 +69,15 @@ class Clip:
 ROWS_NEEDED = {"qwen2_audio": 2}
 
 
-def require_rows(loaded, clips: list[Clip]) -> None:
+def require_rows(loaded: LoadedModel, clips: list[Clip]) -> None:
     """Refuse a clip too short for the encoder rows the model needs: the processor would give it no placeholder, and
     the request would fail later as a placeholder count. The minimum is the model's own: its feature extractor's hop
     (one frame per hop, the last one partial) and its tower's formula from frames to rows (`rows_for_frames`)."""
     fe = loaded.processor.feature_extractor
     rate, hop = int(fe.sampling_rate), int(fe.hop_length)
-    rows = ROWS_NEEDED.get(getattr(loaded.config, "model_type", None), 1)
-    frames = next((f for f in range(1, 4097) if loaded.adapter.rows_for_frames(loaded.model, f) >= rows), None)
+    rows = ROWS_NEEDED.get(str(getattr(loaded.config, "model_type", "")), 1)
+    adapter: Any = loaded.adapter  # an audio adapter (Qwen2-Audio, Omni): the base Adapter has no rows_for_frames
+    frames = next((f for f in range(1, 4097) if adapter.rows_for_frames(loaded.model, f) >= rows), None)
     if frames is None:
         return  # a tower that keeps no row for any short clip: the placeholder checks speak for it
     need = (frames - 1) * hop + 1

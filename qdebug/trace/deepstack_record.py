@@ -8,6 +8,8 @@ matched against the vision tower's deepstack outputs level by level, the vision 
 
 from __future__ import annotations
 
+from typing import Any
+
 from qdebug.vocab import layer_stage
 
 from .hooks import to_cpu
@@ -24,8 +26,8 @@ class DeepstackRecorder(FamilySinkBase):
     def __init__(self, levels: list[int]):
         self.levels = levels  # vision block index of each deepstack feature list, in the model's order
         self.features_handed = 0  # how many deepstack feature lists the decoder was handed
-        self.encoded = None  # the vision tower's deepstack features, level by level (rows × dim), CPU
-        self.previous = None  # (layer, output hidden state, on its device) awaiting the next input
+        self.encoded: list[Any] | None = None  # the vision tower's deepstack features, level by level (rows × dim), CPU
+        self.previous: tuple[int, Any] | None = None  # (layer, output hidden state, on its device) awaiting the next input
         self.layers: dict[int, dict] = {}
 
     def decoder_input(self, args, kwargs) -> None:

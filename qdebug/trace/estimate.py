@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from qdebug.errors import DeviceError
 
@@ -57,7 +58,7 @@ def gib(n: int) -> str:
     return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
 
 
-def count_parameters(path, adapter) -> tuple[int, object]:
+def count_parameters(path, adapter) -> tuple[int, Any]:
     """Parameters of the architecture built from `path`/config.json on the meta device (tied weights once), and the
     text model's config as transformers reads it (its defaults filled in for what config.json leaves out)."""
     import torch
@@ -106,7 +107,7 @@ def estimate(spec: str, *, image_tokens: int = 1024, dtype: str = "auto", device
     hidden, heads = int(text.hidden_size), int(text.num_attention_heads)
     kv_heads = int(getattr(text, "num_key_value_heads", None) or heads)
     head_dim = int(getattr(text, "head_dim", None) or hidden // heads)
-    n_layers, vocab = int(text.num_hidden_layers), int(getattr(text, "vocab_size", None) or raw.get("vocab_size"))
+    n_layers, vocab = int(text.num_hidden_layers), int(getattr(text, "vocab_size", None) or raw["vocab_size"])
     inter = int(getattr(text, "intermediate_size", None) or 4 * hidden)
     captured = resolve_layers(layers, parse_layers(layers), n_layers)
     n_captured = n_layers if captured is None else len(captured)

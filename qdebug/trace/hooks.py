@@ -80,7 +80,7 @@ class Recorder(RecorderSink):
         self.position_ids = None  # position ids the decoder received at prefill (3 × seq)
         self.hidden: dict[int, object] = {}  # layer → prefill output (seq × dim), with keep_hidden
         self.hidden_kept: dict[int, object] = {}  # layer → prefill output at `hidden_rows` (rows × dim)
-        self.hidden_stats: dict[int, dict] = {}  # layer → statistics of the whole prefill output
+        self.hidden_stats: dict[int, dict | tuple] = {}  # layer → statistics of the whole prefill output (a pair on device until flush)
         self.step_hidden: dict[int, list] = {}  # layer → new-token outputs of each decode step
         self.attn: dict[int, list] = {}  # layer → attention rows (H × q × image keys), prefill then steps
         self.attn_skipped: set[int] = set()  # layers whose q/k did not have the expected layout
