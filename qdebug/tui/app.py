@@ -102,6 +102,8 @@ class QDebugApp(App):
         """The first frame is on screen: now load the model (importing torch in a worker thread holds the
         interpreter for a while; started earlier it delays the first frame by hundreds of ms)."""
         self.first_frame_at = time.perf_counter()
+        if isinstance(self.main_screen, RequestScreen):  # its secondary panels wait for the first frame
+            self.main_screen.first_frame_shown()
         if self.model_spec is not None and self.loaded is None:
             self._load_model()
 

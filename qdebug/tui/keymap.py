@@ -10,7 +10,6 @@ A bad file never stops the debugger: the defaults stay and the message line says
 from __future__ import annotations
 
 import os
-import tomllib
 from pathlib import Path
 
 
@@ -55,6 +54,8 @@ def load_keymap(path: Path, known: dict[str, str], defaults: dict[str, str] | No
     `defaults`: binding id → its default keys (a user key that takes another binding's key is refused)."""
     if not path.is_file():
         return {}, None
+    import tomllib  # here: most users have no keymap, and the first frame need not wait for the TOML parser
+
     try:
         raw = path.read_bytes()[: MAX_BYTES + 1]
         if len(raw) > MAX_BYTES:

@@ -88,43 +88,60 @@ class RequestScreen(Screen):
         self.prefetcher = Prefetcher(self)
         self._pixels_key = None
         self._ready = False  # widgets composed and mounted
+        self._panels: bool | None = False  # top-k, offsets, heatmap and footer mounted (None: mounting; after the first frame)
         self._info_plain = None
 
     # layout ------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
-        """Info line; stages | detail + top-k, timeline, heatmap; model status, messages, command bar, keys."""
+        """Info line; stages | detail (+ top-k, timeline, heatmap: `_mount_panels`); model status, messages, command bar."""
         yield Static(id="info")
         with Horizontal(id="main"):
             yield StageList(id="stages")
             with Vertical(id="right"):
                 with Horizontal(id="upper"):
                     yield StageDetail(id="detail")
-                    yield TopKPanel(id="topk")
-                yield OffsetTimeline(id="timeline")
-                if self.app.pixels:  # the image with its attention overlay, in real pixels
-                    from ..pixels import image_widget
-
-                    with Horizontal(id="attention-row"):
-                        attention = AttentionView(id="attention")
-                        attention.pixels = True
-                        yield attention
-                        yield image_widget(self.app.pixels, id="pixels")
-                else:
-                    yield AttentionView(id="attention")
         if self.live:
             yield ModelStatus(f"loading model {self.app.model_spec.model} on {self.app.model_spec.device}…", id="model-status")
         yield ReplayStatus(id="replay-status")
         yield MessageLine(id="message")
         yield CommandBar(self.stage_names, id="command")
-        yield Footer()
+
+    async def _mount_panels(self) -> None:
+        """Top-k, offsets, the heatmap and the key footer, mounted right after the first frame (laying out and
+        drawing them before it cost ~20 ms of it: benchmarks/tui.py); then the current view is pushed to them.
+        Keys pressed meanwhile reach the stage list, which is there from the start."""
+        if self._panels is not False:
+            return
+        self._panels = None  # mounting
+        topk, timeline, attention = TopKPanel(id="topk"), OffsetTimeline(id="timeline"), AttentionView(id="attention")
+        topk.border_title, timeline.border_title, attention.border_title = "top-k", "offsets", "attention"
+        right = self.query_one("#right")
+        mounts = [self.query_one("#upper").mount(topk), right.mount(timeline)]
+        if self.app.pixels:  # the image with its attention overlay, in real pixels
+            from ..pixels import image_widget
+
+            attention.pixels = True
+            mounts.append(right.mount(Horizontal(attention, image_widget(self.app.pixels, id="pixels"), id="attention-row")))
+        else:
+            mounts.append(right.mount(attention))
+        mounts.append(self.mount(Footer()))
+        for mounted in mounts:
+            await mounted
+        for status in self.query(ModelStatus):
+            status.add_bar()
+        self._panels = True
+        self.refresh_view()
+
+    def first_frame_shown(self) -> None:
+        """The app's first frame is on screen: now the other panels."""
+        self.call_later(self._mount_panels)
 
     def on_mount(self) -> None:
-        """Draw the first frame at once (the model, if any, is still loading)."""
+        """Draw the first frame at once (the model, if any, is still loading); the other panels follow it."""
         self.query_one("#detail").border_title = "stage"
-        self.query_one("#topk").border_title = "top-k"
-        self.query_one("#timeline").border_title = "offsets"
-        self.query_one("#attention").border_title = "attention"
         self.query_one("#stages").border_title = "stages"
+        if getattr(self.app, "first_frame_at", 0) is not None:  # else the app calls first_frame_shown on Ready
+            self.call_after_refresh(self._mount_panels)
         if self.doc is not None:
             self.sel = replace(self.sel, stage=self.doc.trace.stage_names[0] if self.doc.trace.stages else None)
         elif self.live and not self.pending.empty:
@@ -220,7 +237,7 @@ class RequestScreen(Screen):
         view = self.view()
         for panel in self.query(ViewPanel):  # every panel on the screen, whichever the layout composed
             panel.view = view
-        if self.app.pixels:
+        if self.app.pixels and self._panels is True:
             self._show_pixels(view)
         info = info_text(self.doc, self.docs is not None, self.runs, self.app.model_spec.model if self.live else None)
         if info.plain != self._info_plain:  # an unchanged line must not cost a layout pass

@@ -92,12 +92,12 @@ def attention_renderable(view: View, width: int, height: int, plain: bool = Fals
 
     `plain`: no colour on this terminal (NO_COLOR), so the pictures are character ramps. `thumbnail`: False when
     the image is shown in pixels beside the panel."""
+    doc = view.doc
+    if doc is None:  # before the imports below: a live screen's first frame has no request yet
+        return Text("attention: no request yet", style="dim")
     from qdebug.analysis.attention import attention_grid, peak_of
     from qdebug.render.heatmap import heatmap, legend
 
-    doc = view.doc
-    if doc is None:
-        return Text("attention: no request yet", style="dim")
     trace = doc.trace
     from .linear_note import linear_layer, linear_note
 

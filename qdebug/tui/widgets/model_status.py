@@ -20,13 +20,15 @@ class ModelStatus(Horizontal):
         yield Label(self._text, id="model-label")
 
     def on_mount(self) -> None:
-        """Add the pulsing bar after the first frame."""
-        self.call_after_refresh(self._add_bar)
+        """Add the pulsing bar after the first frame (the app's Ready: the request screen calls `add_bar` then)."""
+        if getattr(self.app, "first_frame_at", 0) is not None:
+            self.call_after_refresh(self.add_bar)
 
-    def _add_bar(self) -> None:
+    def add_bar(self) -> None:
+        """The pulsing bar, unless the model is already settled (hidden) or the bar is there."""
         from textual.widgets import ProgressBar
 
-        if self.is_attached and self.display:
+        if self.is_attached and self.display and not self.query("#model-bar"):
             self.mount(ProgressBar(total=None, show_eta=False, show_percentage=False, id="model-bar"))
 
     def done(self) -> None:

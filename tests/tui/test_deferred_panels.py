@@ -1,0 +1,52 @@
+"""The request screen's first frame holds the stage list, the stage panel and the bars; top-k, offsets, the heatmap
+and the footer are mounted right after it (the app's Ready). Keys pressed before they are there are not lost: the
+panels show the selection those keys made."""
+
+from __future__ import annotations
+
+from qdebug.tui.app import build_app
+from qdebug.tui.screens.request import RequestScreen
+
+from .conftest import SIZE
+
+KEYS = ("down", "down", "right", "right_square_bracket")
+
+
+async def _selection_after_keys_pressed_late(trace):
+    """The selection the same keys make once everything is on screen."""
+    app = build_app(trace=trace)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press(*KEYS)
+        await pilot.pause()
+        return app.screen.sel
+
+
+async def test_the_first_frame_comes_before_the_secondary_panels_and_keys_meanwhile_act(trace):
+    app = build_app(trace=trace)
+    seen: dict[str, object] = {}
+    first_frame_shown = RequestScreen.first_frame_shown
+
+    def at_first_frame(screen: RequestScreen) -> None:  # what the first frame held, then keys typed at once
+        seen["panels"] = [bool(screen.query(f"#{name}")) for name in ("stages", "detail", "topk", "timeline", "attention")]
+        for key in KEYS:
+            app.simulate_key(key)
+        first_frame_shown(screen)
+
+    RequestScreen.first_frame_shown = at_first_frame  # type: ignore[method-assign]
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            await pilot.pause()
+            screen = app.screen
+            assert seen["panels"] == [True, True, False, False, False]
+            early = screen.sel
+            assert early.stage == screen.doc.trace.stage_names[2] and early.layer == 0, early
+            view = screen.view()
+            for name in ("topk", "timeline", "attention"):
+                panel = screen.query_one(f"#{name}")
+                assert panel.view == view, name  # each panel mounted late shows the selection the early keys made
+            assert screen.query_one("#attention").border_title == "attention"
+    finally:
+        RequestScreen.first_frame_shown = first_frame_shown  # type: ignore[method-assign]
+    assert early == await _selection_after_keys_pressed_late(trace)
