@@ -34,7 +34,7 @@ def audio_stages(loaded, request, prepared, rec, tensors: dict) -> tuple[dict[st
         })
         tensors[tensor_name(T.AUDIO_ENVELOPE, image=i)] = envelope(clip.samples)
 
-    stages = {StageName.PREPROCESS: Stage(
+    stages: dict[str, Stage] = {StageName.PREPROCESS: Stage(
         StageName.PREPROCESS,
         PreprocessSummary(text=prepared.text, num_tokens=len(inputs["input_ids"][0]),
                           input_features_shape=list(inputs["input_features"].shape) if "input_features" in inputs else None,
@@ -72,7 +72,7 @@ def clip_stages(clips: list[dict], rows: dict, padded: int, embeds, position_ids
         enc_summary.append(EncodeClip(audio=c["index"], rows=clip_rows.shape[0], rows_out=padded or clip_rows.shape[0], dim=clip_rows.shape[1],
                                       stats=TensorStats(**st), fingerprint=fingerprint(clip_rows)))
         enc_checks.append(Check(f"clip {c['index']}: no NaN/Inf", st["nan"] == 0 and st["inf"] == 0, f"{st['nan']} NaN, {st['inf']} Inf", FindingKind.NAN_INF))
-    stages = {StageName.ENCODE: Stage(StageName.ENCODE, EncodeSummary(audio=enc_summary), enc_checks)}
+    stages: dict[str, Stage] = {StageName.ENCODE: Stage(StageName.ENCODE, EncodeSummary(audio=enc_summary), enc_checks)}
 
     checks, per_clip = [], []
     if embeds is not None:

@@ -29,9 +29,10 @@ def video_preps(loaded, request, prepared, images: list[ImageInfo]) -> list[Vide
     ids = inputs["input_ids"][0].tolist()
     seconds = inputs.get("second_per_grid_ts")
     slices = prepared.video_slices or []
-    stamps = slice_stamps(tok, prepared.text, ids, slices, loaded.config) if any(len(r) > 1 for r in slices) else None
+    stamped = any(len(r) > 1 for r in slices)
+    stamps: list[list[str] | None] = list(slice_stamps(tok, prepared.text, ids, slices, loaded.config)) if stamped else [None] * len(slices)
     out = []
-    for img, video, runs, stamp in zip(images, request.videos, slices, stamps or [None] * len(slices)):
+    for img, video, runs, stamp in zip(images, request.videos, slices, stamps):
         t = img.grid_thw[0]
         meta = video.metadata()
         out.append(VideoPrep(
@@ -84,7 +85,8 @@ def _prompt_segments(tok, text: str, config, count: int) -> list[str]:
     """The prompt text before each video's placeholder (the chat template's `<|vision_start|><|video_pad|><|vision_end|>`,
     or a bare `<|video_pad|>`), since the previous one: what the processor tokenized around its replacements."""
     pad, vs, ve = tok.convert_ids_to_tokens([config.video_token_id, config.vision_start_token_id, config.vision_end_token_id])
-    out, prev, at = [], 0, 0
+    out: list[str] = []
+    prev = at = 0
     while len(out) < count and (i := text.find(pad, at)) >= 0:
         begin = i - len(vs) if text.startswith(vs, i - len(vs)) and i >= len(vs) else i
         out.append(text[prev:begin])
@@ -114,7 +116,7 @@ def video_sync(loaded, images: list[ImageInfo], encode_rows: list, rec, prepared
         at = embeds[positions] if embeds is not None and positions and max(positions) < embeds.shape[0] else None
         same = at is not None and at.shape == rows.shape
         match = float(cosine_rows(rows, at)) if same else 0.0
-        diff = float((at.float() - rows.float()).abs().max()) if same else None
+        diff = float((at.float() - rows.float()).abs().max()) if same and at is not None else None
         got = _per_slice(received, positions, img.grid_thw[0])
         want = _per_slice(expected, positions, img.grid_thw[0])
         summaries.append(SyncVideo(video=i, runs=[list(r) for r in runs], rows=rows.shape[0], placeholders=n, expected=img.tokens,
@@ -122,7 +124,7 @@ def video_sync(loaded, images: list[ImageInfo], encode_rows: list, rec, prepared
                                    fingerprint=fingerprint(at) if at is not None else None))
         checks.append(Check(f"video {i}: rows == placeholders == t·h·w/merge²", rows.shape[0] == n == img.tokens,
                             f"{rows.shape[0]} rows, {n} placeholders, {img.tokens} expected", FindingKind.SHAPE_MISMATCH))
-        checks.append(Check(f"video {i}: merged rows equal encode rows", same and bool(torch.equal(at, rows.to(at.dtype))) and match >= SAME_ROWS,
+        checks.append(Check(f"video {i}: merged rows equal encode rows", same and at is not None and bool(torch.equal(at, rows.to(at.dtype))) and match >= SAME_ROWS,
                             f"max |diff| {diff}, cosine {match:.4f}", FindingKind.FINGERPRINT))
         if got is not None and want is not None:
             checks.append(Check(f"video {i}: temporal ids == get_rope_index", got == want,
