@@ -6,6 +6,9 @@ output depends on what else the engine ran with it, as in "wrong results with ba
   untouched.
 - `batch-dependent-decoder:L`: decoder layer L's output rows of each request of a step that runs two or more requests
   get the mean of the other requests' rows added the same way; a request alone in its step is untouched.
+- `nondeterministic-encoder`: every encoder call's rows get random noise (a twentieth of their mean row norm) drawn
+  from a generator seeded by (seed, call number): the same item, alone, encodes differently call after call, whatever
+  shared the call (the nondeterminism class: the same batch, repeated, disagrees).
 
 Only tensors change; nothing here says which requests were mixed (qdebug reads that from what it records).
 """
@@ -39,6 +42,34 @@ def plant_encoder(model) -> None:
     """Make the model's encoder calls batch-dependent (`model.embed_multimodal`: one call per group of items)."""
     embed = model.embed_multimodal
     model.embed_multimodal = lambda *args, **kwargs: mix_items(embed(*args, **kwargs))
+
+
+def noisy(outputs, generator):
+    """An encoder call's outputs (a tensor or a sequence of [rows, hidden]) each plus noise from `generator`."""
+    import torch
+
+    def one(t):
+        rows = t.float()
+        scale = 0.05 * rows.reshape(-1, rows.shape[-1]).norm(dim=-1).mean() / rows.shape[-1] ** 0.5
+        return (rows + scale * torch.randn(rows.shape, generator=generator)).to(t.dtype)
+
+    if hasattr(outputs, "shape"):
+        return one(outputs)
+    out = [one(t) for t in outputs]
+    return tuple(out) if isinstance(outputs, tuple) else out
+
+
+def plant_noise(model, seed: int) -> None:
+    """Make the model's encoder calls nondeterministic: call n's rows get noise seeded by (seed, n)."""
+    import torch
+
+    embed, calls = model.embed_multimodal, [0]
+
+    def call(*args, **kwargs):
+        calls[0] += 1
+        return noisy(embed(*args, **kwargs), torch.Generator().manual_seed(seed * 1_000_003 + calls[0]))
+
+    model.embed_multimodal = call
 
 
 def plant_decoder(runner, layer) -> None:

@@ -7,6 +7,8 @@
   buffer between the encoder and the merge, in an order drawn from the seed (seed 000's service).
 - `batch-dependent-encoder`: an item's encoder rows depend on the other items of its encoder call (unchanged alone);
   `batch-dependent-decoder:L`: decoder layer L's rows of a request depend on the step's other requests (batch_faults.py).
+- `nondeterministic-encoder` (seeded by `QDEBUG_VLLM_SEED`): each encoder call's rows get noise drawn anew per call
+  (batch_faults.py): the same item, alone, repeated, disagrees with itself.
 - `temporal-ids-flat`: every video token's temporal MRoPE id is its video's first (a video placed as one image), in the
   positions the runner keeps for the request (engine_video_faults.py); the model's own position function is untouched.
 
@@ -24,7 +26,8 @@ from .vllm_model import decoder_layers, linear_parts
 
 ENV_INJECT = "QDEBUG_VLLM_INJECT"
 ENV_SEED = "QDEBUG_VLLM_SEED"
-PRESETS = ("head-first:LAYER", "shared-visual-buffer", "batch-dependent-encoder", "batch-dependent-decoder:LAYER", "temporal-ids-flat")
+PRESETS = ("head-first:LAYER", "shared-visual-buffer", "batch-dependent-encoder", "batch-dependent-decoder:LAYER", "temporal-ids-flat",
+           "nondeterministic-encoder")
 
 log = logging.getLogger("vllm.qdebug")
 
@@ -74,6 +77,12 @@ def install(runner, name: str) -> None:
             return
         plant_decoder(runner, layers[int(layer)])
         log.warning("qdebug: injected fault batch-dependent-decoder at layer %s", layer)
+    elif name == "nondeterministic-encoder":
+        from .batch_faults import plant_noise
+
+        seed = int(raw) if (raw := os.environ.get(ENV_SEED, "0").strip()).isdigit() else 0
+        plant_noise(model, seed)
+        log.warning("qdebug: injected fault nondeterministic-encoder (seed %d)", seed)
     elif name == "temporal-ids-flat":
         from .engine_video_faults import plant_temporal_ids_flat
 

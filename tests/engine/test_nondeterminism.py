@@ -1,0 +1,46 @@
+"""`nondeterminism` only when the same batch composition, repeated, disagrees: under
+`QDEBUG_VLLM_INJECT=nondeterministic-encoder` (fresh noise in every encoder call) one request replayed alone, again
+and again (`--repeat`), parts from its own isolated run inside the engine: `diverged` with a `nondeterminism`
+finding, never `batch_dependent` (nothing shared its calls or steps) nor `server_mismatch` (no reference asked)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from tests.endpoint.conftest import SAMPLE, run_qdebug
+
+from .test_engine_faults import faulty_server
+
+pytestmark = pytest.mark.vllm
+
+
+@pytest.fixture(scope="module")
+def noisy_encoder(vllm_py, tmp_path_factory):
+    """vLLM whose encoder adds noise drawn anew for every call."""
+    with faulty_server(vllm_py, tmp_path_factory.mktemp("noisy-encoder"), "nondeterministic-encoder", seed=3) as server:
+        yield server
+
+
+def test_the_same_request_alone_repeated_that_disagrees_is_nondeterminism(noisy_encoder, tmp_path):
+    shutil.copytree(SAMPLE / "capture", tmp_path / "capture")
+    first = (SAMPLE / "capture.jsonl").read_text().splitlines()[0]
+    capture = tmp_path / "one.jsonl"
+    capture.write_text(first + "\n")
+    rid = json.loads(first)["id"]
+    out = tmp_path / "r.json"
+    result = run_qdebug("replay", str(capture), "--endpoint", noisy_encoder.url, "--engine-traces", str(noisy_encoder.traces),
+                        "--repeat", "3", "--json", str(out), env={"COLUMNS": "320"}, timeout=900)
+    assert out.exists(), result.stdout + result.stderr
+    doc = json.loads(out.read_text())
+    (r,) = doc["requests"]
+    assert r["id"] == rid and r["co_batched"] == [[], [], []], r  # alone in every burst run: the batch records say so
+    assert r["verdict"] == "diverged" and set(r["burst_verdicts"]) == {"diverged"}, r
+    assert r["stage"] == "encode" and set(r["burst_stages"]) == {"encode"}, r
+    kinds = {f["kind"] for f in doc["findings"] if f.get("request_id") == rid}
+    assert "nondeterminism" in kinds and not kinds & {"batch_dependent", "server_mismatch", "contamination"}, doc["findings"]
+    (f,) = [f for f in doc["findings"] if f["kind"] == "nondeterminism"]
+    assert f["stage"] == "encode" and "3/3 burst(s)" in f["message"], f
+    assert result.returncode == 1, result.stderr
