@@ -93,20 +93,36 @@ def _judge_burst(out, k: int, alone, runs: EngineRuns, mismatch: Parting | None)
 
 
 def _settle_nondeterminism(rid: str, calls: list[BurstCall], runs: EngineRuns) -> None:
-    """A parted burst run whose batch composition is the isolated run's (nothing shared it) or that of a burst run that
-    agreed with it is nondeterminism (`diverged`), not a batch's doing."""
+    """A parted burst run whose batch composition is the isolated run's (nothing shared it), that of a burst run that
+    agreed with it, or that of another parted burst run it disagrees with, is nondeterminism (`diverged`), not a
+    batch's doing: the same batch, repeated, gave two answers."""
     def composition(k: int, stage: str | None):
         b = runs.batching.get((rid, k + 1), RunBatching())
         return None if b.alone else (b.composition[0] if stage == StageName.ENCODE and b.composition else b.composition)
 
     same = [k for k, c in enumerate(calls) if c.parting is not None and c.parting.stage is None]  # runs that agreed with alone
     agreed, agreed_enc = {composition(k, None) for k in same}, {composition(k, StageName.ENCODE) for k in same}
+    wobbly = set()
     for k, c in enumerate(calls):
         if c.verdict != Verdict.BATCH_DEPENDENT:
             continue
         mine = composition(k, c.stage)
-        if mine is None or mine in (agreed_enc if c.stage == StageName.ENCODE else agreed):
-            c.verdict = Verdict.DIVERGED
+        if mine is None or mine in (agreed_enc if c.stage == StageName.ENCODE else agreed) or _twin_disagrees(rid, k, c, calls, runs, composition):
+            wobbly.add(k)
+    for k in wobbly:  # settled after all were compared: a twin's verdict must not change what the other is compared as
+        calls[k].verdict = Verdict.DIVERGED
+
+
+def _twin_disagrees(rid: str, k: int, call: BurstCall, calls: list[BurstCall], runs: EngineRuns, composition) -> bool:
+    """Whether another parted burst run of the same batch composition (at this run's stage) parts from this one."""
+    mine, trace = composition(k, call.stage), runs.bursts[k].get(rid)
+    for j, other in enumerate(calls):
+        if j == k or other.verdict != Verdict.BATCH_DEPENDENT or other.stage != call.stage or composition(j, call.stage) != mine:
+            continue
+        twin = runs.bursts[j].get(rid) if j < len(runs.bursts) else None
+        if trace is not None and twin is not None and parting(trace, twin, runs.atol, runs.rtol).stage is not None:
+            return True
+    return False
 
 
 def _outcome(out, calls: list[BurstCall], mismatch: Parting | None) -> list[Finding]:

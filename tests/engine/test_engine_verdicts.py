@@ -42,6 +42,9 @@ def test_a_batch_dependent_encoder_is_found_at_encode_naming_its_encoder_call(ba
     dependent = [r for r in doc["requests"] if r["verdict"] == "batch_dependent"]
     assert dependent and all(r["stage"] == "encode" for r in dependent)
     assert not [r for r in doc["requests"] if r["verdict"] in ("contaminated", "server_mismatch")], doc["requests"]
+    # a batch's doing is never called nondeterminism: no run that parted is "diverged", no nondeterminism finding
+    assert not [r for r in doc["requests"] if "diverged" in r["burst_verdicts"]], doc["requests"]
+    assert not [f for f in doc["findings"] if f["kind"] == "nondeterminism"], doc["findings"]
     for r in dependent:
         (f,) = [f for f in doc["findings"] if f["kind"] == "batch_dependent" and f["request_id"] == r["id"]]
         first = next(k for k, v in enumerate(r["burst_verdicts"]) if v == "batch_dependent")
