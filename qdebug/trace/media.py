@@ -11,8 +11,13 @@ placeholders interleave with the video's in time chunks.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, cast
 
 from qdebug.errors import PlaceholderError
+
+if TYPE_CHECKING:
+    from .audio import Clip
+    from .request import Request
 
 
 @dataclass
@@ -45,19 +50,20 @@ class MediaItem:
         return (self.positions[0], self.positions[-1] + 1) if self.positions else (0, 0)
 
 
-def audio_slots(request) -> list[tuple[object, int | None]]:
+def audio_slots(request: Request) -> list[tuple[Clip, int | None]]:
     """The audio the processor is given, in message order: (clip, None) for a clip, (track, v) for video v's own
     audio track when `use_audio_in_video` (the order the model fills `<|AUDIO|>` placeholders in)."""
-    slots = []
+    slots: list[tuple[Clip, int | None]] = []
     for kind, value in request.parts:
+        index = cast(int, value)  # an item's part holds its index among the request's items of that kind
         if kind == "audio":
-            slots.append((request.audios[value], None))
+            slots.append((request.audios[index], None))
         elif kind == "video" and request.use_audio_in_video:
-            track = request.videos[value].audio
+            track = request.videos[index].audio
             if track is None:
-                raise PlaceholderError(f"video {value} ({request.video_paths[value]}) has no audio track; expected a video file "
+                raise PlaceholderError(f"video {index} ({request.video_paths[index]}) has no audio track; expected a video file "
                                        "with sound for --use-audio-in-video")
-            slots.append((track, value))
+            slots.append((track, index))
     return slots
 
 
@@ -123,7 +129,8 @@ def media_items(loaded, request, inputs) -> list[MediaItem]:
         at = 0
         for k, source in enumerate(mine):
             if enc.grid_key is not None:
-                grid = tuple(int(x) for x in inputs[enc.grid_key][k])
+                gt, gh, gw = (int(x) for x in inputs[enc.grid_key][k])
+                grid = (gt, gh, gw)
                 expected, kept = grid[0] * grid[1] * grid[2] // (merge * merge), None
             else:
                 grid, kept = None, int(frames[k])
