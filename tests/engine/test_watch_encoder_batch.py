@@ -73,3 +73,20 @@ def test_a_clean_encoder_runs_the_check_and_finds_nothing(vllm_py, tmp_path):
     assert series.get((CHECKS, "encoder_batch"), 0) >= len(calls), series
     assert series.get((VIOLATIONS, "encoder_batch"), 0) == 0 and series.get((ERRORS, "encoder_batch"), 0) == 0, series
     assert not [f for f in read_findings(str(tmp_path / "watch")) if f.check == "encoder_batch"]
+
+
+def test_an_encoder_batch_check_that_raises_is_counted_and_the_answers_are_unchanged(vllm_py, tmp_path):
+    images = distinct_images(tmp_path / "images", 8, seed=20)
+    with _server(vllm_py, tmp_path / "off", QDEBUG_VLLM_WATCH="0") as plain:
+        expected = burst(plain, images, concurrency=8, max_tokens=8)
+    with _server(vllm_py, tmp_path / "raising", QDEBUG_VLLM_WATCH_RAISE="encoder_batch") as server:
+        answers = burst(server, images, concurrency=8, max_tokens=8)
+        calls = _shared_calls(tmp_path / "raising")
+        series = _series_after(server, lambda s: s.get((ERRORS, "encoder_batch"), 0) >= len(calls))
+    assert answers == expected
+    assert calls, "no encoder call carried two items"  # each sampled one raised, was counted and logged
+    assert series[(ERRORS, "encoder_batch")] == series[(CHECKS, "encoder_batch")] >= len(calls), series
+    deadline = time.monotonic() + 30
+    while not (found := [f for f in read_findings(str(tmp_path / "raising" / "watch")) if f.check == "encoder_batch"]) and time.monotonic() < deadline:
+        time.sleep(0.25)
+    assert found and {f.outcome for f in found} == {"error"} and all("RuntimeError" in f.evidence for f in found), found
