@@ -6,6 +6,7 @@ import traceback
 from typer.testing import CliRunner
 
 from qdebug.cli import app
+from qdebug.model import load
 
 _opens: list[list[str]] | None = None
 
@@ -19,9 +20,11 @@ def _hook(event: str, args: tuple) -> None:
     _opens.append([f.filename for f in traceback.extract_stack()])
 
 
-def test_attn_reads_config_json_once(scene_png, tmp_path):
+def test_attn_reads_config_json_once(scene_png, tmp_path, monkeypatch):
     global _opens
     path, _ = scene_png
+    # a cold command: earlier in-process commands of the suite (test_attn_cli) leave the demo's config cached
+    monkeypatch.setattr(load, "_CONFIGS", {})
     sys.addaudithook(_hook)
     _opens = []
     try:
