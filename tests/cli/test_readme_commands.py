@@ -40,6 +40,7 @@ EXPECT = {
     "svc.log --request 42": (0, "events shown (filter): 0"),  # log_synth's request ids start at 1000
     "--kind overwrite --since": (1, "buffer_overwrite"),
     "--out /tmp/fleet/a --host a": (0, "of host a into"),
+    "--out index/gpu-3 --host gpu-3": (0, "indexed 1 watch findings into"),  # docs/watch.md: the log _Place.findings writes
     "--out /tmp/fleet/b --host b": (0, "of host b into"),
     "/tmp/fleet/a /tmp/fleet/b --kind overwrite": (1, "request b/"),  # both hosts' rows, named by host
     "--vary paths --order both": (0, "no stage beyond tolerance"),
@@ -111,10 +112,24 @@ class _Place:
                 with open(self.tmp / name, "rb") as src, gzip.open(self.tmp / f"{name}.gz", "wb") as dst:
                     shutil.copyfileobj(src, dst)
 
+    def findings(self) -> None:
+        """A watch findings log for host gpu-3, written through the watch's own writer (one placement violation)."""
+        from qdebug.engine.watch_log import FindingsLog, WatchFinding
+
+        folder = self.tmp / "gpu-3"
+        if not (folder / "findings.log").exists():
+            folder.mkdir()
+            writer = FindingsLog(str(folder), 1 << 20)
+            writer.host = "gpu-3"
+            writer.add(WatchFinding("placement", "violation", "sync", "chatcmpl-a", "item 0 (image): 24 of 24 rows are chatcmpl-d1's",
+                                    donors=["chatcmpl-d1"]))
+            writer.drain()
+
     def fill(self, line: str) -> list[str]:
         tmp = str(self.tmp)
         line = line.replace("IMAGE PROMPT", 'sample_data/red_circle_top_left.png "Describe the image."')
         line = re.sub(r"/tmp/(\w+)", lambda m: f"{tmp}/{m.group(1)}", line)  # first: tmp itself is under /tmp
+        line = re.sub(r"(?<![\w/])(gpu-3/findings\.log|index/gpu-3)", lambda m: f"{tmp}/{m.group(1)}", line)
         line = re.sub(r"(?<![\w/])out/", f"{tmp}/out/", line)
         line = re.sub(r"(?<![\w/])(svc\.log[\w.]*|before\.qdt|after\.qdt)", lambda m: f"{tmp}/{m.group(1)}", line)
         line = re.sub(r"(?<![\w/])capture\.jsonl", "sample_data/capture.jsonl", line)
@@ -157,6 +172,8 @@ SERVED = [line for line in RUNNABLE if line not in LOCAL]
 def test_readme_command_runs(line, place):
     if "svc.log" in line:
         place.logs()
+    if "findings.log" in line:
+        place.findings()
     if "before.qdt" in line:
         for name, kernel in (("before", "sdpa"), ("after", "eager")):  # one request, traced twice
             _invoke(["attn", "sample_data/red_circle_top_left.png", "Describe the image.", "--max-new-tokens", "3", "--attn", kernel,
