@@ -47,6 +47,12 @@ def interruption() -> KeyboardInterrupt:
     return Terminated() if _TERMINATED.is_set() else KeyboardInterrupt()
 
 
+def terminated_this_run() -> bool:
+    """Whether SIGTERM came during the run in progress (a library may have turned it into its own error since); False
+    outside one, so an earlier run's signal never makes a later error look like a stop."""
+    return _DEPTH[0] > 0 and _TERMINATED.is_set()
+
+
 def interrupt_exit_code(exc: BaseException | None = None) -> int:
     """143 after SIGTERM (the exception, or any SIGTERM this run), 130 after Ctrl-C: the README's exit codes."""
     return 143 if isinstance(exc, Terminated) or _TERMINATED.is_set() else 130

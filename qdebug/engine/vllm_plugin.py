@@ -34,12 +34,16 @@ log = logging.getLogger("vllm.qdebug")
 def register() -> None:
     """Called once in each vLLM process; with tracing on (or a fault asked for), arrange for the model runner to be
     traced (or faulted) once it has loaded its model."""
+    from .step_delay import requested_gather
     from .vllm_faults import requested
     from .watch_settings import watch_on
 
-    if not os.environ.get(ENV_DIR) and not requested() and not watch_on():
+    gather = requested_gather()
+    if not os.environ.get(ENV_DIR) and not requested() and not watch_on() and not gather:
         return
     try:
+        if gather:
+            _gather_bursts(gather)
         if watch_on():  # QDEBUG_VLLM_WATCH=1: engine/watch_engine.py (the front end serves the workers' counters)
             from .watch_engine import prepare_process
 
@@ -52,6 +56,15 @@ def register() -> None:
         sys.meta_path.insert(0, _RunnerImportHook())
     except Exception as exc:  # never stop vLLM from starting
         log.warning("qdebug: plugin not installed (%s: %s)", type(exc).__name__, exc)
+
+
+def _gather_bursts(seconds: float) -> None:
+    """QDEBUG_VLLM_GATHER_MS in the engine-core process (vLLM imports its module before loading plugins there)."""
+    core = sys.modules.get("vllm.v1.engine.core")
+    if core is not None and hasattr(core, "EngineCoreProc"):
+        from .step_delay import gather_bursts
+
+        gather_bursts(core.EngineCoreProc, seconds)
 
 
 def trace_all() -> bool:

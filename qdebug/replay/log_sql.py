@@ -34,9 +34,15 @@ def duckdb_module():
 
 
 def is_interrupted_query(exc: BaseException) -> bool:
-    """Whether a DuckDB error is its word for a query a signal stopped (it swallows the KeyboardInterrupt and raises
-    RuntimeError("Query interrupted") or InterruptException instead)."""
-    return type(exc).__name__ == "InterruptException" or (type(exc) is RuntimeError and str(exc) == "Query interrupted")
+    """Whether a DuckDB error is its word for a query a signal stopped: it swallows the KeyboardInterrupt and raises
+    RuntimeError("Query interrupted") or InterruptException instead, or, when the signal came while it was calling back
+    into Python (reading a registered frame's schema), an error that quotes the exception ("...failed: Terminated: ")."""
+    from qdebug.signals import terminated_this_run
+
+    if type(exc).__name__ == "InterruptException" or (type(exc) is RuntimeError and str(exc) == "Query interrupted"):
+        return True
+    said = str(exc)
+    return terminated_this_run() or "KeyboardInterrupt" in said or ": Terminated" in said
 
 
 @contextmanager

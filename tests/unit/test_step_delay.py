@@ -23,3 +23,52 @@ def test_only_steps_that_start_requests_wait():
     start = time.perf_counter()
     runner.execute_model(SimpleNamespace(scheduled_new_reqs=["req"]))
     assert time.perf_counter() - start >= 0.05 > decode
+
+
+class _Core:
+    """vLLM's EngineCoreProc as gather_bursts sees it: a scheduler, the input queue, a request handler."""
+
+    def __init__(self, running: list) -> None:
+        import queue
+
+        self.scheduler = SimpleNamespace(running=running, waiting=[])
+        self.input_queue = queue.Queue()
+        self.handled: list = []
+
+    def _process_input_queue(self) -> None:
+        while not self.input_queue.empty():
+            self._handle_client_request(*self.input_queue.get_nowait())
+
+    def _handle_client_request(self, kind, request) -> None:
+        self.handled.append(request)
+        self.scheduler.waiting.append(request)
+
+    def is_running(self) -> bool:
+        return True
+
+
+def test_an_idle_engine_gathers_a_burst_that_arrives_slowly_and_a_busy_one_does_not_wait():
+    import threading
+
+    from qdebug.engine.step_delay import gather_bursts
+
+    class Core(_Core):
+        pass
+
+    gather_bursts(Core, 0.3)
+    idle = Core(running=[])
+    idle.input_queue.put(("add", "a"))
+
+    def trickle() -> None:  # the front end hands the burst over one request every 100 ms
+        for name in "bcd":
+            time.sleep(0.1)
+            idle.input_queue.put(("add", name))
+
+    threading.Thread(target=trickle).start()
+    idle._process_input_queue()
+    assert idle.handled == ["a", "b", "c", "d"]  # one step starts all four
+    busy = Core(running=["x"])
+    busy.input_queue.put(("add", "a"))
+    start = time.perf_counter()
+    busy._process_input_queue()
+    assert busy.handled == ["a"] and time.perf_counter() - start < 0.3
