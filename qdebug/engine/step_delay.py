@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from typing import Any
 
 ENV_STEP_DELAY = "QDEBUG_VLLM_STEP_DELAY_MS"
 ENV_GATHER = "QDEBUG_VLLM_GATHER_MS"
@@ -50,16 +51,16 @@ def _milliseconds(name: str) -> float:
     return ms / 1000
 
 
-def gather_bursts(core_class: type, seconds: float) -> None:
+def gather_bursts(core_class: Any, seconds: float) -> None:
     """Make `core_class._process_input_queue` (vLLM's EngineCoreProc) gather a burst: when the engine is idle (nothing
     running) and requests are waiting, keep taking requests until none arrived for `seconds` (GATHER_LIMIT at most)."""
     import queue
 
-    process = core_class._process_input_queue
+    process = getattr(core_class, "_process_input_queue")
     if getattr(process, "_qdebug", False):
         return
 
-    def _process_input_queue(self) -> None:
+    def _process_input_queue(self: Any) -> None:
         process(self)
         scheduler = self.scheduler
         if getattr(scheduler, "running", None) or not len(getattr(scheduler, "waiting", ()) or ()):
@@ -72,8 +73,8 @@ def gather_bursts(core_class: type, seconds: float) -> None:
                 return
             self._handle_client_request(*request)
 
-    _process_input_queue._qdebug = True
-    core_class._process_input_queue = _process_input_queue
+    setattr(_process_input_queue, "_qdebug", True)
+    setattr(core_class, "_process_input_queue", _process_input_queue)
     log.warning("qdebug: an idle engine gathers each burst until no request arrived for %.0f ms (%s)", seconds * 1000, ENV_GATHER)
 
 
