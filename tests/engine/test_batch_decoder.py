@@ -20,9 +20,9 @@ LAYER = 1
 @pytest.fixture(scope="module")
 def batch_decoder(vllm_py, tmp_path_factory):
     """vLLM whose layer LAYER mixes each request's rows with its step's other requests' (alone in a step: untouched)."""
-    # busy engine (200 ms per step that starts requests), so a burst's requests share prefill steps on 2 cores
+    # an engine that gathers each burst (QDEBUG_VLLM_GATHER_MS), so a burst's requests share prefill steps on 2 cores
     with faulty_server(vllm_py, tmp_path_factory.mktemp("batch-decoder"), f"batch-dependent-decoder:{LAYER}",
-                       extra_env={"QDEBUG_VLLM_STEP_DELAY_MS": "200"}) as server:
+                       extra_env={"QDEBUG_VLLM_GATHER_MS": "1000"}) as server:
         yield server
 
 

@@ -30,8 +30,8 @@ def ran(vllm_py, tmp_path_factory):
     from qdebug.replay.endpoint import EndpointSettings, chat_body, isolated
 
     where = tmp_path_factory.mktemp("batch-record")
-    # QDEBUG_VLLM_STEP_DELAY_MS: a busy engine, so the burst queues and shares encoder calls as on a loaded server
-    env = {"QDEBUG_VLLM_INJECT": "batch-dependent-encoder", "VLLM_PLUGINS": "qdebug", "QDEBUG_VLLM_STEP_DELAY_MS": "200"}
+    # QDEBUG_VLLM_GATHER_MS: the idle engine gathers each burst, so it shares encoder calls as on a loaded server
+    env = {"QDEBUG_VLLM_INJECT": "batch-dependent-encoder", "VLLM_PLUGINS": "qdebug", "QDEBUG_VLLM_GATHER_MS": "1000"}
     settings = EndpointSettings(url="unused")
     bodies = {f"req-{i}": chat_body(request_for(image, max_new_tokens=16), "demo", top_logprobs=0) for i, image in enumerate(IMAGES)}
 

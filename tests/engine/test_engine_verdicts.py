@@ -15,10 +15,11 @@ pytestmark = pytest.mark.vllm
 @pytest.fixture(scope="module")
 def batch_encoder(vllm_py, tmp_path_factory):
     """vLLM whose encoder mixes every item of a call with the call's other items (alone: untouched)."""
-    # A busy engine (each step that starts requests waits 200 ms), so a burst queues and shares encoder calls as on a
-    # loaded GPU server; without it this 2-core server finished each request before the next arrived (one item a call).
+    # An engine that gathers each burst before its first step (QDEBUG_VLLM_GATHER_MS), so the burst shares encoder calls
+    # as on a loaded GPU server; without it this 2-core server finished each request before the next arrived (one item
+    # a call), and a fixed step delay did not change that on a quiet machine.
     with faulty_server(vllm_py, tmp_path_factory.mktemp("batch-encoder"), "batch-dependent-encoder",
-                       extra_env={"QDEBUG_VLLM_STEP_DELAY_MS": "200"}) as server:
+                       extra_env={"QDEBUG_VLLM_GATHER_MS": "1000"}) as server:
         yield server
 
 
@@ -53,15 +54,27 @@ def test_a_batch_dependent_encoder_is_found_at_encode_naming_its_encoder_call(ba
     assert result.returncode == 1
 
 
-def test_a_clean_engine_under_the_same_bursts_three_times_is_all_ok_and_says_how_it_batched(traced_server, tmp_path):
-    doc, result = replay(traced_server, tmp_path / "r.json", "--repeat", "3", "--model", "demo", "--device", "cpu")
+@pytest.fixture(scope="module")
+def gathering_server(vllm_py, tmp_path_factory):
+    """A clean vLLM with the plugin tracing (tagged requests), whose idle engine gathers each burst as the faulty one does."""
+    from .vllm_server import VllmServer
+
+    work = tmp_path_factory.mktemp("clean-gathering")
+    env = {"VLLM_PLUGINS": "qdebug", "QDEBUG_VLLM_GATHER_MS": "1000"}
+    with VllmServer(vllm_py, work, trace_dir=work / "traces", extra_env=env) as server:
+        server.traces = work / "traces"
+        yield server
+
+
+def test_a_clean_engine_under_the_same_bursts_three_times_is_all_ok_and_says_how_it_batched(gathering_server, tmp_path):
+    doc, result = replay(gathering_server, tmp_path / "r.json", "--repeat", "3", "--model", "demo", "--device", "cpu")
     assert {r["verdict"] for r in doc["requests"]} == {"ok"}, [(r["id"], r["verdict"], r["stage"]) for r in doc["requests"]]
     assert_one_story(doc, result)
     batching = doc["engine_traces"]["batching"]
     assert len(batching) == 3 and any(b["batched"] for b in batching), batching  # the bursts really batched
     tag = doc["engine_traces"]["tag"]
     for k, b in enumerate(batching, start=1):
-        calls, steps = records(traced_server.traces, tag, f"burst-{k}")
+        calls, steps = records(gathering_server.traces, tag, f"burst-{k}")
         assert b["encoder_calls"] == [len(c) for c in calls] and b["largest_step"] == max(map(len, steps)), (b, calls, steps)
         assert f"burst {k}: {b['said']}" in " ".join(result.stdout.replace("│", " ").split()), b  # the report says it
     for r in doc["requests"]:  # text@ and visual@ from the engine's own trace: its image's rows where its placeholders are

@@ -27,11 +27,17 @@ def watched(vllm_py, where, **env) -> VllmServer:
 
 
 def settled(server, want) -> dict:
-    """/metrics once `want(series)` holds (the worker writes its counters twice a second), else the last read."""
+    """/metrics once `want(series)` holds and the counters have stopped moving, else the last read.
+
+    The worker writes its counters twice a second, and a step's checks may still be counting when `want` first holds
+    (a burst's last steps, the findings thread): a count compared with the findings log must be the final one."""
     deadline = time.monotonic() + 30
+    last, since = None, time.monotonic()
     while True:
         series = watch_series(server)
-        if want(series) or time.monotonic() > deadline:
+        if series != last:
+            last, since = series, time.monotonic()
+        if (want(series) and time.monotonic() - since >= 1.5) or time.monotonic() > deadline:
             return series
         time.sleep(0.25)
 

@@ -1,5 +1,5 @@
 """The watch's sampled `encoder_batch` check inside a real vLLM (QDEBUG_VLLM_WATCH_SAMPLE=1), under untagged concurrent
-traffic on a busy engine (QDEBUG_VLLM_STEP_DELAY_MS, so bursts share encoder calls): under the batch-dependent encoder
+traffic on an engine that gathers each burst (QDEBUG_VLLM_GATHER_MS, so bursts share encoder calls): under the batch-dependent encoder
 preset its violations name the requests the engine's batch log says shared the call; on a clean server it runs and
 finds nothing."""
 
@@ -22,7 +22,7 @@ CHECKS, VIOLATIONS, ERRORS = "qdebug_watch_checks_total", "qdebug_watch_violatio
 def _server(vllm_py, where, **env) -> VllmServer:
     where.mkdir(parents=True, exist_ok=True)
     env = {"QDEBUG_VLLM_WATCH": "1", "QDEBUG_VLLM_WATCH_SAMPLE": "1", "QDEBUG_VLLM_WATCH_DIR": str(where / "watch"),
-           "QDEBUG_VLLM_STEP_DELAY_MS": "200", **env}
+           "QDEBUG_VLLM_GATHER_MS": "1000", **env}
     return VllmServer(vllm_py, where, extra_env=env)
 
 
