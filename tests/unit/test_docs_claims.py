@@ -60,3 +60,147 @@ def test_the_demo_model_page_describes_the_shipped_checkpoint():
     assert [int(blocks), int(patch), int(merge)] == [vision["depth"], vision["patch_size"], vision["spatial_merge_size"]]
     size = sum(path.stat().st_size for path in CHECKPOINT.iterdir() if path.is_file())
     assert round(size / 1e6, 1) == float(mb), size
+
+
+def _page(name: str) -> str:
+    """A command page's text with its line breaks and runs of spaces as single spaces."""
+    return " ".join((DOCS / "commands" / name).read_text(encoding="utf-8").split())
+
+
+def _options(path: str) -> dict:
+    """`--option` → its click parameter, for the command at `path` ("export onnx", "attn")."""
+    import typer
+
+    from qdebug.cli import app
+
+    command = typer.main.get_command(app)
+    for name in path.split():
+        command = command.commands[name]
+    return {opt: param for param in command.params for opt in param.opts if opt.startswith("--")}
+
+
+# (page, the page's words, command, option, the default the words state)
+DEFAULTS = [
+    ("attn.md", "tokens to generate, greedy (default 16)", "attn", "--max-new-tokens", 16),
+    ("attn.md", "alternatives shown per token (default 5)", "attn", "--topk", 5),
+    ("attn.md", "(default `sdpa` for attn, diff and repl; replay keeps `eager`)", "attn", "--attn", "sdpa"),
+    ("attn.md", "(default `sdpa` for attn, diff and repl; replay keeps `eager`)", "diff", "--attn", "sdpa"),
+    ("attn.md", "(default `sdpa` for attn, diff and repl; replay keeps `eager`)", "repl", "--attn", "sdpa"),
+    ("attn.md", "(default `sdpa` for attn, diff and repl; replay keeps `eager`)", "replay", "--attn", "eager"),
+    ("replay.md", "`--mode threads` (default:", "replay", "--mode", "threads"),
+    ("replay.md", "(`--retries`, default 2)", "replay", "--retries", 2),
+    ("replay.md", "`--max-answer-mb N` (default 64)", "replay", "--max-answer-mb", 64),
+    ("replay.md", "`--engine-caches fresh` (the default)", "replay", "--engine-caches", "fresh"),
+    ("serve.md", "Binds to 127.0.0.1 unless `--host` says otherwise", "serve", "--host", "127.0.0.1"),
+    ("serve.md", "`--max-body-mb` (default 64)", "serve", "--max-body-mb", 64),
+    ("serve.md", "`--max-connections` (default 256)", "serve", "--max-connections", 256),
+    ("serve.md", "`--request-timeout` seconds (default 120)", "serve", "--request-timeout", 120),
+    ("serve.md", "--port 8000", "serve", "--port", 8000),
+    ("demo.md", "`demo train [--steps 5000] [--seed 1234]", "demo train", "--steps", 5000),
+    ("demo.md", "`demo train [--steps 5000] [--seed 1234]", "demo train", "--seed", 1234),
+    ("demo.md", "`demo eval [--scenes 200]`", "demo eval", "--scenes", 200),
+]
+
+
+def test_the_defaults_the_command_pages_state_are_the_clis():
+    """Each default a command page states is the one the command's option has (the page still says it, in those words)."""
+    wrong = []
+    for page, words, command, option, value in DEFAULTS:
+        assert words in _page(page), f"{page} no longer says {words!r}"
+        default = _options(command)[option].default
+        if default != value:
+            wrong.append(f"{page}: {command} {option} defaults to {default!r}, the page says {value!r}")
+    assert not wrong, wrong
+
+
+def test_the_commands_the_index_page_names_take_model_device_and_dtype():
+    """docs/commands/index.md: the commands that run a model and estimate take all three; export onnx and demo eval only --model."""
+    page = _page("index.md")
+    said = re.search(r"The commands that run a model \(([^)]*)\) and `estimate` take `--model", page)
+    assert said, "index.md no longer names the commands that take --model, --device and --dtype"
+    commands = re.findall(r"`([\w ]+)`", said.group(1)) + ["estimate"]
+    assert commands == ["attn", "diff", "replay", "repl", "serve", "estimate"], commands
+    for command in commands:
+        assert {"--model", "--device", "--dtype"} <= set(_options(command)), command
+    assert "`export onnx` and `demo eval` take `--model` only" in page
+    for command in ("export onnx", "demo eval"):
+        options = set(_options(command))
+        assert "--model" in options and not {"--device", "--dtype"} & options, (command, options)
+
+
+def _number(text: str) -> float:
+    """A number as the pages write it: 1e-6, 2⁻¹¹."""
+    power = re.fullmatch(r"2([⁻⁰¹²³⁴⁵⁶⁷⁸⁹]+)", text)
+    if power:
+        digits = power.group(1).translate(str.maketrans("⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "-0123456789"))
+        return 2.0 ** int(digits)
+    return float(text)
+
+
+def test_the_diff_pages_tolerances_are_the_codes():
+    """docs/commands/diff.md's (atol, rtol) per dtype and its per-element rule; onnx.md's ONNX tolerance."""
+    import torch
+
+    from qdebug.analysis.onnx_findings import ONNX_TOLERANCE
+    from qdebug.analysis.tolerances import tolerance_for
+
+    page = _page("diff.md")
+    assert "`|a−b| <= atol + rtol·max(|a|, mean |a| of its row)`" in page
+    table = re.search(r"\(atol, rtol\) = \((\S+), (\S+)\) for float32, \((\S+), (\S+)\) for float16 and \((\S+), (\S+)\) for bfloat16", page)
+    assert table, "diff.md no longer states the tolerances in the form this test reads"
+    numbers = [_number(n) for n in table.groups()]
+    for dtype, (atol, rtol) in zip(("float32", "float16", "bfloat16"), zip(numbers[::2], numbers[1::2])):
+        tol = tolerance_for(dtype, dtype)
+        assert (tol.atol, tol.rtol) == (atol, rtol), dtype
+    assert tolerance_for("float32", "bfloat16") == tolerance_for("bfloat16", "bfloat16")  # the less precise of the pair
+    # the rule is per element, the scale floored by the row's mean |a|: a whole-tensor max|a| would let the 1e4
+    # channel of row 0 hide the 0.05 in row 1's ordinary value
+    tol = tolerance_for("float32", "float32")
+    a = torch.ones(2, 1000)
+    a[0, 0] = 1e4
+    b = a.clone()
+    b[1, 5] += 0.05
+    assert tol.allows(0.05, float(a.abs().max())) and bool((tol.excess(a, b) > 0).any())
+    onnx = _page("onnx.md")
+    said = re.search(r"ONNX tolerance, element by element as in `diff`: `\|a−b\| <= (\S+) \+ (\S+)·max\(\|a\|, mean \|a\| of its row\)`", onnx)
+    assert said and (_number(said.group(1)), _number(said.group(2))) == ONNX_TOLERANCE, said
+
+
+def test_the_log_cache_is_where_the_runtime_logs_page_says(monkeypatch, tmp_path):
+    """$QDEBUG_CACHE_DIR, else $XDG_CACHE_HOME/qdebug/logs, else ~/.cache/qdebug/logs."""
+    from pathlib import Path
+
+    from qdebug.replay.log_index import cache_dir
+
+    assert "`$QDEBUG_CACHE_DIR` when it is set, else `$XDG_CACHE_HOME/qdebug/logs` or `~/.cache/qdebug/logs`" in _page("runtime-logs.md")
+    monkeypatch.setenv("QDEBUG_CACHE_DIR", str(tmp_path / "q"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "x"))
+    assert cache_dir() == tmp_path / "q"
+    monkeypatch.delenv("QDEBUG_CACHE_DIR")
+    assert cache_dir() == tmp_path / "x" / "qdebug" / "logs"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cache_dir() == Path(tmp_path / "home" / ".cache" / "qdebug" / "logs")
+
+
+def test_log_chunks_are_recognised_one_thread_per_core_at_most_8(monkeypatch):
+    """runtime-logs.md: "recognised in worker threads, one per core (at most 8)"; one core scans in the reading thread."""
+    import os
+
+    from qdebug.replay.formats.log_pool import ChunkPool
+
+    assert "recognised in worker threads, one per core (at most 8)" in _page("runtime-logs.md")
+    for cores, workers in ((1, 0), (2, 2), (16, 8)):
+        monkeypatch.setattr(os, "cpu_count", lambda cores=cores: cores)
+        assert ChunkPool(True).workers == workers
+
+
+def test_the_dense_matrix_is_written_for_captures_of_at_most_256_requests():
+    """runtime-logs.md: the dense `contamination.matrix` only for a replayed capture of at most 256 requests."""
+    from qdebug.replay.report import ReplayReport
+
+    assert "the dense `contamination.matrix` is written only for a replayed capture of at most 256 requests" in _page("runtime-logs.md")
+    for n, kind, dense in ((256, "capture", True), (257, "capture", False), (3, "runtime-log", False)):
+        ids = [str(i) for i in range(n)]
+        report = ReplayReport(source="x", kind=kind, contamination_ids=ids, contamination=[[0.0] * n for _ in ids])
+        assert (report.to_json()["contamination"]["matrix"] is not None) == dense, (n, kind)
