@@ -1,0 +1,238 @@
+"""What the command pages (docs/commands/*.md) say a run gives, held to runs of the installed `qdebug` on the demo and
+its sample data: the JSON keys each page names, the exit codes it gives, the PNG it describes, the ONNX figures, the
+filtered events a log replay prints, the fleet's default host and what `qdebug serve` answers."""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import re
+import shutil
+import socket
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.cli.installed import qdebug
+from tests.docs_text import DOCS
+from tests.servers import Server, free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "sample_data"
+IMAGE = SAMPLE / "red_circle_top_left.png"
+PROMPT = "Describe the image."
+
+
+def _page(name: str) -> str:
+    """A command page's text with its line breaks and runs of spaces as single spaces."""
+    return " ".join((DOCS / "commands" / name).read_text(encoding="utf-8").split())
+
+
+def _named_keys(page: str, start: str, end: str) -> set[str]:
+    """The JSON keys a page names between `start` and `end`: its backticked lower-case words."""
+    text = _page(page)
+    assert start in text and end in text.split(start, 1)[1], (page, start, end)
+    span = text.split(start, 1)[1].split(end, 1)[0]
+    return {word for word in re.findall(r"`([a-z_]+)`", span)}
+
+
+def _keys(doc) -> set[str]:
+    """Every key of a JSON document, at any depth."""
+    if isinstance(doc, dict):
+        return set(doc) | {k for v in doc.values() for k in _keys(v)}
+    if isinstance(doc, list):
+        return {k for v in doc for k in _keys(v)}
+    return set()
+
+
+def test_attn_json_has_every_key_its_page_names_and_the_exit_codes_it_gives(tmp_path):
+    """attn.md: the JSON keys; exit 2 for bad input, 3 for a model that cannot be loaded, 4 for a device that is not there."""
+    named = _named_keys("attn.md", "JSON keys:", "Exit code 1")
+    assert {"model", "architecture", "grid_thw", "span", "topk", "attention_peak", "findings"} <= named
+    code, out, err = qdebug(tmp_path, "attn", IMAGE, PROMPT, "--device", "cpu", "--max-new-tokens", "3", "--json", "-")
+    assert code == 0, err
+    doc = json.loads(out)
+    from qdebug.findings import Finding
+
+    # the demo's own sample has no finding; a finding's JSON is Finding.to_json, whatever the command
+    keys = _keys(doc) | set(Finding("layout", "error", "a message", stage="layer.2").to_json())
+    assert named <= keys, named - keys
+    assert set(doc["model"]) >= {"path", "architecture", "device", "dtype"}
+    llama = tmp_path / "llama"
+    llama.mkdir()
+    (llama / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    cases = [(["attn", tmp_path / "missing.png", PROMPT], 2, "image not found"),
+             (["attn", IMAGE, PROMPT, "--model", tmp_path / "nowhere"], 3, "no such directory"),
+             (["attn", IMAGE, PROMPT, "--model", llama], 3, "not a supported Qwen multimodal model")]
+    import torch
+
+    if not torch.cuda.is_available():
+        cases.append((["attn", IMAGE, PROMPT, "--device", "cuda"], 4, "no CUDA device"))
+    for args, expected, words in cases:
+        code, _out, err = qdebug(tmp_path, *args)
+        assert code == expected and words in err and len(err.strip().splitlines()) == 1, (args, code, err)
+
+
+def test_the_exit_rule_every_page_gives():
+    """index.md and attn.md: exit 1 when a check failed (an error finding), 0 when every finding is below an error."""
+    from qdebug.commands.common import exit_status
+    from qdebug.findings import Finding
+
+    warning, error = Finding("first_divergence", "warning", "m"), Finding("layout", "error", "m")
+    assert exit_status([]) == 0 and exit_status([warning]) == 0 and exit_status([warning, error]) == 1
+    assert exit_status([warning], problem=True) == 1  # runs that part, a request not ok
+
+
+def test_diff_json_and_png_are_what_its_page_says(tmp_path):
+    """diff.md: the `--json` keys; the PNG on a log scale with the tolerance and the first divergence marked; exit 1."""
+    from qdebug.render.png_text import read_text_boxes
+
+    named = _named_keys("diff.md", "`--json PATH|-` writes", "Traces of different")
+    assert {"stages", "first_divergence", "token_index", "kl", "topk_overlap", "findings"} <= named
+    png = tmp_path / "d.png"
+    code, out, err = qdebug(tmp_path, "diff", IMAGE, PROMPT, "--device", "cpu", "--max-new-tokens", "2", "--vary", "dtype",
+                            "--json", "-", "--png", png)
+    assert code == 1, err  # float32 vs bfloat16 part at encode
+    doc = json.loads(out)
+    assert named <= _keys(doc), named - _keys(doc)
+    assert set(doc["first_divergence"]) >= {"stage", "token_index"} and doc["first_divergence"]["stage"] == "encode"
+    texts = [" ".join(s.split()) for s, _ in read_text_boxes(png)[1]]
+    assert any("10^{-" in t for t in texts), texts  # log-scale ticks
+    assert f"rtol {2.0 ** -8:g}" in texts and "first divergence" in texts, texts  # bfloat16's tolerance line, the marker
+
+
+def _capture(tmp_path: Path, n: int) -> Path:
+    """The first `n` sample requests with their images beside them."""
+    shutil.copytree(SAMPLE / "capture", tmp_path / "capture")
+    rows = (SAMPLE / "capture.jsonl").read_text().splitlines()[:n]
+    path = tmp_path / "burst.jsonl"
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_replay_json_has_every_key_its_page_names(tmp_path):
+    """replay.md's `--json` row, from a runtime log and an injected capture replay; the fault's own events are in the
+    JSON with origin "fault", labels only."""
+    named = _named_keys("replay.md", "| `--json PATH\\|-` |", "| `--save PATH.qdr` |")
+    assert {"observed_donor", "visual_offset", "images", "rows", "injected", "cells", "matrix", "tokens", "line"} <= named
+    code, out, err = qdebug(tmp_path, "replay", SAMPLE / "burst.log", "--json", "-")
+    assert code == 1, err
+    log = json.loads(out)
+    capture = _capture(tmp_path, 4)
+    code, out, err = qdebug(tmp_path, "replay", capture, "--device", "cpu", "--inject", "shared-visual-buffer", "--seed", "0", "--json", "-")
+    assert code == 1, err
+    replayed = json.loads(out)
+    assert named <= _keys(log) | _keys(replayed), named - _keys(log) - _keys(replayed)
+    assert set(replayed["contamination"]) == {"ids", "matrix", "cells"} and replayed["contamination"]["matrix"]
+    assert all({"index", "text_offset", "visual_offset", "rows", "donor"} <= set(i) for r in replayed["requests"] for i in r["images"])
+    assert any(e.get("origin") == "fault" for e in replayed["events"])
+    assert all(r[k] is None for r in log["requests"] for k in ("reference", "replayed"))  # re-execution fields: null for a log
+
+
+@pytest.fixture(scope="module")
+def clean_export(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("export")
+    code, _out, err = qdebug(tmp, "export", "onnx", "--out", tmp / "demo")
+    assert code == 0, err
+    return tmp / "demo"
+
+
+def test_a_clean_onnx_export_agrees_as_the_page_says(clean_export, tmp_path):
+    """onnx.md: a clean export of the demo agrees at every stage on the sample images (max |diff| < 1e-5, cosine
+    >= 0.999999), exit 0; its manifest is the page's example (but for the exporter's torch version)."""
+    assert "on the sample images (max |diff| < 1e-5, cosine ≥ 0.999999)" in _page("onnx.md")
+    images = sorted(SAMPLE.glob("*.png"))
+    assert len(images) >= 6
+    for image in images:
+        code, out, err = qdebug(tmp_path, "diff", image, PROMPT, "--onnx", clean_export, "--json", "-")
+        assert code == 0, (image.name, err)
+        for stage in json.loads(out)["stages"]:
+            assert stage["verdict"] == "ok" and stage["max_abs"] < 1e-5 and stage["cosine"] >= 0.999999, (image.name, stage)
+    example = json.loads(re.search(r"```json\n(.*?)```", (DOCS / "commands" / "onnx.md").read_text(encoding="utf-8"), re.S).group(1))
+    manifest = json.loads((clean_export / "qdebug-onnx.json").read_text())
+    assert manifest["exporter"].startswith("torch.onnx.export(dynamo=True), torch ")
+    example.pop("exporter"), manifest.pop("exporter")
+    assert manifest == example
+
+
+@pytest.fixture(scope="module")
+def busy_log(tmp_path_factory):
+    """A log_synth log of 3,000 lines: more requests than a small log's full tables, more events than 400."""
+    from tests.logs.log_synth import generate_log
+
+    path = tmp_path_factory.mktemp("log") / "svc.log"
+    generate_log(path, 3000, seed=1)
+    return path
+
+
+def test_the_events_a_filter_selects_are_printed_the_first_400(busy_log, tmp_path):
+    """runtime-logs.md: the events --since/--until/--request/--kind select are printed (the first 400; --jsonl for all)."""
+    assert "select the events and findings shown, and the events they select are printed (the first 400; `--jsonl` for all)" in _page("runtime-logs.md")
+    code, out, err = qdebug(tmp_path, "replay", busy_log, "--request", "1000", "--json", "-")
+    events = json.loads(out)["events"]
+    assert events and all("1000" in (e["request_id"], e["donor"]) for e in events)
+    table = err.split("events shown (filter):", 1)[1]
+    for e in events:  # each selected event is a row: its line, kind and request
+        assert re.search(rf"│ {e['line']}\s+│.*│ {e['kind']}\s+│ {e['request_id']}\s+│", table), (e, table[:3000])
+    events_file = tmp_path / "all.jsonl"
+    code, out, err = qdebug(tmp_path, "replay", busy_log, "--since", "2000-01-01T00:00Z", "--jsonl", events_file)
+    total = len(events_file.read_text().splitlines())
+    assert total > 400
+    flat = " ".join(out.split())
+    assert f"first 400 of {total:,}; --jsonl for all of them" in flat, flat[-2000:]
+    assert len(re.findall(r"^│ \d+\s+│ \d\d:\d\d:\d\d", out, re.M)) == 400
+
+
+def test_an_index_is_recorded_with_the_machines_name_by_default(tmp_path):
+    """runtime-logs.md: `--host`, default the machine's name, is recorded."""
+    assert "(`--host`, default the machine's name, is recorded)" in _page("runtime-logs.md")
+    code, _out, err = qdebug(tmp_path, "replay", "--index-only", SAMPLE / "burst.log", "--out", tmp_path / "index")
+    assert code == 0, err
+    assert json.loads((tmp_path / "index" / "manifest.json").read_text())["host"] == socket.gethostname()
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("serve")
+    port = free_port()
+    server = Server([sys.executable, "-m", "qdebug", "serve", "--port", str(port), "--device", "cpu", "--traces", str(tmp / "traces")],
+                    port, tmp / "serve.log", cwd=ROOT).wait_ready()
+    yield server, tmp / "traces"
+    server.stop()
+
+
+def _body(**extra) -> dict:
+    url = "data:image/png;base64," + base64.b64encode(IMAGE.read_bytes()).decode("ascii")
+    return {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": PROMPT}]}],
+            "max_tokens": 3, **extra}
+
+
+def test_serve_answers_logprobs_from_the_trace_refuses_streams_and_indexes_each_request(served):
+    """serve.md: `logprobs`/`top_logprobs` answered from the trace; `stream: true` refused (400); each trace in
+    --traces DIR as 000001.qdt, ... with index.jsonl naming the server id, the client's X-Qdebug-Request tag and answer."""
+    from qdebug.trace.schema import load_trace
+
+    server, traces = served
+    page = _page("serve.md")
+    assert "`logprobs`/`top_logprobs` are answered from the trace; `stream: true`," in page
+    refused = httpx.post(f"{server.url}/v1/chat/completions", json=_body(stream=True), timeout=120)
+    assert refused.status_code == 400 and "stream" in refused.json()["error"]["message"], refused.text
+    answer = httpx.post(f"{server.url}/v1/chat/completions", json=_body(logprobs=True, top_logprobs=3),
+                        headers={"X-Qdebug-Request": "page-check"}, timeout=120)
+    assert answer.status_code == 200, answer.text
+    data = answer.json()
+    assert re.fullmatch(r"chatcmpl-qd-\w+-\d+", data["id"]), data["id"]
+    index = [json.loads(line) for line in (traces / "index.jsonl").read_text().splitlines()]
+    line = next(x for x in index if x["id"] == data["id"])
+    assert line["client_request"] == "page-check" and line["answer"] == data["choices"][0]["message"]["content"]
+    assert {"wave", "donors"} <= set(line) and re.fullmatch(r"\d{6}\.qdt", line["trace"])
+    trace = load_trace(traces / line["trace"])
+    content = data["choices"][0]["logprobs"]["content"]
+    assert [c["token"] for c in content] == [s.token for s in trace.steps]
+    for said, step in zip(content, trace.steps):
+        assert len(said["top_logprobs"]) == 3
+        assert said["logprob"] == pytest.approx(math.log(step.prob), abs=1e-6)
+        assert [t["token"] for t in said["top_logprobs"]] == step.topk.tokens[:3]
