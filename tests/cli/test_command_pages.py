@@ -236,3 +236,96 @@ def test_serve_answers_logprobs_from_the_trace_refuses_streams_and_indexes_each_
         assert len(said["top_logprobs"]) == 3
         assert said["logprob"] == pytest.approx(math.log(step.prob), abs=1e-6)
         assert [t["token"] for t in said["top_logprobs"]] == step.topk.tokens[:3]
+
+
+def test_attn_puts_every_image_first_when_the_prompt_has_no_placeholder(tmp_path):
+    """attn.md: put `<image>` in PROMPT where each image goes, or none to put all images first."""
+    assert "Put `<image>` in PROMPT where each image goes, or none to put all images first" in _page("attn.md")
+    other = SAMPLE / "blue_square_bottom_right.png"
+    spans = {}
+    for prompt in (PROMPT, "<image> and then <image>: describe."):
+        code, out, err = qdebug(tmp_path, "attn", IMAGE, prompt, "--image", other, "--device", "cpu", "--max-new-tokens", "1", "--json", "-")
+        assert code == 0, err
+        doc = json.loads(out)
+        assert [Path(i["path"]).name for i in doc["images"]] == [IMAGE.name, other.name]
+        spans[prompt] = [i["span"] for i in doc["images"]]
+        if prompt == PROMPT:
+            assert doc["prompt"] == "<image><image>" + PROMPT
+    first, placed = spans[PROMPT], spans["<image> and then <image>: describe."]
+    assert first[1][0] - first[0][1] < placed[1][0] - placed[0][1]  # the text between the images moved them apart
+
+
+def test_an_endpoint_that_redirects_is_not_followed(tmp_path):
+    """replay.md: the API key is sent only to the endpoint (redirects are not followed): a server that redirects every
+    request elsewhere never sees the other server reached, and the replay says what it got."""
+    import os
+    import subprocess
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    assert "sent only to the endpoint (redirects are not followed)" in _page("replay.md")
+    reached = []
+
+    class Elsewhere(BaseHTTPRequestHandler):
+        def do_GET(self):
+            reached.append((self.path, self.headers.get("Authorization")))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_POST = do_GET
+
+        def log_message(self, *args):
+            pass
+
+    elsewhere = ThreadingHTTPServer(("127.0.0.1", 0), Elsewhere)
+
+    class Redirecting(BaseHTTPRequestHandler):
+        def _redirect(self):
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(307)
+            self.send_header("Location", f"http://127.0.0.1:{elsewhere.server_port}{self.path}")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_GET = do_POST = _redirect
+
+        def log_message(self, *args):
+            pass
+
+    redirecting = ThreadingHTTPServer(("127.0.0.1", 0), Redirecting)
+    for server in (elsewhere, redirecting):
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    capture = _capture(tmp_path, 1)
+    env = {**os.environ, "QDEBUG_TEST_KEY": "sk-page-check-3c1f", "QDEBUG_CACHE_DIR": str(tmp_path / "cache")}
+    url = f"http://127.0.0.1:{redirecting.server_port}"
+    try:
+        asked = subprocess.run(["qdebug", "replay", str(capture), "--endpoint", url, "--api-key-env", "QDEBUG_TEST_KEY"],
+                               capture_output=True, text=True, timeout=120, env=env)
+        named = subprocess.run(["qdebug", "replay", str(capture), "--endpoint", url, "--api-key-env", "QDEBUG_TEST_KEY",
+                                "--served-model", "m", "--json", str(tmp_path / "r.json")], capture_output=True, text=True, timeout=120, env=env)
+    finally:
+        for server in (elsewhere, redirecting):
+            server.shutdown()
+    assert reached == []
+    assert asked.returncode != 0 and asked.stderr.strip().splitlines() == [asked.stderr.strip()] and "HTTP 307" in asked.stderr, asked.stderr
+    assert named.returncode == 1, named.stderr
+    (request,) = json.loads((tmp_path / "r.json").read_text())["requests"]
+    assert request["verdict"] == "error" and "HTTP 307" in request["error"], request
+    assert "sk-page-check-3c1f" not in asked.stderr + asked.stdout + named.stderr + named.stdout
+
+
+def test_a_request_alone_on_the_buggy_server_is_not_contaminated(tmp_path):
+    """serve.md: with `--inject shared-visual-buffer` a request alone cannot be contaminated."""
+    assert "a request alone cannot be contaminated" in _page("serve.md")
+    port = free_port()
+    server = Server([sys.executable, "-m", "qdebug", "serve", "--port", str(port), "--device", "cpu", "--inject", "shared-visual-buffer",
+                     "--seed", "1", "--traces", str(tmp_path / "traces")], port, tmp_path / "serve.log", cwd=ROOT).wait_ready()
+    try:
+        answers = [httpx.post(f"{server.url}/v1/chat/completions", json=_body(max_tokens=8), timeout=120) for _ in range(3)]
+    finally:
+        server.stop()
+    assert all(a.status_code == 200 for a in answers), [a.text for a in answers]
+    index = [json.loads(line) for line in (tmp_path / "traces" / "index.jsonl").read_text().splitlines()]
+    assert len(index) == 3 and all(line["donors"] == [] and line["inject"] == "shared-visual-buffer" for line in index), index
+    assert {a.json()["choices"][0]["message"]["content"] for a in answers} == {"a red circle in the top left"}
