@@ -329,3 +329,26 @@ def test_a_request_alone_on_the_buggy_server_is_not_contaminated(tmp_path):
     index = [json.loads(line) for line in (tmp_path / "traces" / "index.jsonl").read_text().splitlines()]
     assert len(index) == 3 and all(line["donors"] == [] and line["inject"] == "shared-visual-buffer" for line in index), index
     assert {a.json()["choices"][0]["message"]["content"] for a in answers} == {"a red circle in the top left"}
+
+
+def test_export_presets_are_repeatable(tmp_path):
+    """onnx.md: fault presets (`--inject`, repeatable): both land in one export, and the diff parts at the earlier
+    stage either one moves (mrope-text-only's sync, before transpose-weight's layer.2)."""
+    assert "Fault presets show what it catches (`--inject`, repeatable)" in _page("onnx.md")
+    out = tmp_path / "both"
+    code, _out, err = qdebug(tmp_path, "export", "onnx", "--out", out, "--inject", "transpose-weight:layer.2.mlp", "--inject", "mrope-text-only")
+    assert code == 0, err
+    injected = json.loads((out / "qdebug-onnx.json").read_text())["injected"]
+    assert len(injected) == 2 and any("transpose-weight" in str(i) for i in injected) and any("mrope-text-only" in str(i) for i in injected), injected
+    code, out_json, err = qdebug(tmp_path, "diff", IMAGE, PROMPT, "--onnx", out, "--json", "-")
+    assert code == 1, err
+    assert json.loads(out_json)["first_divergence"]["stage"] == "sync"
+
+
+def test_exit_zero_keeps_bad_input_at_2(tmp_path):
+    """replay.md: `--exit-zero` keeps the reports and exits 0; bad input is still 2."""
+    assert "`--exit-zero` keeps the reports and exits 0; bad input is still 2" in _page("replay.md")
+    code, _out, err = qdebug(tmp_path, "replay", tmp_path / "missing.log", "--exit-zero")
+    assert code == 2 and "replay input not found" in err, err
+    code, _out, err = qdebug(tmp_path, "replay", SAMPLE / "burst.log", "--exit-zero")
+    assert code == 0, err  # the sample log's contamination, reported only
