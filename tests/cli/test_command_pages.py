@@ -352,3 +352,14 @@ def test_exit_zero_keeps_bad_input_at_2(tmp_path):
     assert code == 2 and "replay input not found" in err, err
     code, _out, err = qdebug(tmp_path, "replay", SAMPLE / "burst.log", "--exit-zero")
     assert code == 0, err  # the sample log's contamination, reported only
+
+
+def test_diff_vary_dtype_takes_the_pairs_dtypes_and_the_less_precise_ones_tolerance(tmp_path):
+    """diff.md: `--vary dtype` is float32 vs bfloat16 (or --a-dtype/--b-dtype); the tolerance is the less precise dtype's."""
+    assert "--vary dtype # float32 vs bfloat16 (or --a-dtype/--b-dtype)" in _page("diff.md")
+    code, out, err = qdebug(tmp_path, "diff", IMAGE, PROMPT, "--device", "cpu", "--max-new-tokens", "1", "--vary", "dtype",
+                            "--a-dtype", "float32", "--b-dtype", "float16", "--json", "-")
+    assert code in (0, 1), err
+    doc = json.loads(out)
+    assert (doc["a"]["label"], doc["b"]["label"]) == ("A float32", "B float16")
+    assert doc["tolerance"] == {"atol": 1e-4, "rtol": 2.0 ** -11}
