@@ -490,7 +490,12 @@ def main() -> None:
     try:
         code = app(standalone_mode=False)
     except usage_error as exc:
-        hint = f" (see `qdebug {exc.ctx.info_name} --help`)" if exc.ctx is not None and exc.ctx.info_name != "qdebug" else ""
+        names: list[str] = []
+        ctx = exc.ctx
+        while ctx is not None and ctx.parent is not None:  # the subcommand's path below `qdebug` ("export onnx")
+            names.insert(0, ctx.info_name)
+            ctx = ctx.parent
+        hint = f" (see `qdebug {' '.join(names)} --help`)" if names else ""
         typer.echo(f"qdebug: error: {exc.format_message()}{hint}", err=True)
         sys.exit(2)
     except typer.Abort:

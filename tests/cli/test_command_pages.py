@@ -363,3 +363,13 @@ def test_diff_vary_dtype_takes_the_pairs_dtypes_and_the_less_precise_ones_tolera
     doc = json.loads(out)
     assert (doc["a"]["label"], doc["b"]["label"]) == ("A float32", "B float16")
     assert doc["tolerance"] == {"atol": 1e-4, "rtol": 2.0 ** -11}
+
+
+@pytest.mark.parametrize("args, command", [(["export", "onnx", "--device", "cpu"], "export onnx"), (["attn", "--bogus"], "attn"),
+                                           (["demo", "train", "--bogus"], "demo train")])
+def test_a_usage_error_names_the_help_of_the_command_it_came_from(tmp_path, args, command):
+    """index.md: errors are one line on stderr (`qdebug: error: …`); a usage error points at the whole subcommand's
+    --help (`qdebug export onnx --help`, not `qdebug onnx --help`, a command that does not exist)."""
+    code, _out, err = qdebug(tmp_path, *args)
+    assert code == 2 and err.strip().splitlines() == [err.strip()] and err.startswith("qdebug: error: "), err
+    assert err.strip().endswith(f"(see `qdebug {command} --help`)"), err
