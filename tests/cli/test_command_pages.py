@@ -373,3 +373,24 @@ def test_a_usage_error_names_the_help_of_the_command_it_came_from(tmp_path, args
     code, _out, err = qdebug(tmp_path, *args)
     assert code == 2 and err.strip().splitlines() == [err.strip()] and err.startswith("qdebug: error: "), err
     assert err.strip().endswith(f"(see `qdebug {command} --help`)"), err
+
+
+def test_log_filters_read_times_as_utc_unless_zoned_and_every_kind_the_page_names(tmp_path):
+    """runtime-logs.md: `--since/--until` (ISO time, UTC unless a zone is given); `--kind overwrite|desync|shape|oob`."""
+    page = _page("runtime-logs.md")
+    assert "`--since/--until` (ISO time, UTC unless a zone is given)" in page
+    said = re.search(r"`--kind ([a-z|]+)`", page).group(1).split("|")
+    assert said == ["overwrite", "desync", "shape", "oob"], said
+
+    def events(*args) -> list[dict]:
+        code, out, err = qdebug(tmp_path, "replay", SAMPLE / "burst.log", "--json", "-", *args)
+        assert code in (0, 1), err
+        return json.loads(out)["events"]
+
+    every = events()
+    shown = [events("--since", when) for when in ("2024-07-12T14:23:07.200", "2024-07-12T14:23:07.200Z", "2024-07-12T16:23:07.200+02:00")]
+    assert 0 < len(shown[0]) < len(every) and shown[0] == shown[1] == shown[2]
+    kinds = {"overwrite": "buffer_overwrite", "desync": "desync", "shape": "shape_mismatch", "oob": "index_out_of_bounds"}
+    for kind in said:
+        selected = events("--kind", kind)
+        assert selected and {e["kind"] for e in selected} == {kinds[kind]}, (kind, selected)
