@@ -191,7 +191,17 @@ def test_an_index_is_recorded_with_the_machines_name_by_default(tmp_path):
     assert "(`--host`, default the machine's name, is recorded)" in _page("runtime-logs.md")
     code, _out, err = qdebug(tmp_path, "replay", "--index-only", SAMPLE / "burst.log", "--out", tmp_path / "index")
     assert code == 0, err
-    assert json.loads((tmp_path / "index" / "manifest.json").read_text())["host"] == socket.gethostname()
+    manifest = json.loads((tmp_path / "index" / "manifest.json").read_text())
+    assert manifest["host"] == socket.gethostname()
+    # the open data the page describes: the Parquet files, each with a `host` column; the manifest's kind codes
+    import duckdb
+
+    assert sorted(p.name for p in (tmp_path / "index").iterdir()) == ["events-00000.parquet", "findings.parquet", "manifest.json", "requests.parquet"]
+    for name in ("events-00000", "requests", "findings"):
+        assert "host" in duckdb.sql(f"SELECT * FROM read_parquet('{tmp_path / 'index' / name}.parquet') LIMIT 0").columns, name
+    assert "kind codes are the manifest's `kinds`: 2 an overwrite, 3 a sync" in _page("runtime-logs.md")
+    assert manifest["kinds"][2] == "buffer_overwrite" and manifest["kinds"][3] == "stitch"  # the sync's event kind
+    assert manifest["format"] == "qdebug-log-index" and manifest["files"] and manifest["total_lines"] == 52
 
 
 @pytest.fixture(scope="module")
