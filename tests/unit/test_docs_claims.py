@@ -204,3 +204,14 @@ def test_the_dense_matrix_is_written_for_captures_of_at_most_256_requests():
         ids = [str(i) for i in range(n)]
         report = ReplayReport(source="x", kind=kind, contamination_ids=ids, contamination=[[0.0] * n for _ in ids])
         assert (report.to_json()["contamination"]["matrix"] is not None) == dense, (n, kind)
+
+
+def test_the_colourless_ramps_are_the_repl_pages():
+    """repl.md: without colour the heatmap is the ramp ` .:-=+*#%@`, the image beside it shade blocks ` ░▒▓█`, none of
+    the heatmap's symbols."""
+    from qdebug.render.heatmap import IMAGE_RAMP, RAMP
+
+    page = _page("repl.md")
+    assert f"the heatmap is a character ramp `{RAMP}` in a frame" in page
+    assert f"the image beside it is drawn in shade blocks `{IMAGE_RAMP}`, none of the heatmap's symbols" in page
+    assert not (set(RAMP) - {" "}) & set(IMAGE_RAMP)
