@@ -141,16 +141,16 @@ def clean_export(tmp_path_factory):
 
 
 def test_a_clean_onnx_export_agrees_as_the_page_says(clean_export, tmp_path):
-    """onnx.md: a clean export of the demo agrees at every stage on the sample images (max |diff| < 1e-5, cosine
+    """onnx.md: a clean export of the demo agrees at every stage on the sample images (max |diff| < 2e-5, cosine
     >= 0.999999), exit 0; its manifest is the page's example (but for the exporter's torch version)."""
-    assert "on the sample images (max |diff| < 1e-5, cosine ≥ 0.999999)" in _page("onnx.md")
+    assert "on the sample images (max |diff| < 2e-5, cosine ≥ 0.999999)" in _page("onnx.md")
     images = sorted(SAMPLE.glob("*.png"))
     assert len(images) >= 6
     for image in images:
         code, out, err = qdebug(tmp_path, "diff", image, PROMPT, "--onnx", clean_export, "--json", "-")
         assert code == 0, (image.name, err)
         for stage in json.loads(out)["stages"]:
-            assert stage["verdict"] == "ok" and stage["max_abs"] < 1e-5 and stage["cosine"] >= 0.999999, (image.name, stage)
+            assert stage["verdict"] == "ok" and stage["max_abs"] < 2e-5 and stage["cosine"] >= 0.999999, (image.name, stage)
     example = json.loads(re.search(r"```json\n(.*?)```", (DOCS / "commands" / "onnx.md").read_text(encoding="utf-8"), re.S).group(1))
     manifest = json.loads((clean_export / "qdebug-onnx.json").read_text())
     assert manifest["exporter"].startswith("torch.onnx.export(dynamo=True), torch ")
