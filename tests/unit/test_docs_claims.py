@@ -123,6 +123,9 @@ def test_the_commands_the_index_page_names_take_model_device_and_dtype():
     for command in commands:
         assert {"--model", "--device", "--dtype"} <= set(_options(command)), command
     assert "`export onnx` and `demo eval` take `--model` only" in page
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert "The commands that run a model take `--model demo|DIR|HUB_ID`, `--device` and `--dtype`" in readme
+    assert "Every command takes" not in readme
     for command in ("export onnx", "demo eval"):
         options = set(_options(command))
         assert "--model" in options and not {"--device", "--dtype"} & options, (command, options)
