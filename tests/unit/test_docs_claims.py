@@ -218,3 +218,13 @@ def test_the_colourless_ramps_are_the_repl_pages():
     assert f"the heatmap is a character ramp `{RAMP}` in a frame" in page
     assert f"the image beside it is drawn in shade blocks `{IMAGE_RAMP}`, none of the heatmap's symbols" in page
     assert not (set(RAMP) - {" "}) & set(IMAGE_RAMP)
+
+
+def test_the_replay_pages_inject_row_lists_replays_presets():
+    """replay.md's `--inject` row names exactly the presets `qdebug replay --inject` accepts."""
+    from qdebug.replay.fault_registry import Command, presets
+
+    row = re.search(r"\| `--inject ([^`]+)` \|", _page("replay.md"))
+    assert row, "replay.md's --inject row is no longer in the form this test reads"
+    listed = {spec.split(":")[0] for spec in row.group(1).replace("\\|", "|").split("|")}
+    assert listed == {p.name for p in presets(Command.REPLAY)}, listed
