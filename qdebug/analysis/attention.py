@@ -3,24 +3,52 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from qdebug.trace.tensor_names import TensorKind as T
 
+PeakModality = Literal["image", "video", "audio"]
 
-@dataclass
+
+@dataclass(frozen=True, kw_only=True)
 class Peak:
-    """The hottest cell of an attention grid."""
+    """The hottest place of one media item's attention, for every modality.
 
-    image: int
+    `image`: a cell of `trace.images[index]`'s grid (a video's averaged over its temporal slices); `video`: a cell of
+    one temporal slice (`slice`) of video `index`, `seconds` the slice's time; `audio`: a row of clip `index`'s strip
+    (no `col`), `seconds` the row's start time in the clip."""
+
+    modality: PeakModality
+    index: int  # the item: among trace.images (image, video) or the audio clips
     row: int
-    col: int
     rows: int
-    cols: int
     value: float
+    col: int = 0
+    cols: int = 1
+    slice: int | None = None  # video: the temporal slice holding the peak
+    seconds: float | None = None  # video: the slice's time (NaN if unknown); audio: the row's start time
 
     def to_json(self) -> dict:
-        """As {image, row, col, rows, cols}."""
-        return {"image": self.image, "row": self.row, "col": self.col, "rows": self.rows, "cols": self.cols}
+        """As {image, row, col, rows, cols}; a video's {video, slice, time_s, row, col, rows, cols}; a clip's
+        {clip, row, rows, seconds, value}."""
+        if self.modality == "audio":
+            return {"clip": self.index, "row": self.row, "rows": self.rows, "seconds": round(self.time(), 3), "value": self.value}
+        if self.modality == "video":
+            return {"video": self.index, "slice": self.slice, "time_s": self.time(), "row": self.row, "col": self.col,
+                    "rows": self.rows, "cols": self.cols}
+        return {"image": self.index, "row": self.row, "col": self.col, "rows": self.rows, "cols": self.cols}
+
+    def time(self) -> float:
+        """`seconds`, NaN when the peak has none (an image's)."""
+        return float("nan") if self.seconds is None else self.seconds
+
+    def label(self) -> str:
+        """The words the reports and PNGs print: `row 2, col 3`; a video's `t=1.25 s, row 2, col 3`; a clip's
+        `0.84 s (row 21 of 25)`."""
+        if self.modality == "audio":
+            return f"{self.time():.2f} s (row {self.row} of {self.rows})"
+        cell = f"row {self.row}, col {self.col}"
+        return f"t={self.time():.2f} s, {cell}" if self.modality == "video" else cell
 
 
 def attention_layers(trace) -> list[int]:
@@ -31,6 +59,19 @@ def attention_layers(trace) -> list[int]:
 def step_query(trace, step: int) -> int:
     """Sequence position of the query token whose output chose generation step `step`."""
     return len(trace.input_ids) - 1 + step
+
+
+def held_layers(trace, layer: int | None) -> list[int]:
+    """The layers to average (all captured unless `layer`) that hold attention rows."""
+    return [l for l in (attention_layers(trace) if layer is None else [layer]) if trace.has_tensor(T.LAYER_ATTN, layer=l)]
+
+
+def query_rows(trace, queries: list[int] | None) -> list[int]:
+    """The attention rows of the given query positions that were kept (default: the queries that chose each generated token)."""
+    if queries is None:
+        queries = [step_query(trace, k) for k in range(len(trace.steps))]
+    index = {p: i for i, p in enumerate(trace.attn_queries)}
+    return [index[q] for q in queries if q in index]
 
 
 def attention_grid(trace, image: int = 0, *, queries: list[int] | None = None, layer: int | None = None, head: int | None = None,
@@ -44,14 +85,10 @@ def attention_grid(trace, image: int = 0, *, queries: list[int] | None = None, l
     import torch
 
     img = trace.images[image]
-    layers = attention_layers(trace) if layer is None else [layer]
-    layers = [l for l in layers if trace.has_tensor(T.LAYER_ATTN, layer=l)]
+    layers = held_layers(trace, layer)
     if not layers:
         return None
-    if queries is None:
-        queries = [step_query(trace, k) for k in range(len(trace.steps))]
-    index = {p: i for i, p in enumerate(trace.attn_queries)}
-    rows = [index[q] for q in queries if q in index]
+    rows = query_rows(trace, queries)
     if not rows:
         return None
     offset = sum(im.tokens for im in trace.images[:image])
@@ -72,10 +109,10 @@ def attention_grid(trace, image: int = 0, *, queries: list[int] | None = None, l
 
 
 def peak_of(grid, image: int) -> Peak:
-    """The argmax cell of a grid."""
+    """The argmax cell of a `rows × cols` grid of `trace.images[image]`."""
     flat = int(grid.argmax())
     rows, cols = grid.shape
-    return Peak(image, flat // cols, flat % cols, rows, cols, float(grid.max()))
+    return Peak(modality="image", index=image, row=flat // cols, col=flat % cols, rows=rows, cols=cols, value=float(grid.max()))
 
 
 def step_peak(trace, step: int, *, layer: int | None = None, head: int | None = None) -> Peak | None:

@@ -2,26 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from qdebug.trace.tensor_names import TensorKind as T
 
-from .attention import attention_layers, step_query
-
-
-@dataclass
-class AudioPeak:
-    """The hottest row of a clip's attention strip, and its time in the clip."""
-
-    clip: int
-    row: int
-    rows: int
-    seconds: float
-    value: float
-
-    def to_json(self) -> dict:
-        """As {clip, row, rows, seconds, value}."""
-        return {"clip": self.clip, "row": self.row, "rows": self.rows, "seconds": round(self.seconds, 3), "value": self.value}
+from .attention import Peak, held_layers, query_rows, step_query
 
 
 def clips(trace) -> list[dict]:
@@ -40,11 +23,7 @@ def attention_strip(trace, clip: int = 0, *, queries: list[int] | None = None, l
     info = clips(trace)
     if clip >= len(info):
         return None
-    layers = [l for l in (attention_layers(trace) if layer is None else [layer]) if trace.has_tensor(T.LAYER_ATTN, layer=l)]
-    if queries is None:
-        queries = [step_query(trace, k) for k in range(len(trace.steps))]
-    index = {p: i for i, p in enumerate(trace.attn_queries)}
-    rows = [index[q] for q in queries if q in index]
+    layers, rows = held_layers(trace, layer), query_rows(trace, queries)
     if not layers or not rows:
         return None
     offset = sum(c["span"][1] - c["span"][0] for c in info[:clip] if c["span"])
@@ -57,13 +36,14 @@ def attention_strip(trace, clip: int = 0, *, queries: list[int] | None = None, l
     return torch.stack(stack).mean(0)
 
 
-def strip_peak(trace, strip, clip: int) -> AudioPeak:
-    """The argmax row of a strip and its start time in seconds (row × seconds per row, from the trace)."""
+def strip_peak(trace, strip, clip: int) -> Peak:
+    """The argmax row of a strip and its start time in seconds (row × seconds per row, from the trace): an `audio` Peak."""
     row = int(strip.argmax())
-    return AudioPeak(clip, row, int(strip.shape[0]), row * float(clips(trace)[clip]["seconds_per_row"]), float(strip.max()))
+    return Peak(modality="audio", index=clip, row=row, rows=int(strip.shape[0]), seconds=row * float(clips(trace)[clip]["seconds_per_row"]),
+                value=float(strip.max()))
 
 
-def audio_step_peak(trace, step: int, *, layer: int | None = None, head: int | None = None) -> AudioPeak | None:
+def audio_step_peak(trace, step: int, *, layer: int | None = None, head: int | None = None) -> Peak | None:
     """Peak over all clips of the attention of step `step`'s query token."""
     best = None
     for c in clips(trace):

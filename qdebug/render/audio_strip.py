@@ -61,7 +61,7 @@ def strip_panel(trace, clip: dict, strip, title: str, width: int = 72):
     text.append(" " * col + "^ peak", style="bold")
     seconds = clip["seconds"]
     text.append(f"\n0 s{' ' * max(1, width - 10)}{seconds:.2f} s\n", style="dim")
-    text.append(f"peak at {peak.seconds:.2f} s (row {peak.row} of {peak.rows}, {clip['seconds_per_row'] * 1000:.0f} ms per row)")
+    text.append(f"peak at {peak.time():.2f} s (row {peak.row} of {peak.rows}, {clip['seconds_per_row'] * 1000:.0f} ms per row)")
     return Panel(text, title=title, expand=False)
 
 
@@ -95,8 +95,8 @@ def audio_png(trace, path: str | Path, *, steps: list[int], layer: int | None = 
                 span = clip["seconds_per_row"] * strip.shape[0]
                 ax.imshow(strip.numpy()[None], cmap=RAMP, aspect="auto", extent=(0, span, -1.6, -1.1), interpolation="nearest")
                 p = strip_peak(trace, strip, clip["index"])
-                ax.axvline(p.seconds + clip["seconds_per_row"] / 2, color="cyan", lw=1.5)
-                ax.text(p.seconds, 1.05, f"peak {p.seconds:.2f} s", fontsize=8, color="black")
+                ax.axvline(p.time() + clip["seconds_per_row"] / 2, color="cyan", lw=1.5)
+                ax.text(p.time(), 1.05, f"peak {p.time():.2f} s", fontsize=8, color="black")
             ax.set_xlim(0, max(seconds, 1e-3))
             ax.set_ylim(-1.7, 1.3)
             ax.set_yticks([])

@@ -43,7 +43,7 @@ def test_json_report_and_png_name_one_peak(frames_dir, tmp_path):
     drawn = " ".join(" ".join(text.split()) for text, _ in boxes)
     (from_png,) = PEAK.findall(drawn)  # the PNG's own words, as save() recorded them
     traced = video_peak(load_trace(qdt), 0)  # recomputed from the saved trace's tensors
-    assert from_json == from_report == from_png == (f"{traced.time_s:.2f}", str(traced.row), str(traced.col), str(traced.slice))
+    assert from_json == from_report == from_png == (f"{traced.time():.2f}", str(traced.row), str(traced.col), str(traced.slice))
     assert float(peak["time_s"]) in video["slice_times"]
     assert "temporal ids [" in result.stdout and "video 0: 4 frames" in result.stdout
     from tests.cli.png_layout import assert_readable
