@@ -80,9 +80,10 @@ def too_large(settings: "EndpointSettings", exc: AnswerTooLarge) -> str:
 
 
 class EndpointError(QDebugError):
-    """The endpoint cannot be used at all (unreachable, refuses the key, no model name)."""
+    """The endpoint cannot be used at all (refuses the key, redirects, names no model): exit 6, as a server that cannot
+    be reached; 1 is for problems found in what a server answered."""
 
-    exit_code = 1
+    exit_code = 6
 
 
 @dataclass

@@ -109,7 +109,7 @@ def test_the_api_key_is_sent_but_never_shown_or_written(tmp_path):
         server.stop()
     assert ok.returncode == 0, ok.stderr
     assert all(r["verdict"] == "ok" for r in load_json(out)["requests"])
-    assert wrong.returncode == 1
+    assert wrong.returncode == 6  # a server that refuses the key cannot be used: not a finding (1)
     lines = wrong.stderr.strip().splitlines()
     assert len(lines) == 1 and "HTTP 401" in lines[0] and "invalid key" in lines[0]  # the server's own message...
     for text in (ok.stdout, ok.stderr, wrong.stdout, wrong.stderr, out.read_text()):
