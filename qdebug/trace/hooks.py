@@ -73,6 +73,8 @@ class Recorder(RecorderSink):
         self.keep_hidden = keep_hidden
         self.hidden_rows = hidden_rows
         self.vision_rows = None  # merged rows, all images (N × dim)
+        # Each generated step's scores after the checkpoint's logits processors (filled by the runner after generate).
+        self.processed_scores: list = []
         # Each declared encoder's calls at prefill, in order: (module path, grid_thw or None, rows), CPU (mixed-media adapters).
         self.encoder_calls: list[tuple[str, object, object]] = []
         self.decoder_calls = 0

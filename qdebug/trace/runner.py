@@ -67,7 +67,7 @@ def prepare(loaded, request: Request) -> Prepared:
     text = processor.apply_chat_template(request.messages(), add_generation_prompt=True, tokenize=False)
     if loaded.adapter.mixed_media:  # every declared encoder's items in one request (Qwen2.5-Omni)
         return _prepare_media(loaded, request, text)
-    kwargs = {"images": request.images} if request.images else {}
+    kwargs: dict[str, object] = {"images": request.images} if request.images else {}
     if request.audios:  # audio families: each clip resampled to the feature extractor's rate
         from .audio import require_rows
 
@@ -85,7 +85,11 @@ def prepare(loaded, request: Request) -> Prepared:
     if request.videos:
         from .video_prepare import video_spans, video_token_id
 
-        runs = placeholder_spans(inputs["input_ids"][0].tolist(), video_token_id(loaded.config))
+        token = video_token_id(loaded.config)
+        if token is None:
+            raise PlaceholderError(f"{loaded.spec}: the model's config names no video placeholder token (video_token_id); "
+                                   "expected a video-capable Qwen-VL checkpoint")
+        runs = placeholder_spans(inputs["input_ids"][0].tolist(), token)
         spans, slices = video_spans(loaded, inputs, len(request.videos), runs)
         return Prepared(text=text, inputs=dict(inputs), spans=spans, video_slices=slices)
     image_token = loaded.adapter.image_token_id(loaded.config)
@@ -219,6 +223,10 @@ def query_rows(queries: str | list[int], prompt_len: int) -> list[int]:
         return [prompt_len - 1]
     if queries == "all":
         return list(range(prompt_len))
+    if isinstance(queries, str):
+        from qdebug.errors import InputError
+
+        raise InputError(f"--queries {queries}: expected gen, all or a list of prompt positions")
     rows = sorted({p + prompt_len if p < 0 else p for p in queries})
     if any(not 0 <= p < prompt_len for p in rows):
         from qdebug.errors import InputError
