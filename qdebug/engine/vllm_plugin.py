@@ -96,13 +96,13 @@ def _skip_prefix_cache_when_traced() -> None:
         return
     if getattr(Request.get_skip_reading_prefix_cache, "_qdebug", False):
         return
-    original = Request.get_skip_reading_prefix_cache
+    from .requests import wants_trace
+
+    original, every = Request.get_skip_reading_prefix_cache, trace_all()
 
     def get_skip_reading_prefix_cache(self) -> bool:
-        from .requests import wants_trace
-
         params = getattr(self, "sampling_params", None)
-        if params is not None and wants_trace(getattr(params, "extra_args", None), trace_all()):
+        if params is not None and wants_trace(getattr(params, "extra_args", None), every):
             return True
         return original(self)
 

@@ -136,7 +136,8 @@ class EngineTracer:
 
     # the step ------------------------------------------------------------------------------------------
     def _execute(self, execute, scheduler_output, *args, **kwargs):
-        self._guard(self._finish, getattr(scheduler_output, "finished_req_ids", ()) or ())
+        if self.traced or self.pending:  # with none in flight, a finished request is nothing of the tracer's
+            self._guard(self._finish, getattr(scheduler_output, "finished_req_ids", ()) or ())
         if self.batches is not None:  # after _finish: a finished request's encoder calls are still known there
             self.batches.step_begins(scheduler_output)
         self._guard(self._note_new, getattr(scheduler_output, "scheduled_new_reqs", ()) or ())

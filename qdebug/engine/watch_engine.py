@@ -87,7 +87,7 @@ class Watcher:
 
         self.sampled = SampledChecks(self)
         self.items: dict[str, list] = {}  # request → its items (read once)
-        self.counted: set[tuple[str, int]] = set()  # (request, item) whose counts were checked
+        self.counted: dict[str, set[int]] = {}  # request → its items whose counts were checked
         self.loud: dict[str, int] = {}
         self.matrix = None
         self.step_cache: dict[str, object] = {}  # identifier → projected encoder rows, this step
@@ -129,7 +129,7 @@ class Watcher:
             self.flight.note_step(scheduler_output)
             for rid in getattr(scheduler_output, "finished_req_ids", ()) or ():
                 self.items.pop(rid, None)
-                self.counted -= {k for k in self.counted if k[0] == rid}
+                self.counted.pop(rid, None)
             self.sampling = self.settings.sample > 0 and self.rng.random() < self.settings.sample
             if self.sampling:
                 self.sampled.begin()
@@ -165,8 +165,9 @@ class Watcher:
                     rows, enc = step_positions(item, int(state.num_computed_tokens), int(qsl[i + 1] - qsl[i]))
                     if not rows:
                         continue
-                    if (rid, item.index) not in self.counted:
-                        self.counted.add((rid, item.index))
+                    counted = self.counted.setdefault(rid, set())
+                    if item.index not in counted:
+                        counted.add(item.index)
                         self.run(WatchCheck.COUNTS, rid, self._counts, rid, state, item)
                     self.run(WatchCheck.PLACEMENT, rid, self._placement, rid, state, item, out, int(qsl[i]), rows, enc, req_ids)
         except Exception as exc:  # before any check could run: counted against placement, the check of this step
@@ -235,9 +236,12 @@ class Watcher:
         own = self._projected(item.identifier)
         if own is None or max(enc) >= own.shape[0]:
             return []  # no source to compare with (counts says when the rows are too few)
-        index = torch.tensor(rows, device=out.device) + start
-        landed = project(out.index_select(0, index), self.matrix)
-        result = check_placement(rid, item, landed, own[torch.tensor(enc, device=own.device)], self._live_rows)
+        if rows[-1] - rows[0] == len(rows) - 1 and enc[-1] - enc[0] == len(enc) - 1:  # one run (as an image's is): views
+            landed, mine = project(out[start + rows[0]:start + rows[-1] + 1], self.matrix), own[enc[0]:enc[-1] + 1]
+        else:
+            landed = project(out.index_select(0, torch.tensor(rows, device=out.device) + start), self.matrix)
+            mine = own[torch.tensor(enc, device=own.device)]
+        result = check_placement(rid, item, landed, mine, self._live_rows)
         if not result.wrong:
             return []
         share = ", ".join([*(f"{n} from {d}" for d, n in sorted(result.donors.items())),

@@ -45,7 +45,7 @@ class FlightRecorder:
         """Keep one step's composition: request → tokens scheduled (the ring forgets the oldest)."""
         self.steps += 1
         tokens = getattr(scheduler_output, "num_scheduled_tokens", None) or {}
-        self.ring.append({"step": self.steps, "time": time.time(), "requests": {str(k): int(v) for k, v in tokens.items()}})
+        self.ring.append((self.steps, time.time(), dict(tokens)))  # a copy (C speed); made JSON-ready only in a snapshot
 
     def record(self, rid: str, cobatched: list[str]) -> str:
         """Start tracing `rid` and the co-batched requests whose prompts start in this step; the offending request's
@@ -84,7 +84,8 @@ class FlightRecorder:
     def _snapshot(self, rid: str, traced: list[str]) -> None:
         """The ring as it stands, beside the findings log (the oldest snapshots removed past MAX_SNAPSHOTS)."""
         name = f"flight-{time.strftime('%Y%m%dT%H%M%S')}-{self.steps}-{safe_stem(rid)[:80]}.json"
-        doc = {"request_id": rid, "traced": traced, "steps": list(self.ring)}
+        doc = {"request_id": rid, "traced": traced, "steps": [{"step": step, "time": at, "requests": {str(k): int(v) for k, v in tokens.items()}}
+                                                            for step, at, tokens in self.ring]}
         try:
             with open(os.path.join(self.folder, name), "w", encoding="utf-8") as fh:
                 json.dump(doc, fh)
