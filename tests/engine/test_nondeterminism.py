@@ -44,3 +44,36 @@ def test_the_same_request_alone_repeated_that_disagrees_is_nondeterminism(noisy_
     (f,) = [f for f in doc["findings"] if f["kind"] == "nondeterminism"]
     assert f["stage"] == "encode" and "3/3 burst(s)" in f["message"], f
     assert result.returncode == 1, result.stderr
+
+
+@pytest.fixture(scope="module")
+def noisy_gathering_encoder(vllm_py, tmp_path_factory):
+    """The noisy encoder on an engine that gathers each burst (QDEBUG_VLLM_GATHER_MS): every burst run of the same
+    requests is one encoder call of the same items, so repeated bursts have the same batch composition."""
+    with faulty_server(vllm_py, tmp_path_factory.mktemp("noisy-gathering"), "nondeterministic-encoder", seed=5,
+                       extra_env={"QDEBUG_VLLM_GATHER_MS": "1000"}) as server:
+        yield server
+
+
+def test_twin_bursts_of_the_same_composition_that_disagree_are_nondeterminism_not_batch_dependent(noisy_gathering_encoder, tmp_path):
+    """Each burst parts from the isolated runs (fresh noise per call), which alone would read as batch dependence; the
+    twin rule sees that the two bursts of one composition disagree with each other, so it is nondeterminism."""
+    shutil.copytree(SAMPLE / "capture", tmp_path / "capture")
+    capture = tmp_path / "four.jsonl"
+    capture.write_text("\n".join((SAMPLE / "capture.jsonl").read_text().splitlines()[:4]) + "\n")
+    out = tmp_path / "r.json"
+    result = run_qdebug("replay", str(capture), "--endpoint", noisy_gathering_encoder.url, "--engine-traces",
+                        str(noisy_gathering_encoder.traces), "--repeat", "2", "--json", str(out), env={"COLUMNS": "320"}, timeout=900)
+    assert out.exists(), result.stdout + result.stderr
+    doc = json.loads(out.read_text())
+    twins = 0
+    for r in doc["requests"]:
+        first, second = (sorted(partners) for partners in r["co_batched"])
+        if not first or first != second:
+            continue  # not the same composition twice (the engine split the burst): the twin rule does not apply
+        twins += 1
+        assert set(r["burst_verdicts"]) == {"diverged"} and r["verdict"] == "diverged", r
+        kinds = {f["kind"] for f in doc["findings"] if f.get("request_id") == r["id"]}
+        assert "nondeterminism" in kinds and "batch_dependent" not in kinds, (r["id"], doc["findings"])
+    assert twins >= 2, [(r["id"], r["co_batched"]) for r in doc["requests"]]  # the gathered bursts really were twins
+    assert result.returncode == 1, result.stderr
