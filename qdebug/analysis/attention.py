@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from qdebug.trace.items import trace_items
 from qdebug.trace.tensor_names import TensorKind as T
 
 PeakModality = Literal["image", "video", "audio"]
@@ -14,9 +15,9 @@ PeakModality = Literal["image", "video", "audio"]
 class Peak:
     """The hottest place of one media item's attention, for every modality.
 
-    `image`: a cell of `trace.images[index]`'s grid (a video's averaged over its temporal slices); `video`: a cell of
-    one temporal slice (`slice`) of video `index`, `seconds` the slice's time; `audio`: a row of clip `index`'s strip
-    (no `col`), `seconds` the row's start time in the clip."""
+    `image`: a cell of `trace.images[index]`'s grid; `video`: a cell of one temporal slice (`slice`) of video `index`,
+    `seconds` the slice's time, or (`slice` None) of its grid averaged over its slices; `audio`: a row of clip `index`'s
+    strip (no `col`), `seconds` the row's start time in the clip."""
 
     modality: PeakModality
     index: int  # the item: among trace.images (image, video) or the audio clips
@@ -29,11 +30,11 @@ class Peak:
     seconds: float | None = None  # video: the slice's time (NaN if unknown); audio: the row's start time
 
     def to_json(self) -> dict:
-        """As {image, row, col, rows, cols}; a video's {video, slice, time_s, row, col, rows, cols}; a clip's
-        {clip, row, rows, seconds, value}."""
+        """As {image, row, col, rows, cols} (a video's averaged over its slices too: the keys `steps[].attention_peak` has
+        always had); a video slice's {video, slice, time_s, row, col, rows, cols}; a clip's {clip, row, rows, seconds, value}."""
         if self.modality == "audio":
             return {"clip": self.index, "row": self.row, "rows": self.rows, "seconds": round(self.time(), 3), "value": self.value}
-        if self.modality == "video":
+        if self.modality == "video" and self.slice is not None:
             return {"video": self.index, "slice": self.slice, "time_s": self.time(), "row": self.row, "col": self.col,
                     "rows": self.rows, "cols": self.cols}
         return {"image": self.index, "row": self.row, "col": self.col, "rows": self.rows, "cols": self.cols}
@@ -48,7 +49,7 @@ class Peak:
         if self.modality == "audio":
             return f"{self.time():.2f} s (row {self.row} of {self.rows})"
         cell = f"row {self.row}, col {self.col}"
-        return f"t={self.time():.2f} s, {cell}" if self.modality == "video" else cell
+        return f"t={self.time():.2f} s, {cell}" if self.modality == "video" and self.slice is not None else cell
 
 
 def attention_layers(trace) -> list[int]:
@@ -108,19 +109,22 @@ def attention_grid(trace, image: int = 0, *, queries: list[int] | None = None, l
     return grid if per_slice else grid.mean(0)
 
 
-def peak_of(grid, image: int) -> Peak:
-    """The argmax cell of a `rows × cols` grid of `trace.images[image]`."""
+def peak_of(grid, image: int, modality: PeakModality = "image") -> Peak:
+    """The argmax cell of a `rows × cols` grid of `trace.images[image]` (a video's: averaged over its slices)."""
     flat = int(grid.argmax())
     rows, cols = grid.shape
-    return Peak(modality="image", index=image, row=flat // cols, col=flat % cols, rows=rows, cols=cols, value=float(grid.max()))
+    return Peak(modality=modality, index=image, row=flat // cols, col=flat % cols, rows=rows, cols=cols, value=float(grid.max()))
 
 
 def step_peak(trace, step: int, *, layer: int | None = None, head: int | None = None) -> Peak | None:
-    """Peak over all images of the attention of step `step`'s query token."""
+    """Peak over every item drawn on a grid (images; a video request's videos, averaged over slices: modality "video")
+    of the attention of step `step`'s query token."""
     best = None
-    for img in trace.images:
-        grid = attention_grid(trace, img.index, queries=[step_query(trace, step)], layer=layer, head=head)
+    for item in trace_items(trace):
+        if item.image is None:  # an audio clip, or an Omni video attention was not kept over
+            continue
+        grid = attention_grid(trace, item.image, queries=[step_query(trace, step)], layer=layer, head=head)
         if grid is not None:
-            p = peak_of(grid, img.index)
+            p = peak_of(grid, item.image, item.modality)
             best = p if best is None or p.value > best.value else best
     return best
