@@ -37,3 +37,60 @@ def test_the_key_table_keys_run_what_it_says():
         assert keys.get(key) == action, (key, keys.get(key))
     for shown in ["`n` / `c`", "`b`", "`g` / `r`", "`[` `]` / `h`", "`t`", "`:`", "`?` / `q`"]:
         assert f"| {shown} |" in PAGE, shown
+
+
+GLYPH = {"down": "`↓`", "up": "`↑`", "left": "`←`", "right": "`→`", "shift+left": "(`shift` for every token)",
+         "shift+right": "(`shift` for every token)", "shift+down": "`shift+↓`", "shift+up": "`shift+↑`",
+         "left_square_bracket": "`[`", "right_square_bracket": "`]`", "colon": "`:`", "question_mark": "`?`",
+         "escape": "`Esc`"}
+
+
+def _key_column() -> str:
+    """The first cells of the request screen's key table, joined."""
+    table = PAGE.split("| key | does |", 1)[1].split("The batch screen", 1)[0]
+    return " ".join(re.findall(r"\| (.+?) \| [^|]", table))
+
+
+def test_every_request_screen_key_is_in_the_key_table():
+    """Each key the request screen binds is in the table (F1, help's second key, in "The first minute")."""
+    column = _key_column()
+    missing = []
+    for binding in RequestScreen.BINDINGS:
+        for key in binding.key.split(","):
+            if key == "f1":
+                assert "`?` / `F1` opens the help" in PAGE
+                continue
+            if GLYPH.get(key, f"`{key}`") not in column:
+                missing.append(key)
+    assert not missing, missing
+
+
+def test_every_batch_screen_key_is_in_the_batch_paragraph():
+    """The batch screen paragraph names each key the batch screen binds, and `o` is the offset picture."""
+    from qdebug.tui.screens.batch import BatchScreen
+
+    said = PAGE.split("The batch screen", 1)[1].split("## The first minute", 1)[0]
+    glyphs = dict(GLYPH, enter="Enter", left_curly_bracket="`{`", right_curly_bracket="`}`")
+    missing = [b.key for b in BatchScreen.BINDINGS if glyphs.get(b.key, f"`{b.key}`") not in said]
+    assert not missing, missing
+    keys = {b.key: b.action for b in BatchScreen.BINDINGS}
+    assert keys["o"] == "picture" and "`o` draws the offset timeline as a picture" in said
+    assert keys["right_curly_bracket"] == "page('last')" and keys["left_square_bracket"] == "page('previous')"
+
+
+def test_the_keymap_file_is_found_where_the_page_says(monkeypatch, tmp_path):
+    """$QDEBUG_KEYS first, then $XDG_CONFIG_HOME/qdebug/keys.toml, then ~/.config/qdebug/keys.toml."""
+    from pathlib import Path
+
+    from qdebug.tui.keymap import keymap_path
+
+    assert ("a keymap file: `$QDEBUG_KEYS` when it is set, else `$XDG_CONFIG_HOME/qdebug/keys.toml`, "
+            "else `~/.config/qdebug/keys.toml`") in PAGE
+    monkeypatch.setenv("QDEBUG_KEYS", str(tmp_path / "mine.toml"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert keymap_path() == tmp_path / "mine.toml"
+    monkeypatch.delenv("QDEBUG_KEYS")
+    assert keymap_path() == tmp_path / "xdg" / "qdebug" / "keys.toml"
+    monkeypatch.delenv("XDG_CONFIG_HOME")
+    assert keymap_path() == Path(tmp_path / "home" / ".config" / "qdebug" / "keys.toml")
