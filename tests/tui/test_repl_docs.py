@@ -94,3 +94,17 @@ def test_the_keymap_file_is_found_where_the_page_says(monkeypatch, tmp_path):
     assert keymap_path() == tmp_path / "xdg" / "qdebug" / "keys.toml"
     monkeypatch.delenv("XDG_CONFIG_HOME")
     assert keymap_path() == Path(tmp_path / "home" / ".config" / "qdebug" / "keys.toml")
+
+
+def test_the_stage_list_marks_are_the_pages():
+    """The status marks, the breakpoint dot and the ✗ / ! marks the page lists are what a stage line shows."""
+    from qdebug.tui.state import StageRow
+    from qdebug.tui.widgets.stage_list import row_text
+
+    assert ("(`·` pending, `»` running, `▶` paused here, `✓` done; `●` a breakpoint, `✗` a failed check or an error "
+            "finding at that stage, `!` a warning finding)") in PAGE
+    for status, mark in (("pending", "·"), ("running", "»"), ("paused", "▶"), ("done", "✓")):
+        assert row_text(StageRow("sync", status)).plain.split()[0] == mark, status
+    assert row_text(StageRow("sync", "done", breakpoint=True)).plain.startswith("●")
+    assert row_text(StageRow("sync", "done", failed=True, warned=True)).plain.rstrip().endswith("✗")
+    assert row_text(StageRow("sync", "done", warned=True)).plain.rstrip().endswith("!")
