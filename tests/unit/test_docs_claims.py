@@ -228,3 +228,83 @@ def test_the_replay_pages_inject_row_lists_replays_presets():
     assert row, "replay.md's --inject row is no longer in the form this test reads"
     listed = {spec.split(":")[0] for spec in row.group(1).replace("\\|", "|").split("|")}
     assert listed == {p.name for p in presets(Command.REPLAY)}, listed
+
+
+def _demo_page() -> str:
+    return " ".join((DOCS / "demo-model.md").read_text(encoding="utf-8").split())
+
+
+def test_the_demo_model_page_describes_its_training_scenes():
+    """Light-grey canvas, sides the multiples of 28 from 84 to 224, four colours, three shapes, four quadrants and the
+    caption's form are qdebug.demo.scenes'."""
+    import random
+
+    from qdebug.demo import scenes
+
+    page = _demo_page()
+    said = re.search(r"a light-grey image, each side a multiple of 28 between (\d+) and (\d+) pixels, with one "
+                     r"(\w+), (\w+), (\w+) or (\w+) (\w+), (\w+) or (\w+) in one quadrant; the caption is `([^`]+)`", page)
+    assert said, "demo-model.md no longer describes the scenes in the form this test reads"
+    low, high, *words, caption = said.groups()
+    assert scenes.SIDES == tuple(range(int(low), int(high) + 1, 28))
+    assert set(words[:4]) == set(scenes.COLOURS) and set(words[4:]) == set(scenes.SHAPES) and len(scenes.QUADRANTS) == 4
+    assert caption == "a {colour} {shape} in the {quadrant}" and scenes.caption_for("red", "circle", "top left") == "a red circle in the top left"
+    assert len(set(scenes.BACKGROUND)) == 1 and min(scenes.BACKGROUND) >= 200  # a light grey
+    scene = scenes.make_scene(random.Random(0))
+    assert scene.image.getpixel((0, 0)) == scenes.BACKGROUND or scene.image.getpixel((scene.image.width - 1, scene.image.height - 1)) == scenes.BACKGROUND
+
+
+def test_the_demo_model_pages_sample_table_is_the_sample_data():
+    """Each scene's size and visual-token count (one per 28×28 block: patch 14, merge 2), named for what it shows; the
+    capture's 14 requests of 9 sizes (12 files, 2 data: URLs), 12 with `observed`; the sample files named exist."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    page = _demo_page()
+    sample = ROOT / "sample_data"
+    rows = re.findall(r"\| `sample_data/(\w+)\.png` \| (\d+)×(\d+) scene: an? (\w+) (\w+) in the (\w+ \w+) \((\d+) visual tokens\) \|", page)
+    assert len(rows) == len(list(sample.glob("*.png"))) == 6, rows
+    for name, width, height, colour, shape, quadrant, tokens in rows:
+        image = Image.open(sample / f"{name}.png")
+        assert image.size == (int(width), int(height)), name
+        assert (image.width // 28) * (image.height // 28) == int(tokens), name
+        assert name == f"{colour}_{shape}_{quadrant.replace(' ', '_')}"
+    for named in re.findall(r"\| `sample_data/([\w.]+)` \|", page):
+        assert (sample / named).is_file(), named
+    lines = [json.loads(line) for line in (sample / "capture.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+    urls = [part["image_url"]["url"] for line in lines for m in line["messages"] if not isinstance(m["content"], str)
+            for part in m["content"] if part.get("type") == "image_url"]
+    data = [u for u in urls if u.startswith("data:")]
+    sizes = {Image.open(io.BytesIO(base64.b64decode(u.split(",", 1)[1]))).size for u in data}
+    sizes |= {Image.open(path).size for path in (sample / "capture").glob("*.png")}
+    counts = (len(lines), len(sizes), len(list((sample / "capture").glob("*.png"))), len(data), sum("observed" in line for line in lines))
+    assert "a 14-request burst (scenes of 9 sizes: 12 images under `capture/`, two as data: URLs)" in page
+    assert "(12 of 14 lines)" in page
+    assert counts == (14, 9, 12, 2, 12), counts
+
+
+def test_the_demo_model_pages_burst_log_row_is_what_replay_finds():
+    """burst.log: 8 requests 41–48, 42 ← 43 and 45 ← 46 contaminated, 44 and 47 not, two desyncs, the shape mismatch
+    at 46, the index error at 47 and 19 unrecognised lines, as `qdebug replay --json` reads it."""
+    import subprocess
+
+    assert ("a runtime log of 8 requests (41–48): 42 overwritten by 43 and 45 by 46 before their sync (contaminated), "
+            "44 overwriting its own buffer and 47 overwritten after its sync (not contamination), two "
+            "`TokenStreamDesyncWarning`s, a `VisualEmbeddingShapeMismatchError` (46), a `CrossAttentionIndexOutOfBounds` "
+            "(47), and 19 lines qdebug does not recognise") in _demo_page()
+    run = subprocess.run(["qdebug", "replay", str(ROOT / "sample_data" / "burst.log"), "--json", "-"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 1, run.stderr  # findings of error severity
+    report = json.loads(run.stdout)
+    requests = {r["id"]: r for r in report["requests"]}
+    assert list(requests) == [str(n) for n in range(41, 49)]
+    contaminated = {rid: r["donor"] for rid, r in requests.items() if r["verdict"] == "contaminated"}
+    assert contaminated == {"42": "43", "45": "46"}
+    kinds = [(f["kind"], f["request_id"]) for f in report["findings"]]
+    assert sum(kind == "desync" for kind, _ in kinds) == 2
+    assert ("shape_mismatch", "46") in kinds and ("index_out_of_bounds", "47") in kinds
+    assert not any(kind == "contamination" and rid in ("44", "47") for kind, rid in kinds)
+    assert report["unknown_lines"] == 19
+    assert "TokenStreamDesyncWarning" in (ROOT / "sample_data" / "burst.log").read_text(encoding="utf-8")
