@@ -101,6 +101,9 @@ def test_flat_temporal_ids_are_found_at_sync_from_the_ids_the_decoder_received(f
     c = _diff(family_spec(family), frames_dir, diff_models, inject="temporal-ids-flat")
     assert c.result.first_divergence is not None and c.result.first_divergence.name == "sync"
     assert "position ids the decoder received differ" in next(s for s in c.result.stages if s.name == "sync").detail
+    # The headline names what parted (the ids), not the rows' max |diff| (they agree)
+    (first,) = [f for f in c.result.findings if f.kind == "first_divergence"]
+    assert first.message.startswith("runs part at sync: position ids the decoder received differ") and "rows themselves agree" in first.message, first.message
     a, b = c.trace_a.stages["sync"], c.trace_b.stages["sync"]
     assert all(x.ok for x in a.checks)
     bad = [x for x in b.checks if not x.ok]
