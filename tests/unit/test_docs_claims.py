@@ -308,3 +308,23 @@ def test_the_demo_model_pages_burst_log_row_is_what_replay_finds():
     assert not any(kind == "contamination" and rid in ("44", "47") for kind, rid in kinds)
     assert report["unknown_lines"] == 19
     assert "TokenStreamDesyncWarning" in (ROOT / "sample_data" / "burst.log").read_text(encoding="utf-8")
+
+
+def test_demo_eval_prints_the_two_rates_the_page_names():
+    """demo.md: `demo eval` prints an exact-caption line and a peak-in-quadrant line, in the form the page quotes; its
+    default scenes are the quality bar's (EVAL_SEED), and the bar the page states is the one tests/demo holds."""
+    import subprocess
+
+    from qdebug.demo.evaluate import EVAL_SEED
+
+    page = _page("demo.md")
+    assert "one line each (`exact captions: 5/5 (100.0%)`)" in page
+    run = subprocess.run(["qdebug", "demo", "eval", "--scenes", "2"], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert re.fullmatch(r"exact captions: \d/2 \(\d+\.\d%\)", lines[0]), lines
+    assert re.fullmatch(r"attention peak in the shape's quadrant: \d/2 \(\d+\.\d%\)", lines[1]), lines
+    assert _options("demo eval")["--seed"].default == EVAL_SEED
+    assert "at least 95 % exact captions and 90 % peaks in the quadrant on 200 scenes" in page
+    bar = (ROOT / "tests" / "demo" / "test_quality.py").read_text(encoding="utf-8")
+    assert "n=200, seed=EVAL_SEED" in bar and "exact_rate >= 0.95" in bar and "peak_rate >= 0.90" in bar
