@@ -328,3 +328,29 @@ def test_demo_eval_prints_the_two_rates_the_page_names():
     assert "at least 95 % exact captions and 90 % peaks in the quadrant on 200 scenes" in page
     bar = (ROOT / "tests" / "demo" / "test_quality.py").read_text(encoding="utf-8")
     assert "n=200, seed=EVAL_SEED" in bar and "exact_rate >= 0.95" in bar and "peak_rate >= 0.90" in bar
+
+
+def test_the_real_checkpoint_page_lists_the_supported_model_types_and_attns_defaults():
+    """real-checkpoints.md: the supported list is the adapters' model types; `trust_remote_code` defaults off and no
+    module of qdebug turns it on; `--layers` defaults to `all`, `--queries` to `gen`, and `--keep hidden` is a choice."""
+    import inspect
+
+    from qdebug.model.adapters import supported_model_types
+    from qdebug.model.load import load_model
+
+    page = " ".join((DOCS / "real-checkpoints.md").read_text(encoding="utf-8").split())
+    said = re.search(r"The architecture is read from `config.json` \(supported: ([^)]*)\)", page)
+    assert said, "real-checkpoints.md no longer lists the supported model types in the form this test reads"
+    assert re.findall(r"`(\w+)`", said.group(1)) == supported_model_types()
+    assert "`trust_remote_code` is never enabled" in page
+    assert inspect.signature(load_model).parameters["trust_remote_code"].default is False
+    passing = [str(p.relative_to(ROOT)) for p in (ROOT / "qdebug").rglob("*.py")
+               if re.search(r"trust_remote_code\s*=\s*True", p.read_text(encoding="utf-8"))]
+    assert not passing, passing
+    assert "`--layers SPEC` (`all` [default], `none`, `0,5,-1`, `0-3`)" in page and _options("attn")["--layers"].default == "all"
+    assert "`--queries gen` [default]" in page and _options("attn")["--queries"].default == "gen"
+    assert "`--keep hidden` keeps every prompt row of every layer (`diff` always does)" in page
+    assert "`hidden`" in _options("attn")["--keep"].help
+    assert "RecordPolicy(keep_hidden=True)" in (ROOT / "qdebug" / "commands" / "diff_side.py").read_text(encoding="utf-8")
+    assert "e.g. `repetition_penalty 1.3` for a checkpoint whose `generation_config.json` sets it" in page
+    assert '"repetition_penalty 1.3"' in (ROOT / "tests" / "recording" / "test_generation_config.py").read_text(encoding="utf-8")
