@@ -354,3 +354,32 @@ def test_the_real_checkpoint_page_lists_the_supported_model_types_and_attns_defa
     assert "RecordPolicy(keep_hidden=True)" in (ROOT / "qdebug" / "commands" / "diff_side.py").read_text(encoding="utf-8")
     assert "e.g. `repetition_penalty 1.3` for a checkpoint whose `generation_config.json` sets it" in page
     assert '"repetition_penalty 1.3"' in (ROOT / "tests" / "recording" / "test_generation_config.py").read_text(encoding="utf-8")
+
+
+def test_the_front_page_names_the_families_and_the_stages_a_trace_holds(demo_trace):
+    """docs/index.md: one family name per adapter; the stage table's rows are a demo trace's stages in order, and what
+    each row says is captured is in that trace (prompt, ids, pixel shape, grid, spans; rows' stats, NaN/Inf and
+    fingerprint; landed offsets and MRoPE ids; layer stats and attention; top-k and entropy; each step's token)."""
+    from qdebug.model.adapters import ADAPTERS
+
+    page = " ".join((DOCS / "index.md").read_text(encoding="utf-8").split())
+    families = re.search(r"A debugger for Qwen multimodal inference \(([^)]*)\)", page).group(1).split(", ")
+    assert families == ["Qwen2-VL", "Qwen2.5-VL", "Qwen3-VL", "Qwen3.5", "Qwen2-Audio", "Qwen2.5-Omni"]
+    assert len(families) == len(ADAPTERS)
+    assert "`preprocess → encode → sync → layer.N → logits → step.K`" in page
+    rows = re.findall(r"\| `([\w.]+)` \| [^|]+ \|", page)
+    assert rows == ["preprocess", "encode", "sync", "layer.N", "logits", "step.K"], rows
+    trace, _scene = demo_trace
+    names = list(trace.stages)
+    shape = [n if not n.startswith(("layer.", "step.")) else n.split(".")[0] + (".N" if n.startswith("layer.") else ".K")
+             for n in names]
+    assert list(dict.fromkeys(shape)) == rows, names
+    pre = trace.stages["preprocess"].summary
+    assert pre.text and pre.num_tokens and pre.pixel_values_shape and pre.image_grid_thw and pre.spans
+    image = trace.stages["encode"].summary.images[0]
+    assert image.stats.norm_mean > 0 and image.stats.nan == image.stats.inf == 0 and image.fingerprint
+    landed = trace.stages["sync"].summary.images[0]
+    assert landed.text_offset == landed.visual_offset and "sync.position_ids" in trace.tensors
+    assert trace.stages["layer.0"].summary.stats is not None and "layer.0.attn" in trace.tensors
+    assert trace.stages["logits"].summary.last_topk and "logits.entropy" in trace.tensors
+    assert trace.steps[0].token and trace.steps[0].topk.tokens and trace.steps[0].entropy >= 0
