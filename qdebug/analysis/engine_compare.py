@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from qdebug.errors import IncompatibleTracesError
+from qdebug.trace.items import trace_items
 from qdebug.trace.tensor_names import TensorKind as T
 from qdebug.vocab import FindingKind, StageName, StageVerdict, is_step_stage, step_stage
 
@@ -68,17 +69,10 @@ def parting(a, b, atol: float | None = None, rtol: float | None = None) -> Parti
 
 def media_items(trace) -> dict[str, int]:
     """How many media items of each modality a trace holds stages for (a video: one item, its placeholder runs)."""
-    pre = trace.stages.get(StageName.PREPROCESS)
-    summary = pre.summary if pre is not None else None
-    spans = getattr(summary, "media", None)
-    if spans:  # mixed media (Qwen2.5-Omni): one EncoderSpan per item
-        out: dict[str, int] = {}
-        for span in spans:
-            out[str(span.modality)] = out.get(str(span.modality), 0) + 1
-        return out
-    videos = len(getattr(summary, "videos", None) or [])
-    counts = {"image": len(trace.images) - videos, "video": videos, "audio": len(trace.meta.audio or [])}
-    return {k: n for k, n in counts.items() if n}
+    out: dict[str, int] = {}
+    for item in trace_items(trace):
+        out[item.modality] = out.get(item.modality, 0) + 1
+    return out
 
 
 def _count_words(counts: dict[str, int]) -> str:

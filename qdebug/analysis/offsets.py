@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 from qdebug.trace.tensor_names import TensorKind as T
 
+from .audio_attention import clip_items
+
 SAME_ROWS = 1 - 1e-4  # mean cosine at which a block of rows counts as the same encoder rows
 
 
@@ -26,7 +28,7 @@ class Candidate:
 def media_spans(trace) -> list[tuple[int, tuple[int, int]]]:
     """(index, placeholder span) of each image, or of each audio clip for the audio families."""
     spans = [(i.index, tuple(i.span)) for i in trace.images if i.span]
-    spans += [(c["index"], tuple(c["span"])) for c in trace.meta.audio or [] if c.get("span")]
+    spans += [(c.item, c.span) for c in clip_items(trace) if c.span]
     return spans
 
 

@@ -93,21 +93,14 @@ def summary_renderables(summary: dict) -> list:
 
 
 def placeholder_runs(trace) -> dict[int, tuple[int, str]]:
-    """start → (end, label) of every placeholder run the trace's input stages name: each mixed-media item's runs,
-    each video's `<|video_pad|>` runs, each clip's span, else each image's span."""
-    pre = trace.stages.get(StageName.PREPROCESS)
-    summary = pre.summary if pre is not None else None
+    """start → (end, label) of every placeholder run of the trace's media items (`trace_items`): an image's span, each of
+    a video's `<|video_pad|>` runs, each mixed-media item's runs, named by modality and index (an audio family's: `clip N`)."""
+    from qdebug.trace.items import trace_items
+
     runs: dict[int, tuple[int, str]] = {}
-    if summary is not None and getattr(summary, "media", None):
-        for m in summary.media:
-            runs.update({s: (e, f"{m.modality} {m.index}") for s, e in m.runs or []})
-    elif summary is not None and getattr(summary, "videos", None):
-        for v in summary.videos:
-            runs.update({s: (e, f"video {v.video}") for s, e in v.runs or []})
-    elif trace.meta.audio:
-        runs.update({c["span"][0]: (c["span"][1], f"clip {c['index']}") for c in trace.meta.audio if c.get("span")})
-    else:
-        runs.update({img.span[0]: (img.span[1], f"image {img.index}") for img in trace.images if img.span})
+    for item in trace_items(trace):
+        label = f"clip {item.index}" if item.modality == "audio" and not trace.mixed_media else item.name
+        runs.update({s: (e, label) for s, e in item.runs})
     return runs
 
 
