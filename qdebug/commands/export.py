@@ -44,6 +44,11 @@ def run_export_onnx(args: ExportArgs) -> ExportResult:
 
     # Plain eager attention: the graph holds the model's own ops, not qdebug's recording kernel.
     loaded = load_model(args.model, "cpu", "float32", attn_implementation="eager")
+    if loaded.adapter.modality == "audio":
+        from qdebug.errors import InputError
+
+        raise InputError(f"export onnx builds image inputs only; {loaded.adapter.name} takes audio "
+                         "(expected a checkpoint with a vision tower: Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5, Qwen2.5-Omni)")
     injects = parse_injects(args.inject, len(loaded.adapter.decoder_layers(loaded.model)), deepstack_count(loaded))
     start = time.perf_counter()
     manifest = export_onnx(loaded, out, injects, args.opset)
