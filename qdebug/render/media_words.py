@@ -5,7 +5,9 @@ from __future__ import annotations
 
 def is_video(trace) -> bool:
     """Whether the trace's visual items are videos (a Qwen-VL video request: `trace.images` holds them)."""
-    return bool(getattr(trace.request, "videos", None)) and not trace.mixed_media
+    from qdebug.trace.items import trace_items
+
+    return any(item.modality == "video" and item.image is not None for item in trace_items(trace))
 
 
 def visual_word(trace) -> str:
