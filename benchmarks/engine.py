@@ -13,7 +13,11 @@ them: no setting is served an earlier burst's prefix-cache blocks or encodings.
 
 On 2 shared cores a vLLM server's throughput swings by 2x from burst to burst (API server, engine core, worker
 and client share them), so each setting reports the median of its bursts and their range, and the settings are
-run in rounds (off, none tagged, all; again) so that drift over the run shows as a difference between rounds.
+run in rounds (off, none tagged, all; then all, none tagged, off; again), so that drift over the run shows as a
+difference between rounds and no setting always runs first; each setting's rate is also put against the same
+round's plugin-off rate. Each setting reports the CPU its server's processes used per request served (API server,
+engine core, worker; from /proc): a second opinion, not a clean one, as vLLM's engine core and worker poll while they
+wait, so their CPU grows with the wall time a slowed-down server takes too.
 
 Needs the vLLM environment (`scripts/vllm-env`, or QDEBUG_VLLM_PYTHON).
 """
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import tempfile
@@ -71,16 +76,59 @@ async def burst_seconds(url: str, bodies: list[dict], concurrency: int) -> float
         return time.perf_counter() - start
 
 
+def server_cpu(server) -> dict[str, float]:
+    """CPU seconds (user + system) each process of a server's process group has used so far, by role: the API server,
+    the engine core, the worker(s) (what the others used, e.g. multiprocessing's resource tracker, as "other")."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+            comm = Path(entry.path, "comm").read_text().strip()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()  # after "pid (comm)": state ppid pgrp ... utime stime at 12, 13
+        if int(fields[2]) != server.proc.pid:
+            continue
+        role = "worker" if "Worker" in comm else "engine core" if "EngineCor" in comm else "api server" if int(entry.name) == server.proc.pid else "other"
+        out[role] = out.get(role, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+def cpu_per_request(before: dict[str, float], after: dict[str, float], served: int) -> dict[str, float]:
+    """Milliseconds of CPU per request served, by role, between two `server_cpu` readings."""
+    return {role: (after[role] - before.get(role, 0.0)) / served * 1e3 for role in after}
+
+
+def cpu_line(runs: list[dict]) -> str:
+    """Median CPU ms per request by role over the runs' readings, and their total."""
+    roles = [r for r in ("api server", "engine core", "worker") if any(r in m["cpu"] for m in runs)]
+    parts = [f"{role} {statistics.median(m['cpu'].get(role, 0.0) for m in runs):.1f}" for role in roles]
+    total = statistics.median(sum(m["cpu"].values()) for m in runs)
+    return f"CPU ms per request: {', '.join(parts)}; all {total:.1f} (medians over servers)"
+
+
+def paired_line(base: list[dict], runs: list[dict]) -> str:
+    """Each round's median against the same round's plugin-off median (the servers of a round run minutes apart, not
+    hours: less of the machine's drift between them), and the median of those ratios."""
+    ratios = [statistics.median(m["rates"]) / statistics.median(b["rates"]) for b, m in zip(base, runs)]
+    return f"per-round ratio to off: {', '.join(f'{r:.2f}' for r in ratios)}; median {statistics.median(ratios):.2f}x"
+
+
 def _measure(python, work: Path, name: str, options: dict, bursts: list[list[dict]], concurrency: int) -> dict:
     traces = work / f"{name.replace(' ', '-').replace(',', '')}-{time.monotonic_ns()}" / "traces" if options.get("trace_dir") else None
     with VllmServer(python, work, trace_dir=traces, trace_all=options.get("trace_all", False)) as server:
         asyncio.run(burst_seconds(server.url, bursts[0][: concurrency * 2], concurrency))  # warm-up, not counted
+        before = server_cpu(server)
         rates = sorted(len(b) / asyncio.run(burst_seconds(server.url, b, concurrency)) for b in bursts[1:])
+        cpu = cpu_per_request(before, server_cpu(server), sum(len(b) for b in bursts[1:]))
         time.sleep(1.0)  # the writer thread finishes the last traces
     files = sorted(traces.glob("*.qdt")) if traces is not None else []
     served = concurrency * 2 + sum(len(b) for b in bursts[1:])
     log = traces / "batches.jsonl" if traces is not None else None
-    return {"name": name, "rates": rates, "bytes": sum(f.stat().st_size for f in files) / len(files) if files else 0,
+    return {"name": name, "rates": rates, "cpu": cpu, "bytes": sum(f.stat().st_size for f in files) / len(files) if files else 0,
             "log_bytes": log.stat().st_size / served if log is not None and log.exists() else 0}
 
 
@@ -108,8 +156,8 @@ def main() -> None:
     bursts = [_bodies(args.requests, k) for k in range(args.bursts + 1)]  # burst 0 warms the server up
     rows: dict[str, list] = {name: [] for name, _ in SETTINGS}
     with tempfile.TemporaryDirectory() as tmp:
-        for _ in range(args.rounds):
-            for name, options in SETTINGS:
+        for k in range(args.rounds):
+            for name, options in SETTINGS if k % 2 == 0 else SETTINGS[::-1]:  # ABBA: no setting always runs first
                 rows[name].append(_measure(python, Path(tmp), name, options, bursts, args.concurrency))
     median = lambda xs: statistics.median(xs)
     base = median([r for m in rows["off"] for r in m["rates"]])
@@ -123,6 +171,9 @@ def main() -> None:
         extra += f"; {log:.0f} B of batch log per request" if log else ""
         print(f"  {name:<24} median {median(rates):6.1f} requests/s ({median(rates) / base:.2f}x off; per round {per_round}; "
               f"range {min(rates):.1f}..{max(rates):.1f}){extra}")
+        if name != "off":
+            print(f"  {'':<24} {paired_line(rows['off'], runs)}")
+        print(f"  {'':<24} {cpu_line(runs)}")
 
 
 if __name__ == "__main__":

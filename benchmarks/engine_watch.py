@@ -7,7 +7,9 @@ costs, from the server's own qdebug_watch_check_seconds_total / qdebug_watch_che
 
 Every request carries an image of its own (random pixels), so no burst is served an earlier one's encodings. On 2
 shared cores a server's throughput swings by 2x from burst to burst: each setting reports the median of its bursts
-and their range, and the settings alternate in rounds (off, watch; again). The goal (issue 34): watch on ≤ 1.03× off.
+and their range, and the settings alternate in rounds (off, watch; watch, off; again); each round's watch rate is also
+put against the same round's off rate, and each server's CPU per request served is printed (benchmarks/engine.py says
+what it is worth). The goal (issue 34): watch on ≤ 1.03× off.
 
 Needs the vLLM environment (`scripts/vllm-env`, or QDEBUG_VLLM_PYTHON).
 """
@@ -29,7 +31,7 @@ sys.path.insert(0, str(REPO))
 from tests.engine.vllm_server import VllmServer, vllm_python  # noqa: E402
 from tests.engine.watch_traffic import body_for, distinct_images, watch_series  # noqa: E402
 
-from engine import burst_seconds  # noqa: E402  (benchmarks/engine.py, beside this script)
+from engine import burst_seconds, cpu_line, cpu_per_request, paired_line, server_cpu  # noqa: E402  (benchmarks/engine.py, beside this script)
 
 
 def _measure(python, work: Path, watch: bool, sample: float, bursts: list[list[dict]], concurrency: int) -> dict:
@@ -37,10 +39,12 @@ def _measure(python, work: Path, watch: bool, sample: float, bursts: list[list[d
            "QDEBUG_VLLM_WATCH_DIR": str(work / f"watch-{time.monotonic_ns()}")} if watch else {}
     with VllmServer(python, work, extra_env=env) as server:
         asyncio.run(burst_seconds(server.url, bursts[0][: concurrency * 2], concurrency))  # warm-up, not counted
+        before = server_cpu(server)
         rates = sorted(len(b) / asyncio.run(burst_seconds(server.url, b, concurrency)) for b in bursts[1:])
+        cpu = cpu_per_request(before, server_cpu(server), sum(len(b) for b in bursts[1:]))
         time.sleep(1.0)  # the worker writes its counters twice a second
         series = watch_series(server) if watch else {}
-    return {"rates": rates, "series": series}
+    return {"rates": rates, "cpu": cpu, "series": series}
 
 
 def run(args: argparse.Namespace) -> None:
@@ -52,8 +56,8 @@ def run(args: argparse.Namespace) -> None:
         work = Path(tmp)
         bursts = [[body_for(p, 16) for p in distinct_images(work / "images", args.requests, seed=k)] for k in range(args.bursts + 1)]
         runs: dict[str, list] = {"off": [], "watch": []}
-        for _ in range(args.rounds):
-            for name in runs:
+        for k in range(args.rounds):
+            for name in ("off", "watch") if k % 2 == 0 else ("watch", "off"):  # ABBA: neither always runs first
                 runs[name].append(_measure(python, work, name == "watch", args.sample, bursts, args.concurrency))
     median = statistics.median
     base = median([r for m in runs["off"] for r in m["rates"]])
@@ -64,6 +68,9 @@ def run(args: argparse.Namespace) -> None:
         per_round = ", ".join(f"{median(m['rates']):.1f}" for m in runs[name])
         print(f"  {label:<26} median {median(rates):6.1f} requests/s ({median(rates) / base:.3f}x off; per round {per_round}; "
               f"range {min(rates):.1f}..{max(rates):.1f})")
+        if name == "watch":
+            print(f"  {'':<26} {paired_line(runs['off'], runs[name])}")
+        print(f"  {'':<26} {cpu_line(runs[name])}")
     totals: dict[str, list[float]] = {}
     for m in runs["watch"]:
         for (series, check), value in m["series"].items():
