@@ -65,6 +65,18 @@ def test_a_video_trace(family_model, tmp_path):
     assert peak.to_json() == {"image": 0, "row": peak.row, "col": peak.col, "rows": item.grid[0], "cols": item.grid[1]}
     assert peak.label() == f"row {peak.row}, col {peak.col}" and peak.value == pytest.approx(float(grid.max()))
 
+    from qdebug.render.media_words import is_video
+    from qdebug.trace.schema import load_trace, save_trace
+    from qdebug.tui.widgets.stage_detail import placeholder_runs
+
+    assert is_video(trace) and {label for _, label in placeholder_runs(trace).values()} == {"video 0"}
+    assert trace_items(load_trace(save_trace(trace, tmp_path / "v.qdt"))) == [item]  # saved and read back: the same items
+    old = load_trace(tmp_path / "v.qdt")
+    old.stages["preprocess"].summary.videos = None  # a video trace written before `videos` was traced
+    (was,) = trace_items(old)
+    assert (was.modality, was.span, was.rows, was.grid, was.runs) == ("video", item.span, item.rows, item.grid, (item.span,))
+    assert was.frame_times is None and was.slice_times is None
+
 
 def test_an_audio_trace(qwen2_audio, clip_wav):
     from qdebug.trace.audio import build_audio_request, load_audio
@@ -76,6 +88,13 @@ def test_an_audio_trace(qwen2_audio, clip_wav):
     for item, clip in zip(items, trace.meta.audio):
         assert item.rows == 25 == item.span[1] - item.span[0] and item.seconds_per_row == pytest.approx(0.04)
     assert step_peak(trace, 0) is None  # no grid to peak on: the clips' peaks are audio_step_peak's
+
+    from qdebug.tui.widgets.stage_detail import placeholder_runs
+
+    assert sorted(placeholder_runs(trace).items()) == [(i.span[0], (i.span[1], f"clip {i.index}")) for i in items]
+    trace.meta.audio = [{"index": 0, "span": list(items[0].span)}]  # an entry lacking the newer keys still reads
+    (old,) = trace_items(trace)
+    assert (old.rows, old.seconds_per_row, old.source) == (25, None, "<audio 0>")
 
 
 def test_an_omni_trace_lists_every_encoder_item(family_model, tmp_path):
