@@ -47,3 +47,22 @@ def test_a_frame_folder_is_read_at_two_fps():
     from qdebug.trace.video_input import FOLDER_FPS
 
     assert "a frame folder is read as 2.0 fps" in PAGE and FOLDER_FPS == 2.0
+
+
+def test_temporal_ids_flat_parts_a_video_diff_at_sync(tmp_path):
+    """"`qdebug diff VIDEO PROMPT --inject temporal-ids-flat` sets the video rows' temporal ids to 0 and parts at
+    `sync`": a four-frame folder on the demo; everything before sync agrees, and a position-ids finding names it."""
+    assert "`qdebug diff VIDEO PROMPT --inject temporal-ids-flat` sets the video rows' temporal ids to 0 and parts at `sync`" in PAGE
+    frames = tmp_path / "frames"
+    frames.mkdir()
+    for i in range(4):
+        shutil.copy(SAMPLE / "yellow_circle_bottom_left.png", frames / f"f{i}.png")
+    out = tmp_path / "diff.json"
+    code, _out, err = qdebug(tmp_path, "diff", frames, "Describe the video.", "--inject", "temporal-ids-flat",
+                             "--device", "cpu", "--max-new-tokens", "2", "--json", out)
+    assert code == 1, err  # the runs differ
+    doc = json.loads(out.read_text(encoding="utf-8"))
+    verdicts = {s["name"]: s["verdict"] for s in doc["stages"]}
+    assert verdicts["preprocess"] == verdicts["encode"] == "ok" and verdicts["sync"] == "diverged", verdicts
+    assert doc["first_divergence"]["stage"] == "sync"
+    assert "position_ids" in [f["kind"] for f in doc["findings"]]
