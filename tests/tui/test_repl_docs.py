@@ -108,3 +108,30 @@ def test_the_stage_list_marks_are_the_pages():
     assert row_text(StageRow("sync", "done", breakpoint=True)).plain.startswith("●")
     assert row_text(StageRow("sync", "done", failed=True, warned=True)).plain.rstrip().endswith("✗")
     assert row_text(StageRow("sync", "done", warned=True)).plain.rstrip().endswith("!")
+
+
+def test_the_terminals_the_page_names_are_asked_for_pixels(monkeypatch):
+    """kitty, WezTerm, ghostty, foot and iTerm2 pass the cheap gate before textual-image asks the terminal; a plain
+    xterm and a pipe do not; QDEBUG_PIXELS=sixel|tgp|off decides without asking."""
+    import sys
+
+    from qdebug.tui import pixels
+
+    assert "(Sixel, the Kitty graphics protocol: kitty, WezTerm, ghostty, foot, iTerm2…)" in PAGE
+    assert "`QDEBUG_PIXELS=sixel|tgp|off` overrides the detection" in PAGE
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    for name in ("TERM", "TERM_PROGRAM", "KITTY_WINDOW_ID"):
+        monkeypatch.delenv(name, raising=False)
+    for variable, value in (("TERM", "xterm-kitty"), ("TERM_PROGRAM", "WezTerm"), ("TERM_PROGRAM", "ghostty"),
+                            ("TERM", "foot"), ("TERM_PROGRAM", "iTerm.app")):
+        monkeypatch.setenv(variable, value)
+        assert pixels._terminal_may_show_pixels(), value
+        monkeypatch.delenv(variable)
+    monkeypatch.setenv("TERM", "xterm-256color")
+    assert not pixels._terminal_may_show_pixels()
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: False)
+    monkeypatch.setenv("TERM", "xterm-kitty")
+    assert not pixels._terminal_may_show_pixels()
+    for forced, protocol in (("sixel", "sixel"), ("tgp", "tgp"), ("off", None)):
+        monkeypatch.setenv("QDEBUG_PIXELS", forced)
+        assert pixels.detect() == protocol
