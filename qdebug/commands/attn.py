@@ -81,6 +81,9 @@ def _attn_json(trace, *, layer: int | None, head: int | None) -> dict:
             audio_peak = audio_step_peak(trace, step.index, layer=layer, head=head)
             steps[-1]["audio_peak"] = audio_peak.to_json() if audio_peak else None
     from qdebug.analysis.attention import attention_grid, peak_of
+    from qdebug.render.media_words import is_video
+
+    video = is_video(trace)  # a Qwen-VL video request: its visual items are under "videos", not "images"
 
     def image_peak(index):
         grid = attention_grid(trace, index, layer=layer, head=head)
@@ -102,10 +105,10 @@ def _attn_json(trace, *, layer: int | None, head: int | None) -> dict:
             {"path": i.path, "size": list(i.size), "grid_thw": list(i.grid_thw), "span": list(i.span) if i.span else None, "grid": [i.rows, i.cols],
              "text_offset": i.span[0] if i.span else None, "visual_offset": visual.get(i.index),
              "attention_peak": image_peak(i.index)}
-            for i in ([] if trace.request.videos and not trace.mixed_media else trace.images)  # a video request's visual items are under "videos"
+            for i in ([] if video else trace.images)
         ],
         **({"audio": trace.meta.audio} if trace.meta.audio else {}),
-        **({"videos": video_json(trace, layer=layer, head=head)} if trace.request.videos and not trace.mixed_media else {}),
+        **({"videos": video_json(trace, layer=layer, head=head)} if video else {}),
         # mixed media (Qwen2.5-Omni): every item at its encoder, as sync measured it (runs, rows, exact)
         **({"media": [m.to_json() for m in trace.stages[StageName.SYNC].summary.media]} if trace.mixed_media and StageName.SYNC in trace.stages else {}),
         "stages": [{"name": s.name, "ok": s.ok} for s in trace.stages.values()],
@@ -204,6 +207,7 @@ def run_attn(args: AttnArgs) -> AttnResult:
 def write_outputs(args: AttnArgs, result: AttnResult) -> None:
     """Write the PNG, the saved trace and the JSON (each atomically)."""
     from qdebug.commands.common import emit_json
+    from qdebug.render.media_words import is_video
     from qdebug.trace.schema import save_trace
 
     trace, pil_images = result.trace, result.pil_images
@@ -212,7 +216,7 @@ def write_outputs(args: AttnArgs, result: AttnResult) -> None:
 
         steps = [args.token] if args.token is not None else list(range(len(trace.steps)))
         audio_png(trace, args.png, steps=steps or [0], layer=args.layer, head=args.head)
-    elif args.png is not None and trace.request.videos and not trace.mixed_media:
+    elif args.png is not None and is_video(trace):
         from qdebug.render.video_strip import video_png
 
         video_png(trace, [v.frames for v in result.videos], args.png, layer=args.layer, head=args.head)

@@ -103,13 +103,16 @@ def attention_renderable(view: View, width: int, height: int, plain: bool = Fals
 
     if linear_layer(trace, view.sel.layer):
         return linear_note(trace, view.sel.layer)
-    if not trace.images and trace.meta.audio:
+    from qdebug.analysis.audio_attention import clip_items
+    from qdebug.render.media_words import is_video
+
+    if not trace.images and clip_items(trace):
         from .audio_attention import audio_attention_renderable
 
         return audio_attention_renderable(view, width)
     if not trace.images:
         return Text("attention: this request has no image", style="dim")
-    if trace.request.videos and not trace.mixed_media:  # a video: one heatmap per temporal slice
+    if is_video(trace):  # a video: one heatmap per temporal slice
         from .video_attention import video_attention_renderable
 
         return video_attention_renderable(view, width, height, plain, _choice(view))
