@@ -383,3 +383,14 @@ def test_the_front_page_names_the_families_and_the_stages_a_trace_holds(demo_tra
     assert trace.stages["layer.0"].summary.stats is not None and "layer.0.attn" in trace.tensors
     assert trace.stages["logits"].summary.last_topk and "logits.entropy" in trace.tensors
     assert trace.steps[0].token and trace.steps[0].topk.tokens and trace.steps[0].entropy >= 0
+
+
+def test_the_demo_models_tokenizer_is_word_level_with_qwens_special_tokens():
+    """demo-model.md: "a word-level tokenizer with Qwen's special tokens and a Qwen-style chat template"."""
+    assert "a word-level tokenizer with Qwen's special tokens and a Qwen-style chat template" in _demo_page()
+    tokenizer = json.loads((CHECKPOINT / "tokenizer.json").read_text(encoding="utf-8"))
+    assert tokenizer["model"]["type"] == "WordLevel"
+    added = {token["content"] for token in tokenizer["added_tokens"]}
+    assert {"<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"} <= added
+    template = (CHECKPOINT / "chat_template.jinja").read_text(encoding="utf-8")
+    assert "<|im_start|>" in template and "<|vision_start|><|image_pad|><|vision_end|>" in template
