@@ -33,7 +33,7 @@ def _stage_what(trace, stage) -> str:
         from .media_report import media_stage_what
 
         return media_stage_what(stage) or ""
-    if trace.request.videos and stage.name in (StageName.PREPROCESS, StageName.SYNC):
+    if is_video(trace) and stage.name in (StageName.PREPROCESS, StageName.SYNC):
         from .video_report import video_stage_what
 
         return video_stage_what(stage) or ""
@@ -125,13 +125,13 @@ def attn_renderables(result) -> list:
     what = f"step {result.token}" if result.token is not None else "all generated tokens"
     sel = f"layer {result.layer}" if result.layer is not None else "mean of layers"
     sel += f", head {result.head}" if result.head is not None else ", mean of heads"
-    for img in trace.images if trace.request.videos and not trace.mixed_media else []:  # the video's peak: every generated token, as the JSON and PNG
+    for img in trace.images if is_video(trace) else []:  # the video's peak: every generated token, as the JSON and PNG
         from .video_report import video_panel
 
         panel = video_panel(trace, img, f"video {img.index} ← all generated tokens, per temporal slice ({sel})", layer=result.layer, head=result.head)
         if panel is not None:
             out.append(panel)
-    for img in [] if trace.request.videos and not trace.mixed_media else trace.images:
+    for img in [] if is_video(trace) else trace.images:
         grid = attention_grid(trace, img.index, queries=queries, layer=result.layer, head=result.head)
         if grid is not None:
             out.append(heatmap_panel(trace, img, grid, f"image {img.index} ← {what} ({sel})", pil_images[img.index]))
