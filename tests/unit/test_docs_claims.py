@@ -394,3 +394,32 @@ def test_the_demo_models_tokenizer_is_word_level_with_qwens_special_tokens():
     assert {"<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"} <= added
     template = (CHECKPOINT / "chat_template.jinja").read_text(encoding="utf-8")
     assert "<|im_start|>" in template and "<|vision_start|><|image_pad|><|vision_end|>" in template
+
+
+def test_per_layer_and_per_step_copies_stay_on_their_device_until_flush():
+    """real-checkpoints.md: a recorder holds its per-layer/per-step copies on the model's device (here `meta`, a device
+    that is not the CPU) and moves nothing until generation ends; on the CPU it copies at once; the per-layer and
+    per-step fields all go through `_hold`, and `flush` brings each of them to the CPU."""
+    import inspect
+
+    import torch
+
+    from qdebug.trace.hooks import Recorder
+
+    page = " ".join((DOCS / "real-checkpoints.md").read_text(encoding="utf-8").split())
+    assert ("What a trace keeps per layer and per step (hidden rows and their statistics, attention rows, step logits) "
+            "is copied on the device and leaves it once, when generation ends") in page
+    recorder = Recorder()
+    held = recorder._hold(torch.ones(3, 4, device="meta"))
+    assert held.device.type == "meta" and recorder._pending  # no device→host copy (no host sync) while generate runs
+    source = torch.ones(2)
+    copy = Recorder()._hold(source)
+    assert copy.device.type == "cpu" and copy.data_ptr() != source.data_ptr()  # a copy, not a view, at once on CPU
+    code = inspect.getsource(Recorder)
+    for field in ("self.hidden[layer]", "self.hidden_kept[layer]", "self.step_hidden.setdefault(layer, []).append",
+                  "self.step_logits.append", "self.attn.setdefault(call.layer, []).append"):
+        assert re.search(re.escape(field) + r"(?: = |\()self\._hold\(", code), field
+    flush = inspect.getsource(Recorder.flush)
+    for field in ("hidden", "hidden_kept", "step_hidden", "attn", "step_logits"):
+        assert f"self.{field} = " in flush, field
+    assert "stats_from(*v)" in flush  # the statistics pair kept on the device becomes numbers only here
