@@ -135,3 +135,45 @@ def test_the_terminals_the_page_names_are_asked_for_pixels(monkeypatch):
     for forced, protocol in (("sixel", "sixel"), ("tgp", "tgp"), ("off", None)):
         monkeypatch.setenv("QDEBUG_PIXELS", forced)
         assert pixels.detect() == protocol
+
+
+def test_attn_tui_and_replay_tui_open_their_results_in_the_debugger(monkeypatch):
+    """"`qdebug attn ... --tui` and `qdebug replay ... --tui` open their results in it": the request screen on attn's
+    trace, the batch screen on the replay's report (the app driven headless by Textual's pilot)."""
+    import asyncio
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from qdebug.cli import app as cli
+    from qdebug.tui.app import QDebugApp
+    from qdebug.tui.screens.batch import BatchScreen
+
+    assert "`qdebug attn ... --tui` and `qdebug replay ... --tui` open their results in it" in PAGE
+    sample = Path(__file__).resolve().parents[2] / "sample_data"
+    seen = []
+
+    def headless(self, *args, **kwargs):
+        async def drive():
+            async with self.run_test(size=(160, 50)) as pilot:
+                for _ in range(50):
+                    await pilot.pause(0.05)
+                    if isinstance(self.screen, (RequestScreen, BatchScreen)) and self.screen.is_mounted:
+                        break
+                screen = self.screen
+                seen.append((type(screen).__name__, getattr(getattr(screen, "doc", None), "trace", None),
+                             getattr(screen, "report", None), self))
+
+        asyncio.run(drive())
+
+    monkeypatch.setattr(QDebugApp, "run", headless)
+    runner = CliRunner()
+    done = runner.invoke(cli, ["attn", str(sample / "red_circle_top_left.png"), "Describe the image.", "--device", "cpu",
+                               "--max-new-tokens", "2", "--tui"])
+    assert done.exit_code == 0, done.output
+    name, trace, _report, app = seen[-1]
+    assert name == "RequestScreen" and trace is app.trace and trace.generated_text.startswith("a red")
+    done = runner.invoke(cli, ["replay", str(sample / "burst.log"), "--tui"])
+    assert done.exit_code == 1, done.output  # the log's contamination findings
+    name, _trace, report, app = seen[-1]
+    assert name == "BatchScreen" and report is app.report and [r.id for r in report.requests][:2] == ["41", "42"]
