@@ -1,4 +1,4 @@
-"""The input stages of an audio request (Qwen2-Audio) as the engine ran it: each clip's placeholder span found in
+"""The input stages of an audio request (Qwen2-Audio, Qwen2.5-Omni) as the engine ran it: each clip's placeholder span found in
 the prompt ids and checked against vLLM's own range, its encoder rows from the engine's encoder cache, where those
 rows landed in the decoder's input, and the positions vLLM gave it (the stages of a local trace, trace/stages/audio)."""
 
@@ -10,6 +10,7 @@ from qdebug.trace.stages.audio import clip_stages
 from qdebug.trace.summaries import PreprocessSummary
 from qdebug.vocab import FindingKind, StageName
 
+from .engine_video import model_positions
 from .requests import EngineRequest
 
 
@@ -46,4 +47,5 @@ def audio_stages(req: EngineRequest, model, prompt_text: str, extractor, tensors
         frames_kept=[c["frames"] for c in clips], spans=[c["span"] for c in clips]), checks)}
     expected = torch.arange(len(ids))  # a text model's positions: 0..T-1 (what transformers derives from the mask)
     stages.update(clip_stages(clips, rows, 0, req.rec.embeds, req.rec.position_ids, expected, tensors))
+    model_positions(req, stages[StageName.SYNC], tensors)  # an MRoPE model's (Qwen2.5-Omni): its own ids, checked as well
     return stages, clips
