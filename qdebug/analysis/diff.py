@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from qdebug.errors import IncompatibleTracesError
 from qdebug.findings import Finding
+from qdebug.trace.items import trace_items
 from qdebug.trace.tensor_names import TensorKind as T
 from qdebug.vocab import FindingKind, Severity, StageName, StageVerdict, is_layer_stage, is_step_stage, layer_stage, step_stage
 
@@ -101,7 +102,7 @@ def check_comparable(a, b) -> None:
     if sa != sb:
         diff = ", ".join(f"{k} {sa[k]} vs {sb[k]}" for k in sa if sa[k] != sb[k])
         raise IncompatibleTracesError(f"the traces come from different models ({diff}); expected two runs of one model")
-    if a.input_ids != b.input_ids or [i.grid_thw for i in a.images] != [i.grid_thw for i in b.images]:
+    if a.input_ids != b.input_ids or _item_grids(a) != _item_grids(b):
         raise IncompatibleTracesError(
             f"the traces are of different requests ({a.request.prompt!r} with {len(a.input_ids)} tokens vs "
             f"{b.request.prompt!r} with {len(b.input_ids)} tokens); expected the same request twice"
@@ -113,6 +114,16 @@ def check_comparable(a, b) -> None:
             f"the traces are of different requests (image {which} has other pixels: sha256 {str(ha[which] if which < len(ha) else None)[:12]} "
             f"vs {str(hb[which] if which < len(hb) else None)[:12]}); expected the same request twice"
         )
+
+
+def _item_grids(trace) -> list[tuple]:
+    """Each media item's modality and grid (None for a clip), in item order: what two runs of one request share."""
+    return [(it.modality, it.grid_thw) for it in trace_items(trace)]
+
+
+def _item_positions(trace) -> list[int]:
+    """Sequence positions of every item's placeholders, item by item: the rows its encoder output fills, in order."""
+    return [p for it in trace_items(trace) for s, e in it.runs for p in range(s, e)]
 
 
 def _compare(a, b, tol: Tolerance, name: str, kinds: list[str] | None = None, offset: int = 0) -> StageDiff:
@@ -173,10 +184,7 @@ def _encoder_rows_at_positions(stage: StageDiff, trace, kinds: list[str]) -> Sta
     The encoder's rows, image by image (clip by clip), are the placeholders in order; without that mapping a row number
     would read as a position and its kind would be unknown (None in the report).
     """
-    if trace.images:
-        positions = trace.image_positions()
-    else:
-        positions = [p for c in trace.meta.audio or [] if c.get("span") for p in range(*c["span"])]
+    positions = _item_positions(trace)
     rows = [t["index"] for t in stage.top_tokens] + ([stage.token_index] if stage.token_index is not None else [])
     if not rows or max(rows) >= len(positions):  # rows that fill no placeholder: leave them unnamed rather than guess
         stage.token_index, stage.token_kind, stage.top_tokens = None, None, []
@@ -189,8 +197,9 @@ def _encoder_rows_at_positions(stage: StageDiff, trace, kinds: list[str]) -> Sta
 
 
 def _token_kinds(trace) -> list[str]:
-    image = set(trace.image_positions())
-    audio = {p for c in trace.meta.audio or [] if c.get("span") for p in range(*c["span"])}
+    items = trace_items(trace)
+    image = {p for it in items if it.visual for s, e in it.runs for p in range(s, e)}
+    audio = {p for it in items if not it.visual for s, e in it.runs for p in range(s, e)}
     return ["image" if p in image else "audio" if p in audio else "text" for p in range(len(trace.input_ids))]
 
 
@@ -205,11 +214,9 @@ def diff_traces(a, b, *, atol: float | None = None, rtol: float | None = None, a
     findings: list[Finding] = list(extra_findings)
 
     stages.append(StageDiff(StageName.PREPROCESS, 0.0, 0.0, 1.0, StageVerdict.OK, detail="same input ids and image grids"))
-    enc_a = [a.tensor_or_none(T.ENCODE, image=i.index) for i in a.images]
-    enc_b = [b.tensor_or_none(T.ENCODE, image=i.index) for i in b.images]
-    if not a.images and a.meta.audio:  # audio families: one encode tensor per clip
-        enc_a, enc_b = ([t.tensor_or_none(T.ENCODE, image=c["index"]) for c in a.meta.audio] for t in (a, b))
-    if (a.images or a.meta.audio) and all(t is not None for t in enc_a + enc_b):
+    # one encode tensor per media item (image, video, clip; Qwen2.5-Omni's mixed items each at its own encoder)
+    enc_a, enc_b = ([t.tensor_or_none(T.ENCODE, image=it.item) for it in trace_items(t)] for t in (a, b))
+    if enc_a and all(t is not None for t in enc_a + enc_b):
         stages.append(_encoder_rows_at_positions(_compare(torch.cat(enc_a), torch.cat(enc_b), tol, StageName.ENCODE), a, kinds))
     else:
         stages.append(StageDiff(StageName.ENCODE, 0.0, 0.0, 1.0, StageVerdict.OK, detail="no images"))

@@ -38,12 +38,13 @@ def parting(a, b, atol: float | None = None, rtol: float | None = None) -> Parti
     """The first stage at which trace `b` parts from trace `a` beyond tolerance (or the first generated token apart)."""
     from .diff import diff_traces
 
-    if a.input_ids == b.input_ids and a.mixed_media != b.mixed_media:
-        # One prompt, but one trace holds its items per encoder (Qwen2.5-Omni's mixed media, which engine traces do not
-        # hold): the tensors cannot be lined up, so the runs are judged by what both hold, their answers, and it is said.
+    held_a, held_b = media_items(a), media_items(b)
+    if a.input_ids == b.input_ids and a.mixed_media != b.mixed_media and len(held_a if a.mixed_media else held_b) > 1:
+        # One prompt of several modalities, held per encoder by one trace only (Qwen2.5-Omni's mixed media in an engine
+        # trace written before engine/engine_media.py: one modality's stages): the tensors cannot be lined up, so the runs
+        # are judged by their answers, and it is said. One modality's items line up item by item (diff_traces).
         return Parting(None, "not held by both: the mixed-media items' stages (one trace holds them per encoder, the other "
                              f"not) for one prompt of {len(a.input_ids)} tokens; compared by their answers only")
-    held_a, held_b = media_items(a), media_items(b)
     if held_a != held_b:  # an item that never reached one run (a video sent as text): counted before any tensor
         return Parting(StageName.PREPROCESS, f"the runs hold other media items: {_count_words(held_a)} vs {_count_words(held_b)} "
                                              "(placeholder runs found in each trace's prompt)")

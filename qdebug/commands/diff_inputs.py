@@ -56,11 +56,19 @@ def _video_requests(args: DiffArgs):
 
     if args.order == "audio-first":
         raise InputError(f"--order audio-first: {args.first} is a video; expected image-first, text-first or both")
-    check_video_model(args.model)
+    from qdebug.commands.media_input import media_request, mixed_media_model
+
+    mixed = mixed_media_model(args.model)  # Qwen2.5-Omni: its video placeholder is the thinker's, each item at its own encoder
+    if not mixed:
+        check_video_model(args.model)
     _, videos = split_videos([Path(args.first), *map(Path, args.images)], [])
     orders = ["image-first", "text-first"] if args.order == "both" else [args.order]
     out = []
     for order in orders:
         prompt = args.second if order == "image-first" or VIDEO_MARKER in args.second else args.second + VIDEO_MARKER * len(videos)
-        out.append((order, video_request(prompt, videos, args.max_new_tokens, args.fps, args.max_frames)))
+        if mixed:
+            out.append((order, media_request(prompt, [], [], videos, fps=args.fps, max_frames=args.max_frames, use_audio_in_video=False,
+                                             max_new_tokens=args.max_new_tokens)[0]))
+        else:
+            out.append((order, video_request(prompt, videos, args.max_new_tokens, args.fps, args.max_frames)))
     return out

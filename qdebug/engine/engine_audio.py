@@ -1,4 +1,4 @@
-"""The input stages of an audio request (Qwen2-Audio) as the engine ran it: each clip's placeholder span found in
+"""The input stages of an audio request (Qwen2-Audio, Qwen2.5-Omni) as the engine ran it: each clip's placeholder span found in
 the prompt ids and checked against vLLM's own range, its encoder rows from the engine's encoder cache, where those
 rows landed in the decoder's input, and the positions vLLM gave it (the stages of a local trace, trace/stages/audio)."""
 
@@ -10,6 +10,7 @@ from qdebug.trace.stages.audio import clip_stages
 from qdebug.trace.summaries import PreprocessSummary
 from qdebug.vocab import FindingKind, StageName
 
+from .engine_video import model_positions
 from .requests import EngineRequest
 
 
@@ -44,6 +45,9 @@ def audio_stages(req: EngineRequest, model, prompt_text: str, extractor, tensors
     stages = {StageName.PREPROCESS: Stage(StageName.PREPROCESS, PreprocessSummary(
         text=prompt_text, num_tokens=len(ids), input_features_shape=[len(shapes), *shapes[0][-2:]] if shapes else None,
         frames_kept=[c["frames"] for c in clips], spans=[c["span"] for c in clips]), checks)}
-    expected = torch.arange(len(ids))  # a text model's positions: 0..T-1 (what transformers derives from the mask)
+    # a text model's positions: 0..T-1 (what transformers derives from the mask); an MRoPE model's (Qwen2.5-Omni, whose
+    # images or videos in the same prompt move them): its own ids, as vLLM recorded them
+    expected = torch.arange(len(ids)) if req.expected_positions is None else None
     stages.update(clip_stages(clips, rows, 0, req.rec.embeds, req.rec.position_ids, expected, tensors))
+    model_positions(req, stages[StageName.SYNC], tensors)
     return stages, clips

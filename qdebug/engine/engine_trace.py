@@ -67,7 +67,11 @@ def assemble_engine_trace(req: EngineRequest, generated: list[int], model: Engin
     tensors: dict = {}
     clips, levels = None, []
     prompt_text = tok.decode(ids, skip_special_tokens=False)
-    if any(f.modality == "audio" for f in req.features):  # an audio family's input stages are clip-shaped
+    if len({f.modality for f in req.features}) > 1:  # Qwen2.5-Omni's mixed media: one item per encoder input, as a local trace
+        from .engine_media import media_stages
+
+        stages = media_stages(req, model, prompt_text, tensors)
+    elif any(f.modality == "audio" for f in req.features):  # an audio family's input stages are clip-shaped
         from .engine_audio import audio_stages
 
         stages, clips = audio_stages(req, model, prompt_text, extractor(), tensors)

@@ -2,6 +2,40 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ModelConfigs:
+    """The parts of a checkpoint's config the engine trace needs: the model served, its text, vision and audio
+    configs, its placeholder ids."""
+
+    architecture: str | None  # Qwen2.5-Omni: the thinker's (vLLM serves the thinker, as transformers loads it)
+    text: object
+    vision: object | None
+    audio: object | None
+    image_token_id: int | None
+    video_token_id: int | None
+    audio_token_id: int | None
+
+
+def model_configs(cfg: object) -> ModelConfigs:
+    """`cfg`'s configs, from its `thinker_config` when it has one (Qwen2.5-Omni), else from `cfg` itself; a
+    placeholder id is `<name>_token_id` or `<name>_token_index` (Qwen2-Audio, Omni)."""
+    top = getattr(cfg, "thinker_config", None) or cfg
+
+    def token(name: str) -> int | None:
+        for key in (f"{name}_token_id", f"{name}_token_index"):
+            value = getattr(top, key, None)
+            if isinstance(value, int):
+                return value
+        return None
+
+    names = getattr(top, "architectures", None) or getattr(cfg, "architectures", None) or [None]
+    return ModelConfigs(architecture=names[0], text=getattr(top, "text_config", None) or top, vision=getattr(top, "vision_config", None),
+                        audio=getattr(top, "audio_config", None), image_token_id=token("image"), video_token_id=token("video"),
+                        audio_token_id=token("audio"))
+
 
 def decoder_layers(model) -> list:
     """The decoder layers of a vLLM multimodal model (`language_model.model.layers`, or `model.layers`)."""

@@ -300,24 +300,23 @@ def _attention_backend(runner) -> str:
 def _engine_model(runner, engine: dict):
     """The served model's description from vLLM's config (the checkpoint's own config.json)."""
     from .engine_trace import EngineModel
-    from .vllm_model import decoder_layers
+    from .vllm_model import decoder_layers, model_configs
 
     mc = runner.model_config
     cfg = mc.hf_config
-    text = getattr(cfg, "text_config", None) or cfg
-    vision = getattr(cfg, "vision_config", None)
+    configs = model_configs(cfg)  # Qwen2.5-Omni keeps them under thinker_config
+    text, vision = configs.text, configs.vision
     heads = int(text.num_attention_heads)
-    image_token = getattr(cfg, "image_token_id", None)
-    audio_token = getattr(cfg, "audio_token_id", getattr(cfg, "audio_token_index", None))
+    image_token, audio_token = configs.image_token_id, configs.audio_token_id
     return EngineModel(
         spec=str(getattr(mc, "served_model_name", None) or mc.model), path=str(mc.model),
-        architecture=str((getattr(cfg, "architectures", None) or [type(runner.model).__name__])[0]),
+        architecture=str(configs.architecture or type(runner.model).__name__),
         device=engine["device"].split(":")[0], dtype=engine["dtype"], attn_kernel=f"vllm:{engine['attention_backend']}",
         num_layers=len(decoder_layers(runner.model)), num_heads=heads,
         num_kv_heads=int(getattr(text, "num_key_value_heads", heads)), hidden_size=int(text.hidden_size),
         vocab_size=int(text.vocab_size), image_token_id=int(image_token) if image_token is not None else None,
         merge_size=int(getattr(vision, "spatial_merge_size", 2) or 2), patch_size=int(getattr(vision, "patch_size", 14) or 14),
         engine=engine, audio_token_id=int(audio_token) if audio_token is not None else None,
-        video_token_id=int(cfg.video_token_id) if isinstance(getattr(cfg, "video_token_id", None), int) else None,
+        video_token_id=configs.video_token_id,
         temporal_patch_size=int(getattr(vision, "temporal_patch_size", 2) or 2), deepstack_levels=[int(i) for i in getattr(vision, "deepstack_visual_indexes", None) or []],
     )

@@ -350,10 +350,11 @@ def _feature(spec) -> Feature:
                 pixels = list(data[key].data.shape)
         if data is not None and "second_per_grid_ts" in data:  # Qwen2.5-VL: seconds per temporal slice
             seconds = float(data["second_per_grid_ts"].data.reshape(-1)[0])
-        if data is not None and "input_features" in data:  # audio: the feature extractor's frames, and those its mask keeps
-            pixels = list(data["input_features"].data.shape)
-            if "feature_attention_mask" in data:
-                frames = int(data["feature_attention_mask"].data.sum())
+        for key in ("input_features", "input_audio_features"):  # audio (Qwen2.5-Omni: the kept frames only): its frames
+            if data is not None and key in data:
+                pixels = list(data[key].data.shape)
+                if "feature_attention_mask" in data:  # those the mask keeps
+                    frames = int(data["feature_attention_mask"].data.sum())
     except (AttributeError, TypeError, KeyError):
         pass
     pos = spec.mm_position

@@ -12,7 +12,7 @@ from .client import SAMPLE, engine_trace, send
 from .vllm_server import VllmServer
 
 # What each family needs from the engine: Qwen3.5's gated-delta-rule CPU kernel runs in bfloat16 only.
-DTYPES = {"qwen2_5_vl": "float32", "qwen3_vl": "float32", "qwen3_5": "bfloat16", "qwen2_audio": "float32"}
+DTYPES = {"qwen2_5_vl": "float32", "qwen3_vl": "float32", "qwen3_5": "bfloat16", "qwen2_audio": "float32", "qwen2_5_omni": "float32"}
 PROMPT = "Describe the image."
 
 
@@ -28,7 +28,12 @@ class Pair:
 
 
 def build(family: str, where: Path) -> Path:
-    """The family's tiny random checkpoint at engine sizes (hidden 128, head 32; Qwen3.5 linear heads 64)."""
+    """The family's tiny random checkpoint at engine sizes (hidden 128, head 32; Qwen3.5 linear heads 64); Qwen2.5-Omni's
+    full checkpoint around its thinker (vLLM serves `qwen2_5_omni`, not a bare thinker; transformers loads either)."""
+    if family == "qwen2_5_omni":
+        from tests.families.build import build_qwen2_5_omni_full
+
+        return build_qwen2_5_omni_full(where, BUILDERS[family](where.with_name(where.name + "-thinker"), engine=True))
     return BUILDERS[family](where, engine=True)
 
 

@@ -55,6 +55,13 @@ def test_each_familys_own_view_reads_the_same_inside_the_engine(pair):
         landed = lambda t: [(c.text_offset, c.audio_offset, c.rows) for c in t.stages["sync"].summary.audio]
         assert landed(engine) == landed(local) and landed(engine)[0][0] == landed(engine)[0][1]
         assert engine.request.audio[0].startswith("vllm:")
+    elif pair.family == "qwen2_5_omni":  # the thinker's image: one item, at its placeholders, with the model's own positions
+        from qdebug.trace.items import trace_items
+
+        item = lambda t: [(i.modality, i.runs, i.rows, i.grid_thw) for i in trace_items(t)]
+        assert item(engine) == item(local) == [("image", ((3, 27),), 24, (1, 8, 12))]
+        assert engine.meta.model["architecture"] == local.meta.model["architecture"] == "Qwen2_5OmniThinkerForConditionalGeneration"
+        assert [c.name for c in engine.stages["sync"].checks if "get_mrope_input_positions" in c.name]  # and it held (ok above)
     else:  # image families: each image's span and where its rows landed
         landed = lambda t: [(s.text_offset, s.visual_offset, s.rows) for s in t.stages["sync"].summary.images]
         assert landed(engine) == landed(local) and landed(engine)[0][0] == landed(engine)[0][1]

@@ -202,15 +202,14 @@ OMNI_TEMPLATE = (
 
 
 def build_qwen2_5_omni(path: Path, engine: bool = False) -> Path:
-    """A tiny random Qwen2.5-Omni thinker (vision tower for images and video, Whisper-style audio tower, 2 decoder layers)."""
+    """A tiny random Qwen2.5-Omni thinker (vision tower for images and video, Whisper-style audio tower, 2 decoder layers);
+    `engine`: at the sizes vLLM's CPU build serves (vLLM serves the full checkpoint, `build_qwen2_5_omni_full`)."""
     import torch
     from transformers import (Qwen2_5OmniProcessor, Qwen2_5OmniThinkerConfig, Qwen2_5OmniThinkerForConditionalGeneration, Qwen2VLImageProcessor,
                               Qwen2VLVideoProcessor, WhisperFeatureExtractor)
 
     from qdebug.demo.build import MAX_PIXELS, MIN_PIXELS
 
-    if engine:
-        raise ValueError("Qwen2.5-Omni is not served by vLLM's CPU build in qdebug's tests")
     tok = _tokenizer(tuple(OMNI_TOKENS.values()))
     tok._set_model_specific_special_tokens(special_tokens=OMNI_TOKENS)  # the processor reads tokenizer.image_token etc.
     tok.chat_template = OMNI_TEMPLATE
@@ -218,10 +217,11 @@ def build_qwen2_5_omni(path: Path, engine: bool = False) -> Path:
     frames = AUDIO_CHUNK_S * AUDIO_RATE // 160
     config = Qwen2_5OmniThinkerConfig(
         audio_config=dict(num_mel_bins=80, encoder_layers=2, encoder_attention_heads=2, encoder_ffn_dim=64, d_model=32,
-                          max_source_positions=frames // 2, output_dim=_width(False), n_window=50),
-        vision_config=dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=_width(False), patch_size=14,
+                          max_source_positions=frames // 2, output_dim=_width(engine), n_window=50),
+        vision_config=dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=_width(engine), patch_size=14,
                            spatial_merge_size=2, temporal_patch_size=2, window_size=56, fullatt_block_indexes=[1]),
-        text_config=_text(tok, False, rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]}),
+        text_config=_text(tok, engine, rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]},
+                          tie_word_embeddings=False),  # the thinker's head is untied; vLLM reads the text config's flag
         audio_token_index=ids("<|AUDIO|>"), image_token_index=ids("<|IMAGE|>"), video_token_index=ids("<|VIDEO|>"),
         audio_start_token_id=ids("<|audio_bos|>"), audio_end_token_id=ids("<|audio_eos|>"),
         vision_start_token_id=ids("<|vision_bos|>"), vision_end_token_id=ids("<|vision_eos|>"),
