@@ -102,7 +102,8 @@ def check_comparable(a, b) -> None:
     if sa != sb:
         diff = ", ".join(f"{k} {sa[k]} vs {sb[k]}" for k in sa if sa[k] != sb[k])
         raise IncompatibleTracesError(f"the traces come from different models ({diff}); expected two runs of one model")
-    if a.input_ids != b.input_ids or _item_grids(a) != _item_grids(b):
+    whole = _rows_came_whole(a) or _rows_came_whole(b)  # a prompt_embeds run: its items were merged by its client
+    if a.input_ids != b.input_ids or (not whole and _item_grids(a) != _item_grids(b)):
         raise IncompatibleTracesError(
             f"the traces are of different requests ({a.request.prompt!r} with {len(a.input_ids)} tokens vs "
             f"{b.request.prompt!r} with {len(b.input_ids)} tokens); expected the same request twice"
@@ -114,6 +115,11 @@ def check_comparable(a, b) -> None:
             f"the traces are of different requests (image {which} has other pixels: sha256 {str(ha[which] if which < len(ha) else None)[:12]} "
             f"vs {str(hb[which] if which < len(hb) else None)[:12]}); expected the same request twice"
         )
+
+
+def _rows_came_whole(trace) -> bool:
+    """Whether the run was handed the decoder's input rows themselves (`prompt_embeds`): no media item of its own."""
+    return getattr(trace.meta, "input_path", None) == "embeds"
 
 
 def _item_grids(trace) -> list[tuple]:
@@ -216,8 +222,11 @@ def diff_traces(a, b, *, atol: float | None = None, rtol: float | None = None, a
     stages.append(StageDiff(StageName.PREPROCESS, 0.0, 0.0, 1.0, StageVerdict.OK, detail="same input ids and image grids"))
     # one encode tensor per media item (image, video, clip; Qwen2.5-Omni's mixed items each at its own encoder)
     enc_a, enc_b = ([t.tensor_or_none(T.ENCODE, image=it.item) for it in trace_items(t)] for t in (a, b))
-    if enc_a and all(t is not None for t in enc_a + enc_b):
+    if enc_a and len(enc_a) == len(enc_b) and all(t is not None for t in enc_a + enc_b):
         stages.append(_encoder_rows_at_positions(_compare(torch.cat(enc_a), torch.cat(enc_b), tol, StageName.ENCODE), a, kinds))
+    elif len(enc_a) != len(enc_b):  # one run was handed its rows whole (prompt_embeds): it ran no encoder
+        stages.append(StageDiff(StageName.ENCODE, float("nan"), float("nan"), float("nan"), StageVerdict.MISSING,
+                                detail=f"media items {len(enc_a)} vs {len(enc_b)}: one run was given its input rows whole"))
     else:
         stages.append(StageDiff(StageName.ENCODE, 0.0, 0.0, 1.0, StageVerdict.OK, detail="no images"))
 

@@ -54,8 +54,8 @@ def test_diff_of_the_two_engine_traces_agrees_at_every_stage(two_paths, tmp_path
     _, _, traces, _ = two_paths
     out = tmp_path / "d.json"
     result = run_qdebug("diff", str(traces / "ids-path.qdt"), str(traces / "embeds-path.qdt"), "--json", str(out))
+    assert result.returncode == 0 and out.exists(), result.stdout + result.stderr
     doc = json.loads(out.read_text())
-    assert result.returncode == 0, result.stdout + result.stderr
     assert doc["first_divergence"] is None and doc["texts_agree"]
     assert {s["name"]: s["verdict"] for s in doc["stages"] if s["name"].startswith(("sync", "layer", "logits"))} == \
         {**{"sync": "ok", "logits": "ok"}, **{f"layer.{n}": "ok" for n in range(2)}}
