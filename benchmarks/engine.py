@@ -17,7 +17,9 @@ run in rounds (off, none tagged, all; then all, none tagged, off; again), so tha
 difference between rounds and no setting always runs first; each setting's rate is also put against the same
 round's plugin-off rate. Each setting reports the CPU its server's processes used per request served (API server,
 engine core, worker; from /proc): a second opinion, not a clean one, as vLLM's engine core and worker poll while they
-wait, so their CPU grows with the wall time a slowed-down server takes too.
+wait, so their CPU grows with the wall time a slowed-down server takes too. The finest figure is the third: the
+plugin's own time inside the worker's steps against the steps' time, from the clock each worker writes into the trace
+folder (`clock-<pid>.json`, engine/plugin_clock.py), a ratio measured within one server.
 
 Needs the vLLM environment (`scripts/vllm-env`, or QDEBUG_VLLM_PYTHON).
 """
@@ -128,8 +130,25 @@ def _measure(python, work: Path, name: str, options: dict, bursts: list[list[dic
     files = sorted(traces.glob("*.qdt")) if traces is not None else []
     served = concurrency * 2 + sum(len(b) for b in bursts[1:])
     log = traces / "batches.jsonl" if traces is not None else None
+    from qdebug.engine.plugin_clock import read_clocks
+
     return {"name": name, "rates": rates, "cpu": cpu, "bytes": sum(f.stat().st_size for f in files) / len(files) if files else 0,
-            "log_bytes": log.stat().st_size / served if log is not None and log.exists() else 0}
+            "log_bytes": log.stat().st_size / served if log is not None and log.exists() else 0,
+            "clock": read_clocks(str(traces)) if traces is not None else None}
+
+
+def clock_line(clocks: list[dict], served: int = 0) -> str:
+    """The plugin's own time in the worker's steps, summed over servers (engine/plugin_clock.py): how much longer
+    those steps ran because of it, measured inside each server, so the load that swings requests/s cancels out."""
+    from qdebug.engine.plugin_clock import share
+
+    steps, step, own = (sum(c[k] for c in clocks) for k in ("steps", "step_seconds", "own_seconds"))
+    if not steps:
+        return "plugin's own time in the worker: not recorded (no clock written)"
+    writer = sum(c.get("writer_seconds", 0.0) for c in clocks)
+    off_steps = f"; the trace writer's thread {writer / served * 1e3:.1f} ms CPU a request, off the steps" if writer and served else ""
+    return (f"plugin's own time in the worker: {own:.2f} s of {step:.2f} s over {int(steps)} steps "
+            f"({own / steps * 1e6:.0f} µs a step): the steps ran {share(own, step) * 100:.1f}% longer{off_steps}")
 
 
 def main() -> None:
@@ -173,6 +192,8 @@ def main() -> None:
               f"range {min(rates):.1f}..{max(rates):.1f}){extra}")
         if name != "off":
             print(f"  {'':<24} {paired_line(rows['off'], runs)}")
+            served = (args.concurrency * 2 + args.requests * args.bursts) * len(runs)
+            print(f"  {'':<24} {clock_line([m['clock'] for m in runs if m['clock']], served)}")
         print(f"  {'':<24} {cpu_line(runs)}")
 
 

@@ -9,7 +9,8 @@ Every request carries an image of its own (random pixels), so no burst is served
 shared cores a server's throughput swings by 2x from burst to burst: each setting reports the median of its bursts
 and their range, and the settings alternate in rounds (off, watch; watch, off; again); each round's watch rate is also
 put against the same round's off rate, and each server's CPU per request served is printed (benchmarks/engine.py says
-what it is worth). The goal (issue 34): watch on ≤ 1.03× off.
+what it is worth), and the plugin's own time in the worker's steps from the server's own clock series (a ratio within
+one server, which the load swings cancel out of). The goal (issue 34): watch on ≤ 1.03× off.
 
 Needs the vLLM environment (`scripts/vllm-env`, or QDEBUG_VLLM_PYTHON).
 """
@@ -31,7 +32,7 @@ sys.path.insert(0, str(REPO))
 from tests.engine.vllm_server import VllmServer, vllm_python  # noqa: E402
 from tests.engine.watch_traffic import body_for, distinct_images, watch_series  # noqa: E402
 
-from engine import burst_seconds, cpu_line, cpu_per_request, paired_line, server_cpu  # noqa: E402  (benchmarks/engine.py, beside this script)
+from engine import burst_seconds, clock_line, cpu_line, cpu_per_request, paired_line, server_cpu  # noqa: E402  (benchmarks/engine.py, beside this script)
 
 
 def _measure(python, work: Path, watch: bool, sample: float, bursts: list[list[dict]], concurrency: int) -> dict:
@@ -45,6 +46,12 @@ def _measure(python, work: Path, watch: bool, sample: float, bursts: list[list[d
         time.sleep(1.0)  # the worker writes its counters twice a second
         series = watch_series(server) if watch else {}
     return {"rates": rates, "cpu": cpu, "series": series}
+
+
+def _clock(series: dict) -> dict[str, float]:
+    """The worker clock's series of one watched server (engine/plugin_clock.py)."""
+    return {key: series.get((f"qdebug_watch_{name}_total", ""), 0.0)
+            for key, name in (("steps", "worker_steps"), ("step_seconds", "worker_step_seconds"), ("own_seconds", "plugin_seconds"))}
 
 
 def run(args: argparse.Namespace) -> None:
@@ -70,6 +77,7 @@ def run(args: argparse.Namespace) -> None:
               f"range {min(rates):.1f}..{max(rates):.1f})")
         if name == "watch":
             print(f"  {'':<26} {paired_line(runs['off'], runs[name])}")
+            print(f"  {'':<26} {clock_line([_clock(m['series']) for m in runs[name]])}")
         print(f"  {'':<26} {cpu_line(runs[name])}")
     totals: dict[str, list[float]] = {}
     for m in runs["watch"]:

@@ -14,6 +14,9 @@ from qdebug.vocab import WATCH_CHECKS, WatchOutcome
 SERIES = {"qdebug_watch_checks_total": "checks", "qdebug_watch_violations_total": "violations",
           "qdebug_watch_errors_total": "errors", "qdebug_watch_check_seconds_total": "seconds"}
 _SAMPLE = re.compile(r'^(qdebug_watch_\w+)\{check="([^"]{1,64})"\} ([0-9.eE+-]+|NaN|[+-]Inf)\s*$', re.M)
+WORKER = {"qdebug_watch_worker_steps_total": "steps", "qdebug_watch_worker_step_seconds_total": "step_seconds",
+          "qdebug_watch_plugin_seconds_total": "plugin_seconds"}  # the plugin's clock (engine/plugin_clock.py)
+_PLAIN = re.compile(r'^(qdebug_watch_\w+) ([0-9.eE+-]+)\s*$', re.M)
 LATEST = 50  # findings a snapshot keeps (the newest)
 
 
@@ -35,6 +38,16 @@ class WatchSnapshot:
     counters: dict[str, dict[str, float]]
     findings: list = field(default_factory=list)  # engine.watch_log.WatchFinding, newest last
     findings_total: int = 0
+    worker: dict[str, float] = field(default_factory=dict)  # steps, step_seconds, plugin_seconds (empty: not exported)
+
+    @property
+    def plugin_share(self) -> float | None:
+        """The plugin's time over vLLM's own in the worker's steps (0.02: the step loop runs 2% longer), or None."""
+        from qdebug.engine.plugin_clock import share
+
+        if not self.worker.get("steps"):
+            return None
+        return share(self.worker.get("plugin_seconds", 0.0), self.worker.get("step_seconds", 0.0))
 
     @property
     def violations(self) -> int:
@@ -47,7 +60,8 @@ class WatchSnapshot:
         """The snapshot as a JSON document (`qdebug watch --once --json`)."""
         checks = {c.value: {k: self.counters.get(k, {}).get(c.value, 0) for k in ("checks", "violations", "errors", "seconds")}
                   for c in WATCH_CHECKS}
-        return {"source": self.source, "time": self.time, "violations": self.violations, "checks": checks,
+        worker = {**{k: self.worker.get(k, 0) for k in WORKER.values()}, "plugin_share": self.plugin_share}
+        return {"source": self.source, "time": self.time, "violations": self.violations, "checks": checks, "worker": worker,
                 "findings_total": self.findings_total, "findings": [f.to_json() for f in self.findings]}
 
 
@@ -73,18 +87,20 @@ def read_snapshot(args: WatchArgs) -> WatchSnapshot:
 
     check_source(args)
     if is_url(args.source):
-        counters = scrape(args.source, args.timeout)
+        counters, worker = scrape(args.source, args.timeout)
         folder = args.findings
     else:
         counted = read_counters(args.source)
         counters = {k: counted[k] for k in ("checks", "violations", "errors", "seconds")} if counted["workers"] else {}
+        clock = counted["clock"]
+        worker = {"steps": clock["steps"], "step_seconds": clock["step_seconds"], "plugin_seconds": clock["own_seconds"]}
         folder = args.source
     found = read_findings(folder) if folder else []
-    return WatchSnapshot(args.source, time.time(), counters, found[-LATEST:], len(found))
+    return WatchSnapshot(args.source, time.time(), counters, found[-LATEST:], len(found), worker)
 
 
-def scrape(url: str, timeout: float) -> dict[str, dict[str, float]]:
-    """The qdebug_watch_* series on a server's /metrics: series → check → value."""
+def scrape(url: str, timeout: float) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
+    """The qdebug_watch_* series on a server's /metrics: series → check → value, and the worker clock's series."""
     import httpx
 
     target = url.rstrip("/") if url.rstrip("/").endswith("/metrics") else url.rstrip("/") + "/metrics"
@@ -101,7 +117,8 @@ def scrape(url: str, timeout: float) -> dict[str, dict[str, float]]:
     if not counters:
         raise InputError(f"{target} exports no qdebug_watch_* series (expected a vLLM started with QDEBUG_VLLM_WATCH=1 "
                          "and qdebug's plugin installed)")
-    return counters
+    worker = {WORKER[name]: float(value) for name, value in _PLAIN.findall(response.text) if name in WORKER}
+    return counters, worker
 
 
 def rates(before: WatchSnapshot, after: WatchSnapshot) -> dict[str, dict[str, float]]:

@@ -23,6 +23,7 @@ import os
 import stat
 
 from .batch_log import BATCH_LOG, BATCH_LOG_OLD, BATCH_STEP, ENCODER_CALL
+from .plugin_clock import clock_of
 from .requests import client_name
 
 log = logging.getLogger("vllm.qdebug")
@@ -60,6 +61,7 @@ class BatchRecorder:
 
     def __init__(self, runner, out: BatchLogFile) -> None:
         self.runner, self.out = runner, out
+        self.clock = clock_of(runner)  # its encoder wrappers run inside vLLM's step: their time is the plugin's
         self.worker = os.getpid()
         self.known: dict[str, tuple[str, int | None]] = {}  # request in flight → (its name, its prompt's length)
         self.encoded: dict[str, str] = {}  # request in flight → its name as a JSON string (a step line's part)
@@ -128,7 +130,8 @@ class BatchRecorder:
     # the encoder -----------------------------------------------------------------------------------------
     def _encoder_step(self, encode_step, scheduler_output, *args, **kwargs):
         if not self.broken:
-            self._guard(self._scheduled_items, scheduler_output)
+            with self.clock:
+                self._guard(self._scheduled_items, scheduler_output)
         try:
             return encode_step(scheduler_output, *args, **kwargs)
         finally:
@@ -148,7 +151,8 @@ class BatchRecorder:
 
     def _embedded(self, outputs):
         if self.items and not self.broken:
-            self._guard(self._record_call, len(outputs))
+            with self.clock:
+                self._guard(self._record_call, len(outputs))
         return outputs
 
     def _record_call(self, count: int) -> None:

@@ -2,7 +2,8 @@
 
 vLLM flattens a step's requests into one token dimension: request i of `input_batch.req_ids` owns rows
 `query_start_loc[i]:query_start_loc[i+1]`, and (without speculative decoding) logits row i. Every tensor
-kept here is a detached CPU copy (`trace.hooks.to_cpu`): the engine's device holds at most one layer's
+kept here is on the CPU and is never a view of vLLM's reused buffers: a copy, or a view of a tensor the tracer
+made for the step's traced rows (vllm_tracer._owned_cpu_rows); the engine's device holds at most one layer's
 rows of a traced request at a time.
 """
 
@@ -72,7 +73,7 @@ class EngineRequest:
     hidden: dict[int, list] = field(default_factory=dict)  # layer → prefill chunks of its output rows
     encode: dict[int, object] = field(default_factory=dict)  # feature index → encoder rows
     batches: list[dict] = field(default_factory=list)  # per forward: requests and tokens in that step
-    co_scheduled: set[str] = field(default_factory=set)  # other requests that shared a step with this one
+    steps_with: list[tuple[str, ...]] = field(default_factory=list)  # each step's requests (one tuple a step, shared)
     encoder_calls: list[dict] = field(default_factory=list)  # the batch log's encoder calls that carried its items
     mrope_delta: int | None = None
     expected_positions: object = None  # the model's own MRoPE ids for the prompt (3 × T, get_mrope_input_positions), or None
@@ -95,6 +96,11 @@ class EngineRequest:
             entry["rows"] += [offset + int(r) for r in rows.tolist()]
             entry["added"].append(delta[rows])
             entry["before_sq"] += float(before[rows].pow(2).sum())
+
+    @property
+    def co_scheduled(self) -> set[str]:
+        """The other requests that shared a step with this one (joined here, once, not in every step)."""
+        return set().union(*self.steps_with) - {self.req_id}
 
     @property
     def prefill_done(self) -> bool:
@@ -132,6 +138,7 @@ class RowSlice:
     prefill: bool
     logits_row: int | None
     offset: int = 0  # the prompt position of the first row (prefill)
+    gathered: int = 0  # where its rows start among the step's traced rows taken at once (vllm_tracer._gather_plan)
 
 
 def rows_of_step(req_ids: list[str], query_start_loc, traced: dict[str, EngineRequest], computed: dict[str, int]) -> list[RowSlice]:

@@ -161,6 +161,7 @@ def _patch_runner_class(module) -> None:
         if delay and not getattr(self, "_qdebug_delay", None):
             slow_steps(self, delay)
             self._qdebug_delay = delay
+        clock = _start_clock(self) if watch_on() or os.environ.get(ENV_DIR) else None
         if watch_on():
             try:
                 from .watch_engine import attach_watch
@@ -173,10 +174,23 @@ def _patch_runner_class(module) -> None:
                 _attach(self)
             except Exception as exc:
                 log.warning("qdebug: not tracing this worker (%s: %s)", type(exc).__name__, exc)
+        if clock is not None:  # outermost: around every wrapper of the plugin's
+            clock.wrap_outer(self)
         return result
 
     load_model._qdebug = True
     cls.load_model = load_model
+
+
+def _start_clock(runner):
+    """The worker's PluginClock, timing vLLM's own execute_model from now on (the plugin's wrappers go on top)."""
+    from .plugin_clock import PluginClock
+
+    if getattr(runner, "_qdebug_clock", None) is None:
+        runner._qdebug_clock = PluginClock()
+        runner._qdebug_clock.wrap_inner(runner)
+        return runner._qdebug_clock
+    return None
 
 
 def _attach(runner) -> None:
@@ -205,10 +219,15 @@ def _attach(runner) -> None:
         log.error("qdebug: not tracing this worker: %s; every request is served as without the plugin",
                   getattr(exc, "message", None) or f"cannot make {ENV_DIR}={os.environ[ENV_DIR]} ({exc.strerror or exc})")
         return
+    clock = getattr(runner, "_qdebug_clock", None)
+    if clock is not None:  # DIR/clock-<pid>.json: what the plugin costs this worker's steps (benchmarks/engine.py)
+        from .plugin_clock import publish
+
+        publish(clock, str(folder.root))
     model = _engine_model(runner, engine)
     tokenizer = _Lazy(lambda: _tokenizer(runner))
     extractor = _Lazy(lambda: _feature_extractor(runner))
-    writer = TraceWriter(partial(_assemble, assemble_engine_trace, runner, model, tokenizer, extractor), folder)
+    writer = TraceWriter(partial(_assemble, assemble_engine_trace, runner, model, tokenizer, extractor), folder, clock)
     tracer = EngineTracer(runner, writer, trace_all=trace_all(), keep_hidden=keep_hidden(), deepstack=bool(model.deepstack_levels),
                           batches=_batch_recorder(runner, folder.root))
     tracer.install()

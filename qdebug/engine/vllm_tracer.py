@@ -19,9 +19,11 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 
 from qdebug.trace.hooks import to_cpu
 
+from .plugin_clock import clock_of
 from .vllm_model import decoder_layers, decoder_norm, linear_parts
 from .requests import EngineRequest, Feature, RowGap, client_name, rows_of_step, wants_trace
 
@@ -33,6 +35,7 @@ class EngineTracer:
 
     def __init__(self, runner, writer, *, trace_all: bool, keep_hidden: bool = True, deepstack: bool = False, batches=None) -> None:
         self.runner = runner
+        self.clock = clock_of(runner)  # the hooks run inside vLLM's step: their time is the plugin's
         self.batches = batches  # a BatchRecorder (every request's steps and encoder calls), or None
         self.deepstack = deepstack  # Qwen3-VL: also measure what the engine adds between layers
         self.before: dict[int, object] = {}  # slice index → the stream leaving the last layer (deepstack only)
@@ -43,6 +46,7 @@ class EngineTracer:
         self.traced: dict[str, EngineRequest] = {}
         self.pending: set[str] = set()  # tagged requests vLLM has scheduled but whose state is not built yet
         self.slices: list = []  # the traced rows of the step being run
+        self.gather: tuple = (None, None)  # how to take the step's traced prefill rows, and decode rows, each at once
 
     # installation -------------------------------------------------------------------------------------
     def install(self) -> None:
@@ -101,7 +105,8 @@ class EngineTracer:
             projected = self.projected.pop(layer, None)
             if projected is not None and self._prefilling():
                 value = kwargs.get("value", args[2] if len(args) > 2 else None)
-                self._guard(self._record_layout, layer, "value", value, projected[:, -value.shape[-1]:], kv_heads)
+                with self.clock:
+                    self._guard(self._record_layout, layer, "value", value, projected[:, -value.shape[-1]:], kv_heads)
             return None
 
         return hook
@@ -109,7 +114,8 @@ class EngineTracer:
     def _linear_input(self, layer: int, gdn):
         def hook(module, args, output):
             if self._prefilling():
-                self._guard(self._record_linear_layout, layer, gdn, module, args[0], output[0] if isinstance(output, tuple) else output)
+                with self.clock:
+                    self._guard(self._record_linear_layout, layer, gdn, module, args[0], output[0] if isinstance(output, tuple) else output)
             return None
 
         return hook
@@ -210,7 +216,8 @@ class EngineTracer:
         return to_cpu(positions, _int64())
 
     def _decoder_input(self, module, args, kwargs):
-        self._guard(self._record_input, args, kwargs)
+        with self.clock:
+            self._guard(self._record_input, args, kwargs)
         return None
 
     def _record_input(self, args, kwargs) -> None:
@@ -230,13 +237,15 @@ class EngineTracer:
             except RowGap as gap:
                 log.warning("qdebug: %s; that request is answered untraced", gap)
                 self._drop(gap.req_id)
+        self.gather = _gather_plan(self.slices)
         positions = kwargs.get("positions", args[0] if args else None)
         hidden = kwargs.get("hidden_states", args[1] if len(args) > 1 else None)
         batch = {"requests": len(req_ids), "tokens": int(qsl[-1])}
+        step = tuple(req_ids)
         for s in self.slices:
             req = s.request
             req.batches.append(batch)
-            req.co_scheduled.update(r for r in req_ids if r != req.req_id)
+            req.steps_with.append(step)
             req.rec.decoder_calls += 1
             if not s.prefill:
                 continue
@@ -256,23 +265,28 @@ class EngineTracer:
     def _layer_output(self, layer: int):
         def hook(module, args, output):
             if self.slices:
-                self._guard(self._record_layer, layer, output)
+                with self.clock:
+                    self._guard(self._record_layer, layer, output)
             return None
 
         return hook
 
     def _record_layer(self, layer: int, output) -> None:
         hidden, residual = output if isinstance(output, tuple) else (output, None)
+        # every traced row of the step in two tensors of their own (prompt rows, decode rows): a few ops per layer, not
+        # a few per request; what each request keeps is a view of them
+        prompt, decode = (_owned_cpu_rows(plan, hidden, residual) for plan in self.gather)
         for i, s in enumerate(self.slices):
-            rows = hidden[s.start:s.end]
-            if residual is not None:  # vLLM defers the residual add to the next norm: the stream is their sum
-                rows = rows + residual[s.start:s.end]
-            if s.prefill and self.deepstack:
-                self.before[i] = rows
             if s.prefill:
-                s.request.hidden.setdefault(layer, []).append(to_cpu(rows))
+                rows = prompt[s.gathered:s.gathered + s.end - s.start]  # joined (copied) when its prefill is done
+                if self.deepstack:
+                    self.before[i] = rows
+                s.request.hidden.setdefault(layer, []).append(rows)
             else:
-                s.request.rec.step_hidden.setdefault(layer, []).append(to_cpu(rows[0]))
+                kept = s.request.rec.step_hidden.setdefault(layer, [])
+                kept.append(decode[s.gathered])
+                if len(kept) % COMPACT_STEPS == 0:  # copied out of the shared step tensors: a long request never holds
+                    kept[-COMPACT_STEPS:] = torch_stack(kept[-COMPACT_STEPS:]).unbind(0)  # other requests' rows long
         if layer == self.num_layers - 1:
             for s in self.slices:
                 if s.prefill:
@@ -281,7 +295,8 @@ class EngineTracer:
     def _next_input(self, layer: int):
         def hook(module, args, kwargs):
             if self.slices and self.before:
-                self._guard(self._record_addition, layer, args, kwargs)
+                with self.clock:
+                    self._guard(self._record_addition, layer, args, kwargs)
             return None
 
         return hook
@@ -302,17 +317,22 @@ class EngineTracer:
 
     def _logits(self, logits):
         if self.slices:
-            self._guard(self._record_logits, logits)
+            with self.clock:
+                self._guard(self._record_logits, logits)
         return logits
 
     def _record_logits(self, logits) -> None:
         import torch
 
-        for s in self.slices:
-            if s.logits_row is not None and s.logits_row < logits.shape[0]:
-                if s.prefill:
-                    s.request.finish_prefill()
-                s.request.rec.step_logits.append(to_cpu(logits[s.logits_row], torch.float32))
+        sampling = [s for s in self.slices if s.logits_row is not None and s.logits_row < logits.shape[0]]
+        if not sampling:
+            return
+        index = torch.tensor([s.logits_row for s in sampling], device=logits.device)
+        rows = to_cpu(logits.index_select(0, index), torch.float32)  # one copy off the device for the step's traced rows
+        for k, s in enumerate(sampling):
+            if s.prefill:
+                s.request.finish_prefill()
+            s.request.rec.step_logits.append(rows[k].clone())  # a row of its own: a vocabulary-wide row is large
 
     # the end -------------------------------------------------------------------------------------------
     def _finish(self, finished) -> None:
@@ -327,6 +347,55 @@ class EngineTracer:
             if self.batches is not None:
                 req.encoder_calls = self.batches.calls_for(rid)
             self.writer.submit(req, generated)
+
+
+COMPACT_STEPS = 8  # a decode row stays a view of its step's shared tensor (other requests' rows) this many steps at most
+
+
+def torch_stack(rows: list):
+    """torch.stack (imported when a request has decoded that long)."""
+    import torch
+
+    return torch.stack(rows)
+
+
+def _gather_plan(slices: list) -> tuple:
+    """How a layer's traced rows are taken at once: the prefill slices' rows, and the decode slices' one row each,
+    in slice order; each (start, end) when its rows are one run of the step (tracing every request), else an index
+    tensor, or None when there are none. Sets each slice's `gathered` offset among its kind's rows."""
+    plans = []
+    for prefill in (True, False):
+        rows: list[int] = []
+        for s in slices:
+            if s.prefill == prefill:
+                s.gathered = len(rows)
+                rows.extend(range(s.start, s.end) if prefill else (s.start,))
+        if not rows:
+            plans.append(None)
+        elif rows == list(range(rows[0], rows[0] + len(rows))):
+            plans.append((rows[0], rows[0] + len(rows)))
+        else:
+            import torch
+
+            plans.append(torch.tensor(rows))
+    return tuple(plans)
+
+
+def _owned_cpu_rows(gather, hidden, residual):
+    """The traced rows of a layer's output (plus the residual vLLM defers to the next norm: the stream is their sum),
+    as a tensor of their own on the CPU (vLLM reuses its buffers: nothing kept may be a view of them); None for none."""
+    if gather is None:
+        return None
+    if isinstance(gather, tuple):
+        start, end = gather
+        rows = hidden[start:end] + residual[start:end] if residual is not None else hidden[start:end].clone()
+    else:
+        index = gather.to(hidden.device)
+        rows = hidden.index_select(0, index)
+        if residual is not None:
+            rows.add_(residual.index_select(0, index))
+    rows = rows.detach()
+    return rows if rows.device.type == "cpu" else to_cpu(rows)  # already a tensor of its own on the CPU: no second copy
 
 
 def prompt_ids_for_embeds(given, rows: int) -> list[int]:
@@ -370,9 +439,10 @@ def _int64():
 class TraceWriter:
     """Assembles and saves finished traces on a background thread, off the engine's step loop."""
 
-    def __init__(self, assemble, trace_dir) -> None:
+    def __init__(self, assemble, trace_dir, clock=None) -> None:
         self.assemble = assemble  # (EngineRequest, generated ids) -> (Trace, index line)
         self.trace_dir = trace_dir
+        self.clock = clock  # the worker's PluginClock: this thread's CPU seconds go to its writer_seconds
         self.queue: queue.Queue = queue.Queue()
         self.thread = threading.Thread(target=self._run, name="qdebug-trace-writer", daemon=True)
         self.thread.start()
@@ -389,9 +459,12 @@ class TraceWriter:
     def _run(self) -> None:
         while (item := self.queue.get()) is not None:
             req, generated = item
+            start = time.thread_time()
             try:
                 trace, line = self.assemble(req, generated)
                 path = self.trace_dir.write(trace, req.name, line)
                 log.info("qdebug: traced request %s -> %s", req.req_id, path)
             except Exception as exc:
                 log.warning("qdebug: could not write the trace of request %s (%s: %s)", req.req_id, type(exc).__name__, exc)
+            if self.clock is not None:
+                self.clock.writer_seconds += time.thread_time() - start

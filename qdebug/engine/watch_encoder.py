@@ -51,10 +51,11 @@ class EncoderBatchCheck:
         """The encoder call, unchanged; the check after it on a sampled call."""
         out = self.embed(*args, **kwargs)
         watcher = self.watcher
-        if watcher.settings.sample > 0 and not args and len(out) >= 2 and watcher.rng.random() < watcher.settings.sample:
-            items = self._items(len(out))
-            if items:
-                watcher.run(WatchCheck.ENCODER_BATCH, items[0][1], self.check, kwargs, out, items)
+        with watcher.clock:
+            if watcher.settings.sample > 0 and not args and len(out) >= 2 and watcher.rng.random() < watcher.settings.sample:
+                items = self._items(len(out))
+                if items:
+                    watcher.run(WatchCheck.ENCODER_BATCH, items[0][1], self.check, kwargs, out, items)
         return out
 
     def _items(self, count: int) -> list[tuple[str, str, int]] | None:

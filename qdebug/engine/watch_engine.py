@@ -17,6 +17,7 @@ import uuid
 
 from qdebug.vocab import StageName, WatchCheck, WatchOutcome
 
+from .plugin_clock import clock_of
 from .requests import client_name
 from .watch_flight import FlightRecorder
 from .watch_checks import check_counts, check_placement, items_of, project, projection, step_positions
@@ -78,7 +79,8 @@ class Watcher:
 
     def __init__(self, runner, settings: WatchSettings) -> None:
         self.runner, self.settings = runner, settings
-        self.counters = WatchCounters(settings.folder, settings.run)
+        self.clock = clock_of(runner)  # the plugin's own time in the worker (qdebug_watch_plugin_seconds_total)
+        self.counters = WatchCounters(settings.folder, settings.run, self.clock)
         self.findings = FindingsLog(settings.folder, settings.log_bytes)
         self.flight = FlightRecorder(runner, settings.folder)
         self.rng = random.Random(os.getpid())  # which steps the sampled checks take
@@ -111,15 +113,16 @@ class Watcher:
 
         def embed_input_ids(*args, **kwargs):
             out = embed(*args, **kwargs)
-            mm = kwargs.get("multimodal_embeddings", args[1] if len(args) > 1 else None)
-            if mm is not None and len(mm):
-                self.flight.open = True
-                try:
-                    self._step(out)
-                finally:
-                    self.flight.open = False
-            if self.sampling and getattr(runner, "uses_mrope", False):
-                self._positions()
+            with self.clock:
+                mm = kwargs.get("multimodal_embeddings", args[1] if len(args) > 1 else None)
+                if mm is not None and len(mm):
+                    self.flight.open = True
+                    try:
+                        self._step(out)
+                    finally:
+                        self.flight.open = False
+                if self.sampling and getattr(runner, "uses_mrope", False):
+                    self._positions()
             return out
 
         model.embed_input_ids = embed_input_ids
@@ -144,7 +147,8 @@ class Watcher:
 
     def _logits(self, logits):
         if self.sampling:
-            self.run(WatchCheck.LOGITS, "", self.sampled.logits, logits)
+            with self.clock:
+                self.run(WatchCheck.LOGITS, "", self.sampled.logits, logits)
         return logits
 
     # the step ------------------------------------------------------------------------------------------
@@ -189,6 +193,10 @@ class Watcher:
 
     def run(self, check: WatchCheck, rid: str, fn, *args) -> None:
         """Run one check, timed; its findings logged and counted; an exception counted and logged, never raised."""
+        with self.clock:
+            self._run(check, rid, fn, *args)
+
+    def _run(self, check: WatchCheck, rid: str, fn, *args) -> None:
         start = time.perf_counter()
         try:
             if check in self.settings.raising:

@@ -8,7 +8,11 @@ Series (the `check` label is a `vocab.WatchCheck` word):
 - `qdebug_watch_violations_total{check}`: checks that found their invariant broken;
 - `qdebug_watch_errors_total{check}`: checks that raised (the request was answered as without the watch);
 - `qdebug_watch_check_seconds_total{check}`: seconds spent in the check (worker wall time);
-- `qdebug_watch_findings_dropped_total`: findings-log lines dropped (queue full or disk error).
+- `qdebug_watch_findings_dropped_total`: findings-log lines dropped (queue full or disk error);
+- `qdebug_watch_worker_steps_total`, `qdebug_watch_worker_step_seconds_total`: the worker's steps and their wall time
+  (`execute_model` as vLLM's engine calls it, the plugin's wrappers included);
+- `qdebug_watch_plugin_seconds_total`: the plugin's own part of that time (engine/plugin_clock.py): its share of the
+  step is what the watch costs in requests/s.
 """
 
 from __future__ import annotations
@@ -21,14 +25,19 @@ import time
 
 from qdebug.vocab import WATCH_CHECKS
 
+from .plugin_clock import NoClock, PluginClock
+
 SERIES = ("checks", "violations", "errors", "seconds")
+CLOCK = ("steps", "step_seconds", "own_seconds")  # PluginClock.snapshot's keys
 FLUSH_SECONDS = 0.5
 
 
 class WatchCounters:
     """Per-check counts and seconds of one worker; thread-safe; `flush` writes them when they changed."""
 
-    def __init__(self, folder: str, run: str) -> None:
+    def __init__(self, folder: str, run: str, clock: PluginClock | NoClock | None = None) -> None:
+        self.clock = clock if isinstance(clock, PluginClock) else None  # the worker's, when it has one
+        self.clock_steps = -1  # its steps at the last write
         self.path = os.path.join(folder, f"metrics-{run or 'local'}-{os.getpid()}.json")
         self.lock = threading.Lock()
         self.values = {s: {c.value: 0 for c in WATCH_CHECKS} for s in SERIES}
@@ -56,15 +65,18 @@ class WatchCounters:
 
     def snapshot(self) -> dict:
         """A copy of the counters (JSON-ready)."""
+        clock = self.clock.snapshot() if self.clock is not None else {}
         with self.lock:
-            return {**{s: dict(self.values[s]) for s in SERIES}, "dropped": self.dropped, "pid": os.getpid(), "time": time.time()}
+            return {**{s: dict(self.values[s]) for s in SERIES}, "dropped": self.dropped, "clock": clock, "pid": os.getpid(),
+                    "time": time.time()}
 
     def flush(self) -> None:
         """Write the counters (write beside, rename into place) when they changed since the last write."""
+        steps = self.clock.steps if self.clock is not None else -1
         with self.lock:
-            if not self.dirty:
+            if not self.dirty and steps == self.clock_steps:
                 return
-            self.dirty = False
+            self.dirty, self.clock_steps = False, steps
         doc = self.snapshot()
         tmp = f"{self.path}.tmp"
         with open(tmp, "w", encoding="utf-8") as fh:
@@ -87,6 +99,7 @@ def read_counters(folder: str, run: str | None = None) -> dict:
     total = {s: {c.value: 0 for c in WATCH_CHECKS} for s in SERIES}
     total["seconds"] = {c.value: 0.0 for c in WATCH_CHECKS}
     dropped, files = 0, 0
+    clock = dict.fromkeys(CLOCK, 0.0)
     for path in sorted(glob.glob(os.path.join(glob.escape(folder), f"metrics-{run or '*'}-*.json"))):
         try:
             with open(path, encoding="utf-8") as fh:
@@ -96,10 +109,13 @@ def read_counters(folder: str, run: str | None = None) -> dict:
                     if check in total[s] and isinstance(value, (int, float)):
                         total[s][check] += value
             dropped += int(doc.get("dropped", 0) or 0)
+            for key, value in (doc.get("clock") or {}).items():
+                if key in clock and isinstance(value, (int, float)):
+                    clock[key] += value
             files += 1
         except (OSError, ValueError, TypeError, AttributeError):
             continue
-    return {**total, "dropped": dropped, "workers": files}
+    return {**total, "dropped": dropped, "clock": clock, "workers": files}
 
 
 class WatchCollector:
@@ -125,6 +141,15 @@ class WatchCollector:
         dropped = CounterMetricFamily("qdebug_watch_findings_dropped", "qdebug watch findings-log lines dropped")
         dropped.add_metric([], counters["dropped"])
         yield dropped
+        clock = counters["clock"]
+        for name, key, text in (("qdebug_watch_worker_steps", "steps", "steps vLLM's worker ran (execute_model calls)"),
+                                ("qdebug_watch_worker_step_seconds", "step_seconds",
+                                 "wall seconds of those steps, qdebug's plugin included"),
+                                ("qdebug_watch_plugin_seconds", "own_seconds",
+                                 "wall seconds qdebug's plugin spent in those steps (bookkeeping, batch log, checks)")):
+            family = CounterMetricFamily(name, text)
+            family.add_metric([], clock[key])
+            yield family
 
     def describe(self):
         return []  # no names at registration: the registry then never calls collect() to learn them

@@ -12,6 +12,9 @@ def watch_lines(doc: dict, latest: int = 10) -> list[str]:
     for check in WATCH_CHECKS:
         row = doc["checks"][check.value]
         lines.append(f"{check.value:<14}{int(row['checks']):>10}{int(row['violations']):>12}{int(row['errors']):>8}{row['seconds']:>10.3f}")
+    cost = plugin_cost_line(doc.get("worker") or {})
+    if cost:
+        lines.append(cost)
     shown = doc["findings"][-latest:]
     if shown:
         lines.append(f"latest findings ({len(shown)} of {doc['findings_total']}):")
@@ -19,3 +22,12 @@ def watch_lines(doc: dict, latest: int = 10) -> list[str]:
         who = f" donors {', '.join(f['donors'])}" if f["donors"] else ""
         lines.append(f"  {f['time']} {f['check']} {f['outcome']} {f['request_id']}{who}: {f['evidence']}")
     return lines
+
+
+def plugin_cost_line(worker: dict) -> str:
+    """What the plugin costs the worker's steps, in words ('' when the server exports no clock)."""
+    if not worker.get("steps") or worker.get("plugin_share") is None:
+        return ""
+    vllm = worker["step_seconds"] - worker["plugin_seconds"]
+    return (f"plugin cost: {worker['plugin_seconds']:.3f} s in {int(worker['steps'])} worker steps against vLLM's own "
+            f"{vllm:.3f} s: the step loop runs {worker['plugin_share'] * 100:.1f}% longer")

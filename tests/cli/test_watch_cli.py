@@ -46,6 +46,21 @@ def test_a_clean_folder_exits_0_with_the_table(tmp_path):
     assert "0 violation(s)" in out and any(line.split()[:3] == ["placement", "20", "0"] for line in out.splitlines()), out
 
 
+def test_the_workers_clock_says_what_the_watch_costs_in_json_and_text(tmp_path):
+    from qdebug.engine.plugin_clock import PluginClock
+
+    (tmp_path / "w").mkdir()
+    clock = PluginClock()
+    clock.steps, clock.step_seconds, clock.own_seconds = 400, 1.02, 0.02
+    WatchCounters(str(tmp_path / "w"), "run", clock).flush()
+    code, out, err = qdebug(tmp_path, "watch", tmp_path / "w", "--once", "--json", "-")
+    assert code == 0, err
+    worker = json.loads(out)["worker"]
+    assert worker == {"steps": 400, "step_seconds": 1.02, "plugin_seconds": 0.02, "plugin_share": pytest.approx(0.02)}
+    code, out, err = qdebug(tmp_path, "watch", tmp_path / "w", "--once")
+    assert code == 0 and "plugin cost: 0.020 s in 400 worker steps against vLLM's own 1.000 s: the step loop runs 2.0% longer" in out, out
+
+
 def test_a_source_that_is_neither_exits_2_with_one_line(tmp_path):
     code, out, err = qdebug(tmp_path, "watch", tmp_path / "nothing-here", "--once")
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "not a server URL" in err, err
@@ -83,6 +98,8 @@ def test_a_servers_metrics_decide_the_exit(tmp_path, text, code):
     finally:
         server.shutdown()
     assert got == code, err
+    if code == 0:  # a server that exports no clock (an older plugin): no share, said as null
+        assert json.loads(out)["worker"]["plugin_share"] is None
     if code == 2:
         assert "exports no qdebug_watch_* series" in err and len(err.strip().splitlines()) == 1
     else:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 
+import pytest
+
 import torch
 
 from qdebug.engine.watch_checks import Item, check_counts, check_placement, project, projection, step_positions
@@ -82,6 +84,22 @@ def test_counter_files_are_summed_per_run(tmp_path):
     got = read_counters(str(tmp_path), "r1")
     assert got["checks"]["placement"] == 2 and got["violations"]["placement"] == 1 and got["errors"]["counts"] == 1
     assert got["seconds"]["placement"] == 0.75 and got["workers"] == 2
+    assert got["clock"] == {"steps": 0, "step_seconds": 0, "own_seconds": 0}  # these workers had no clock
+
+
+def test_the_workers_clocks_are_written_when_they_move_and_summed(tmp_path):
+    from qdebug.engine.plugin_clock import PluginClock
+
+    clocks = [PluginClock(), PluginClock()]
+    counters = [WatchCounters(str(tmp_path), "r1", clock) for clock in clocks]
+    for k, (clock, c) in enumerate(zip(clocks, counters)):
+        c.path = str(tmp_path / f"metrics-r1-{k}.json")
+        clock.steps, clock.step_seconds, clock.own_seconds = 10 * (k + 1), 1.5 * (k + 1), 0.03 * (k + 1)
+        c.flush()
+    clocks[0].steps, clocks[0].step_seconds = 11, 1.6  # one more step: no check ran, the file is written anyway
+    counters[0].flush()
+    got = read_counters(str(tmp_path), "r1")["clock"]
+    assert got["steps"] == 31 and got["step_seconds"] == pytest.approx(1.6 + 3.0) and got["own_seconds"] == pytest.approx(0.09)
 
 
 def test_bad_settings_are_said_and_replaced_by_defaults(monkeypatch, caplog):

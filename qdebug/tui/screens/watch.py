@@ -92,7 +92,9 @@ class WatchScreen(Screen):
                 found.add_row(*finding_row(f))
             self.shown = latest
         snap = event.snapshot
-        self.say(f"{snap.violations} violation(s); {snap.findings_total} finding(s) logged")
+        share = snap.plugin_share
+        cost = f"; the watch costs the worker's steps {share * 100:.1f}%" if share is not None else ""
+        self.say(f"{snap.violations} violation(s); {snap.findings_total} finding(s) logged{cost}")
 
     @on(DataTable.RowSelected, "#watch-findings")
     def _open(self, event: DataTable.RowSelected) -> None:
