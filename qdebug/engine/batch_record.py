@@ -105,7 +105,8 @@ class BatchRecorder:
         cached = out.scheduled_cached_reqs
         computed.update(zip(cached.req_ids, cached.num_computed_tokens))
         self.step += 1
-        prefill, decode = [], []
+        prefill: list[str] = []
+        decode: list[str] = []
         known, encoded = self.known, self.encoded
         for rid, n in tokens.items():
             length = known[rid][1] if rid in known else None
@@ -156,7 +157,8 @@ class BatchRecorder:
         return outputs
 
     def _record_call(self, count: int) -> None:
-        taken, self.items = self.items[:count], self.items[count:]
+        items = self.items or []  # set by the step that encodes (the caller checks)
+        taken, self.items = items[:count], items[count:]
         self.call += 1
         names = {rid: self.known.get(rid, (rid, None))[0] for _, rid, _ in taken}
         record = {"worker": self.worker, "call": self.call, "step": self.step, "modality": taken[0][0],

@@ -4,6 +4,8 @@ rows landed in the decoder's input, and the positions vLLM gave it (the stages o
 
 from __future__ import annotations
 
+from typing import Any
+
 from qdebug.trace.runner import placeholder_spans
 from qdebug.trace.schema import Check, Stage
 from qdebug.trace.stages.audio import clip_stages
@@ -26,7 +28,8 @@ def audio_stages(req: EngineRequest, model, prompt_text: str, extractor, tensors
     indexed = [(i, f) for i, f in enumerate(req.features) if f.modality == "audio"]
     spans = placeholder_spans(ids, model.audio_token_id) if model.audio_token_id is not None else []
     rate, hop = int(extractor.sampling_rate), int(extractor.hop_length)
-    clips, rows = [], {}
+    clips: list[dict[str, Any]] = []
+    rows: dict[int, Any] = {}
     checks = [Check("one placeholder span per clip", len(spans) == len(indexed), f"{len(spans)} spans of audio tokens, {len(indexed)} clips",
                     FindingKind.SHAPE_MISMATCH)]
     for n, (i, feat) in enumerate(indexed):
@@ -42,7 +45,7 @@ def audio_stages(req: EngineRequest, model, prompt_text: str, extractor, tensors
         checks.append(Check(f"clip {n}: vLLM's placeholder range == its span of audio tokens", (feat.offset, feat.offset + feat.length) == tuple(span),
                             f"vLLM {feat.offset}..{feat.offset + feat.length}, ids {span[0]}..{span[1]}", FindingKind.DESYNC))
     shapes = [f.pixel_shape for _, f in indexed if f.pixel_shape]
-    stages = {StageName.PREPROCESS: Stage(StageName.PREPROCESS, PreprocessSummary(
+    stages: dict[str, Stage] = {StageName.PREPROCESS: Stage(StageName.PREPROCESS, PreprocessSummary(
         text=prompt_text, num_tokens=len(ids), input_features_shape=[len(shapes), *shapes[0][-2:]] if shapes else None,
         frames_kept=[c["frames"] for c in clips], spans=[c["span"] for c in clips]), checks)}
     # a text model's positions: 0..T-1 (what transformers derives from the mask); an MRoPE model's (Qwen2.5-Omni, whose

@@ -65,7 +65,8 @@ def assemble_engine_trace(req: EngineRequest, generated: list[int], model: Engin
     ids = req.prompt_ids
     images, checks = _images(req, model)
     tensors: dict = {}
-    clips, levels = None, []
+    clips: list[dict] | None = None
+    levels: list = []
     prompt_text = tok.decode(ids, skip_special_tokens=False)
     if len({f.modality for f in req.features}) > 1:  # Qwen2.5-Omni's mixed media: one item per encoder input, as a local trace
         from .engine_media import media_stages
@@ -109,7 +110,7 @@ def _image_stages(req: EngineRequest, model: EngineModel, prompt_text: str, imag
         rec.vision_rows, levels = _split_levels(torch.cat(rows), model)
     preprocess = Stage(StageName.PREPROCESS, PreprocessSummary(
         text=prompt_text, num_tokens=len(req.prompt_ids),
-        pixel_values_shape=_pixel_shape(req), image_grid_thw=[list(i.grid_thw) for i in images], spans=[list(i.span) for i in images],
+        pixel_values_shape=_pixel_shape(req), image_grid_thw=[list(i.grid_thw) for i in images], spans=[list(i.span or ()) for i in images],
     ), checks)
     encode, encode_rows = encode_stage(rec, images, tensors)
     sync = sync_stage(None, images, encode_rows, rec, {}, tensors)
@@ -178,7 +179,7 @@ def _images(req: EngineRequest, model: EngineModel) -> tuple[list[ImageInfo], li
         t, h, w = feat.grid_thw or (1, 0, 0)
         # vLLM hands a worker processed pixels, not the file: the size is the resized image's (grid × patch)
         images.append(ImageInfo(i, f"vllm:{feat.identifier[:16]}", (w * model.patch_size, h * model.patch_size), (t, h, w),
-                                tuple(span), h // m, w // m))
+                                (span[0], span[1]), h // m, w // m))
         checks.append(Check(f"image {i}: vLLM's placeholder range == its span of image tokens",
                             (feat.offset, feat.offset + feat.length) == tuple(span),
                             f"vLLM {feat.offset}..{feat.offset + feat.length}, ids {span[0]}..{span[1]}", FindingKind.DESYNC))

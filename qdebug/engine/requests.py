@@ -10,10 +10,14 @@ rows of a traced request at a time.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from qdebug.trace.hooks import Recorder
 
 from .trace_dir import MAX_ID
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 
 def wants_trace(extra_args: dict | None, trace_all: bool) -> bool:
@@ -71,12 +75,12 @@ class EngineRequest:
     embeds: list = field(default_factory=list)  # prefill chunks of the decoder's input rows
     positions: list = field(default_factory=list)  # prefill chunks of the position ids
     hidden: dict[int, list] = field(default_factory=dict)  # layer → prefill chunks of its output rows
-    encode: dict[int, object] = field(default_factory=dict)  # feature index → encoder rows
+    encode: dict[int, Tensor] = field(default_factory=dict)  # feature index → encoder rows
     batches: list[dict] = field(default_factory=list)  # per forward: requests and tokens in that step
     steps_with: list[tuple[str, ...]] = field(default_factory=list)  # each step's requests (one tuple a step, shared)
     encoder_calls: list[dict] = field(default_factory=list)  # the batch log's encoder calls that carried its items
     mrope_delta: int | None = None
-    expected_positions: object = None  # the model's own MRoPE ids for the prompt (3 × T, get_mrope_input_positions), or None
+    expected_positions: Tensor | None = None  # the model's own MRoPE ids for the prompt (3 × T, get_mrope_input_positions), or None
     deepstack: dict[int, dict] = field(default_factory=dict)  # layer → rows added after it (Qwen3-VL), see record_addition
     layouts: dict[int, dict] = field(default_factory=dict)  # layer → the layout its kernel's value rows arrived in (prefill)
     input_path: str = "ids"  # or "embeds": a prompt_embeds request (the client sent the decoder's input rows themselves)

@@ -21,6 +21,7 @@ import importlib.abc
 import logging
 import os
 import sys
+from typing import Any
 
 ENV_DIR = "QDEBUG_VLLM_TRACE_DIR"
 ENV_MODE = "QDEBUG_VLLM_TRACE"
@@ -106,8 +107,8 @@ def _skip_prefix_cache_when_traced() -> None:
             return True
         return original(self)
 
-    get_skip_reading_prefix_cache._qdebug = True
-    Request.get_skip_reading_prefix_cache = get_skip_reading_prefix_cache
+    setattr(get_skip_reading_prefix_cache, "_qdebug", True)  # marks the patch as ours (attached once)
+    setattr(Request, "get_skip_reading_prefix_cache", get_skip_reading_prefix_cache)
 
 
 class _RunnerImportHook(importlib.abc.MetaPathFinder):
@@ -132,7 +133,7 @@ class _RunnerImportHook(importlib.abc.MetaPathFinder):
             exec_module(module)
             _patch_runner_class(module)
 
-        loader.exec_module = exec_and_patch
+        setattr(loader, "exec_module", exec_and_patch)  # the loader is vLLM's; its class is not ours to subclass
         return spec
 
 
@@ -178,8 +179,8 @@ def _patch_runner_class(module) -> None:
             clock.wrap_outer(self)
         return result
 
-    load_model._qdebug = True
-    cls.load_model = load_model
+    setattr(load_model, "_qdebug", True)  # marks the patch as ours (attached once)
+    setattr(cls, "load_model", load_model)
 
 
 def _start_clock(runner):
@@ -217,7 +218,7 @@ def _attach(runner) -> None:
         folder.check_writable(ENV_DIR)
     except (OSError, OutputError) as exc:
         log.error("qdebug: not tracing this worker: %s; every request is served as without the plugin",
-                  getattr(exc, "message", None) or f"cannot make {ENV_DIR}={os.environ[ENV_DIR]} ({exc.strerror or exc})")
+                  getattr(exc, "message", None) or f"cannot make {ENV_DIR}={os.environ[ENV_DIR]} ({getattr(exc, 'strerror', None) or exc})")
         return
     clock = getattr(runner, "_qdebug_clock", None)
     if clock is not None:  # DIR/clock-<pid>.json: what the plugin costs this worker's steps (benchmarks/engine.py)
@@ -324,7 +325,8 @@ def _engine_model(runner, engine: dict):
     mc = runner.model_config
     cfg = mc.hf_config
     configs = model_configs(cfg)  # Qwen2.5-Omni keeps them under thinker_config
-    text, vision = configs.text, configs.vision
+    text: Any = configs.text  # a transformers PretrainedConfig of whichever family: read by attribute
+    vision: Any = configs.vision
     heads = int(text.num_attention_heads)
     image_token, audio_token = configs.image_token_id, configs.audio_token_id
     return EngineModel(

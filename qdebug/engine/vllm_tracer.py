@@ -20,6 +20,7 @@ import logging
 import queue
 import threading
 import time
+from typing import Any
 
 from qdebug.trace.hooks import to_cpu
 
@@ -39,7 +40,7 @@ class EngineTracer:
         self.batches = batches  # a BatchRecorder (every request's steps and encoder calls), or None
         self.deepstack = deepstack  # Qwen3-VL: also measure what the engine adds between layers
         self.before: dict[int, object] = {}  # slice index → the stream leaving the last layer (deepstack only)
-        self.projected: dict[int, object] = {}  # layer → its q/k/v projection's output in this step (layout check)
+        self.projected: dict[int, Any] = {}  # layer → its q/k/v projection's output in this step (layout check)
         self.writer = writer
         self.trace_all = trace_all
         self.keep_hidden = keep_hidden
@@ -363,7 +364,7 @@ def _gather_plan(slices: list) -> tuple:
     """How a layer's traced rows are taken at once: the prefill slices' rows, and the decode slices' one row each,
     in slice order; each (start, end) when its rows are one run of the step (tracing every request), else an index
     tensor, or None when there are none. Sets each slice's `gathered` offset among its kind's rows."""
-    plans = []
+    plans: list[tuple[int, int] | Any] = []
     for prefill in (True, False):
         rows: list[int] = []
         for s in slices:
@@ -409,11 +410,15 @@ def prompt_ids_for_embeds(given, rows: int) -> list[int]:
 def _feature(spec) -> Feature:
     """A multimodal feature spec of vLLM's, reduced to what a trace needs."""
     data = getattr(spec, "data", None)
-    grid = pixels = frames = seconds = None
+    grid: tuple[int, int, int] | None = None
+    pixels: list[int] | None = None
+    frames: int | None = None
+    seconds: float | None = None
     try:
         for key in ("image_grid_thw", "video_grid_thw"):  # a video: its grid (t > 1) and its pixel values
             if data is not None and key in data:
-                grid = tuple(int(x) for x in data[key].data.reshape(-1)[:3].tolist())
+                t, h, w = (int(x) for x in data[key].data.reshape(-1)[:3].tolist())
+                grid = (t, h, w)
         for key in ("pixel_values", "pixel_values_videos"):
             if data is not None and key in data:
                 pixels = list(data[key].data.shape)
@@ -424,7 +429,7 @@ def _feature(spec) -> Feature:
                 pixels = list(data[key].data.shape)
                 if "feature_attention_mask" in data:  # those the mask keeps
                     frames = int(data["feature_attention_mask"].data.sum())
-    except (AttributeError, TypeError, KeyError):
+    except (AttributeError, TypeError, KeyError, ValueError):  # a feature spec of another shape: what it has
         pass
     pos = spec.mm_position
     return Feature(str(spec.modality), str(spec.identifier), int(pos.offset), int(pos.length), grid, pixels, frames, seconds)

@@ -40,7 +40,7 @@ class WatchCounters:
         self.clock_steps = -1  # its steps at the last write
         self.path = os.path.join(folder, f"metrics-{run or 'local'}-{os.getpid()}.json")
         self.lock = threading.Lock()
-        self.values = {s: {c.value: 0 for c in WATCH_CHECKS} for s in SERIES}
+        self.values: dict[str, dict[str, float]] = {s: {c.value: 0 for c in WATCH_CHECKS} for s in SERIES}
         self.values["seconds"] = {c.value: 0.0 for c in WATCH_CHECKS}
         self.dropped = 0
         self.dirty = True
@@ -96,7 +96,7 @@ class WatchCounters:
 def read_counters(folder: str, run: str | None = None) -> dict:
     """The summed counters of the workers' files in `folder` (those of `run` when given): series → check → value,
     and `dropped`; unreadable or half-written files are skipped."""
-    total = {s: {c.value: 0 for c in WATCH_CHECKS} for s in SERIES}
+    total: dict[str, dict[str, float]] = {s: {c.value: 0 for c in WATCH_CHECKS} for s in SERIES}
     total["seconds"] = {c.value: 0.0 for c in WATCH_CHECKS}
     dropped, files = 0, 0
     clock = dict.fromkeys(CLOCK, 0.0)

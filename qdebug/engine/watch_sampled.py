@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from qdebug.vocab import StageName, WatchCheck, layer_stage
 
 from .layouts import TOKEN_MAJOR, read_layout
@@ -22,7 +24,7 @@ class SampledChecks:
         self.watcher = watcher
         self.layers = decoder_layers(watcher.runner.model)
         self.handles: list = []
-        self.projected: dict[int, object] = {}
+        self.projected: dict[int, Any] = {}
         self.found: dict[int, str] = {}  # layer → the layout its kernel received, this step
 
     def begin(self) -> None:
@@ -118,11 +120,11 @@ def positions_findings(watcher, runner, req_ids: list[str], qsl) -> list:
         expected, delta = runner.model.get_mrope_input_positions(list(state.prompt_token_ids), list(state.mm_features or []))
         expected = torch.as_tensor(expected, dtype=torch.int64)
         n_prompt = max(min(end - start, prompt - done), 0)
-        want = [expected[:, done:done + n_prompt]]
+        parts = [expected[:, done:done + n_prompt]]
         if end - start > n_prompt:  # generated tokens: text positions continue at position + delta on all three axes
             first = max(done, prompt) + int(delta)
-            want.append(torch.arange(first, first + end - start - n_prompt, dtype=torch.int64).expand(3, -1))
-        want = torch.cat(want, dim=-1)
+            parts.append(torch.arange(first, first + end - start - n_prompt, dtype=torch.int64).expand(3, -1))
+        want = torch.cat(parts, dim=-1)
         given = given_all[:, start:end].to("cpu", torch.int64)
         if given.shape != want.shape or not torch.equal(given, want):
             wrong = (given != want).any(dim=0).nonzero().flatten().tolist() if given.shape == want.shape else list(range(end - start))

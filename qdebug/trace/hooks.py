@@ -18,11 +18,15 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from qdebug.model.attention import AttentionCall, tapping
 from qdebug.vocab import StageName, layer_stage, step_stage
 
 from .protocols import FamilySink, Fault, PipelineListener, RecorderSink, SilentListener
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 _local = threading.local()
 _install_lock = threading.Lock()
@@ -78,9 +82,9 @@ class Recorder(RecorderSink):
         # Each declared encoder's calls at prefill, in order: (module path, grid_thw or None, rows), CPU (mixed-media adapters).
         self.encoder_calls: list[tuple[str, object, object]] = []
         self.decoder_calls = 0
-        self.embeds = None  # merged embeddings the decoder received at prefill (seq × dim)
-        self.position_ids = None  # position ids the decoder received at prefill (3 × seq)
-        self.hidden: dict[int, object] = {}  # layer → prefill output (seq × dim), with keep_hidden
+        self.embeds: Tensor | None = None  # merged embeddings the decoder received at prefill (seq × dim)
+        self.position_ids: Tensor | None = None  # position ids the decoder received at prefill (3 × seq)
+        self.hidden: dict[int, Tensor] = {}  # layer → prefill output (seq × dim), with keep_hidden
         self.hidden_kept: dict[int, object] = {}  # layer → prefill output at `hidden_rows` (rows × dim)
         self.hidden_stats: dict[int, dict | tuple] = {}  # layer → statistics of the whole prefill output (a pair on device until flush)
         self.step_hidden: dict[int, list] = {}  # layer → new-token outputs of each decode step

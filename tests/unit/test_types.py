@@ -26,3 +26,10 @@ def test_mypy_checks_the_layers_the_ci_promises():
     assert mypy["check_untyped_defs"] is True
     strict = [o for o in mypy["overrides"] if o.get("disallow_untyped_defs")]
     assert any("qdebug.vocab" in o["module"] for o in strict)
+
+
+def test_no_module_of_the_checked_layers_has_its_errors_hidden():
+    """Every module under the checked layers is held to the checker: no `ignore_errors` override hides one."""
+    mypy = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
+    hidden = [m for o in mypy["overrides"] if o.get("ignore_errors") for m in o["module"]]
+    assert hidden == []
