@@ -19,4 +19,7 @@ def finite(value):
 
 def dumps(value, **kwargs) -> str:
     """json.dumps of `finite(value)`, refusing anything still not JSON (allow_nan=False)."""
-    return json.dumps(finite(value), allow_nan=False, **kwargs)
+    try:  # most documents hold no NaN: encoded as they are (the same text), without the walk that copies them
+        return json.dumps(value, allow_nan=False, **kwargs)
+    except ValueError:
+        return json.dumps(finite(value), allow_nan=False, **kwargs)

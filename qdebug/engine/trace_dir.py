@@ -60,7 +60,7 @@ class TraceDir:
 
         tmp = self.root / f".qdebug-{uuid.uuid4().hex}.qdt.tmp"  # a new name: the trace gets ordinary file permissions
         try:
-            save_trace(trace, tmp, store_tensors=True)  # deflating float rows costs the engine's CPU for ~10%
+            save_trace(trace, tmp, store_tensors=True, compact=True)  # deflating float rows costs the engine's CPU for ~10%
             path = self._link_free(tmp, safe_stem(hint))
         finally:
             Path(tmp).unlink(missing_ok=True)

@@ -12,17 +12,20 @@ def tensor_stats(t) -> dict:
     import torch
 
     x = t.detach().float()
-    finite = x[torch.isfinite(x)]
+    nan, inf = int(torch.isnan(x).sum()), int(torch.isinf(x).sum())
+    # the finite values in order: all of them (no masked copy) unless a NaN or Inf is there
+    finite = x[torch.isfinite(x)] if nan or inf else x.reshape(-1)
     rows = x.reshape(-1, x.shape[-1]) if x.ndim else x.reshape(1, 1)
+    norms = rows.norm(dim=-1) if rows.numel() else None
     return {
         "shape": list(x.shape),
         "mean": float(finite.mean()) if finite.numel() else float("nan"),
         "std": float(finite.std()) if finite.numel() > 1 else 0.0,
         "max_abs": float(finite.abs().max()) if finite.numel() else float("nan"),
-        "norm_mean": float(rows.norm(dim=-1).mean()) if rows.numel() else 0.0,
-        "norm_max": float(rows.norm(dim=-1).max()) if rows.numel() else 0.0,
-        "nan": int(torch.isnan(x).sum()),
-        "inf": int(torch.isinf(x).sum()),
+        "norm_mean": float(norms.mean()) if norms is not None else 0.0,
+        "norm_max": float(norms.max()) if norms is not None else 0.0,
+        "nan": nan,
+        "inf": inf,
     }
 
 
