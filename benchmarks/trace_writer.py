@@ -19,9 +19,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-ENGINE_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_HOST_IP": "127.0.0.1", "HF_HUB_OFFLINE": "1",
-              "VLLM_NO_USAGE_STATS": "1", "VLLM_DO_NOT_TRACK": "1",
-              "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}  # the worker in this process: its writer thread is patched here
+IN_PROCESS = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}  # the worker in this process: its writer thread is patched here
 
 
 def measure(requests: int, profile: bool, folder: str) -> None:
@@ -85,13 +83,13 @@ def main() -> None:
     if args.inside:
         measure(args.requests, args.profile, args.inside)
         return
-    from tests.engine.vllm_server import vllm_python
+    from tests.engine.vllm_server import ENGINE_ENV, vllm_python
 
     python = vllm_python()
     if python is None:
         sys.exit("benchmarks/trace_writer.py: no vLLM environment (run scripts/vllm-env, or set QDEBUG_VLLM_PYTHON)")
     with tempfile.TemporaryDirectory() as tmp:
-        env = {**os.environ, **ENGINE_ENV, "QDEBUG_VLLM_TRACE_DIR": tmp,
+        env = {**os.environ, **ENGINE_ENV, **IN_PROCESS, "QDEBUG_VLLM_TRACE_DIR": tmp,
                "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)}
         command = [str(python), __file__, "--requests", str(args.requests), "--inside", tmp] + (["--profile"] if args.profile else [])
         done = subprocess.run(command, env=env, cwd=tmp, capture_output=True, text=True)
