@@ -25,4 +25,6 @@ greedy = lambda **extra: SamplingParams(temperature=0, max_tokens=16, extra_args
 plain = llm.chat([chat], greedy())[0].outputs[0].text
 EngineRequest.finish_prefill = broken
 faulty = llm.chat([chat], greedy(qdebug_trace=True, qdebug_id="faulty"))[0].outputs[0].text
+# the worker learns a request finished in the next step: one more request runs it (else "no trace" proves nothing)
+llm.chat([chat], greedy())
 print(json.dumps({"plain": plain, "faulty": faulty, "files": sorted(os.listdir(traces)) if os.path.isdir(traces) else []}))
