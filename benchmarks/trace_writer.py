@@ -3,6 +3,7 @@ finished request's trace, off vLLM's steps): vLLM's offline engine in one proces
 the writer's CPU per request measured with thread_time; with --profile, where it goes (cProfile, a second pass).
 
     python benchmarks/trace_writer.py [--requests 40] [--profile]
+    python benchmarks/trace_writer.py --quick    # 3 requests: checks the script runs, measures little
 
 Needs the vLLM environment (`scripts/vllm-env`, or QDEBUG_VLLM_PYTHON); this script re-runs itself there.
 """
@@ -78,8 +79,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=40)
     parser.add_argument("--profile", action="store_true", help="also where the time goes (cProfile: slows the writer)")
+    parser.add_argument("--quick", action="store_true", help="3 requests: checks the script runs, measures little")
     parser.add_argument("--inside", help=argparse.SUPPRESS)  # the trace folder, when run in the vLLM environment
     args = parser.parse_args()
+    if args.quick:
+        args.requests = 3
     if args.inside:
         measure(args.requests, args.profile, args.inside)
         return

@@ -1,7 +1,8 @@
 """Every benchmark still runs: `python benchmarks/X.py --quick` (tiny sizes, seconds) exits 0 and prints its figures.
 
 The figures themselves are never asserted (they depend on the machine). benchmarks/engine.py needs a vLLM
-environment and a real server; tests/engine covers that path.
+environment and a real server; tests/engine covers that path. benchmarks/trace_writer.py runs vLLM's offline
+engine in the vLLM environment (scripts/vllm-env, built before the suite by the README's test command).
 """
 
 from __future__ import annotations
