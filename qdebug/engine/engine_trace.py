@@ -196,6 +196,8 @@ def _meta(model: EngineModel, req: EngineRequest, clips: list[dict] | None) -> T
     encoder calls and the layout each layer's kernel received."""
     engine = {**model.engine, "request_id": req.req_id, "batches": req.batches, "co_scheduled": sorted(req.co_scheduled), "encoder_calls": req.encoder_calls,
               "kernel_inputs": {str(layer): seen["layout"] for layer, seen in sorted(req.layouts.items())}}
+    if req.closed_at_shutdown is not None:  # only then: other traces keep their exact shape
+        engine["closed_at_shutdown"] = req.closed_at_shutdown
     return trace_meta(
         model.describe(), (model.num_layers, model.num_heads, model.num_kv_heads, model.hidden_size, model.vocab_size),
         attn_capture=f"no attention weights recorded (engine trace; every layer ran {model.attn_kernel})",

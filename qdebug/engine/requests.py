@@ -85,6 +85,7 @@ class EngineRequest:
     layouts: dict[int, dict] = field(default_factory=dict)  # layer → the layout its kernel's value rows arrived in (prefill)
     input_path: str = "ids"  # or "embeds": a prompt_embeds request (the client sent the decoder's input rows themselves)
     keep_hidden: bool = True  # every prompt row of every layer (else statistics over every row plus the last row)
+    closed_at_shutdown: dict | None = None  # written when the worker shut down before it was told the request finished
 
     def record_addition(self, layer: int, offset: int, delta, before) -> None:
         """What the engine added to this request's prompt rows between `layer` and the next (`delta`, this chunk's

@@ -233,9 +233,15 @@ def _attach(runner) -> None:
                           batches=_batch_recorder(runner, folder.root))
     tracer.install()
     runner._qdebug_tracer = tracer
-    atexit.register(writer.drain)
+    atexit.register(_close, tracer, writer)
     log.info("qdebug: tracing %s into %s (%s)", "every request" if trace_all() else "tagged requests", os.environ[ENV_DIR],
              ", ".join(f"{k} {v}" for k, v in engine.items()))
+
+
+def _close(tracer, writer) -> None:
+    """At the worker's exit: the requests still held are written, then everything queued."""
+    tracer.close()
+    writer.drain()
 
 
 def _batch_recorder(runner, root):

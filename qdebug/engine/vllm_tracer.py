@@ -336,7 +336,7 @@ class EngineTracer:
             s.request.rec.step_logits.append(rows[k].clone())  # a row of its own: a vocabulary-wide row is large
 
     # the end -------------------------------------------------------------------------------------------
-    def _finish(self, finished) -> None:
+    def _finish(self, finished, at_shutdown: bool = False) -> None:
         for rid in list(finished):
             self.pending.discard(rid)
             req = self.traced.pop(rid, None)
@@ -344,10 +344,32 @@ class EngineTracer:
                 continue
             state = self.runner.requests.get(rid)
             generated = [int(t) for t in (state.output_token_ids if state is not None else []) if int(t) >= 0]
+            if at_shutdown:
+                req.closed_at_shutdown = shutdown_ending(generated, req.max_tokens, getattr(state, "sampling_params", None))
+                log.warning("qdebug: request %s written at shutdown (%s)", rid, req.closed_at_shutdown["ended"])
             req.finish_prefill()
             if self.batches is not None:
                 req.encoder_calls = self.batches.calls_for(rid)
             self.writer.submit(req, generated)
+
+
+    def close(self) -> None:
+        """At shutdown: write every request still held. The worker learns that a request finished only from the next
+        step's finished ids, so the last one an offline `LLM` served, or one shutdown cut short, would be lost."""
+        self._guard(self._finish, list(self.traced), True)  # after the last step: not the steps' plugin time
+
+
+def shutdown_ending(generated: list[int], max_tokens: int | None, params) -> dict:
+    """How a request written at shutdown had ended, from its tokens: at max_tokens, at a stop token, or not known
+    (shutdown cut it short, or a stop string ended it: the worker never sees those)."""
+    stops = getattr(params, "all_stop_token_ids", None) or set()
+    if max_tokens is not None and len(generated) >= max_tokens:
+        ended = "max_tokens"
+    elif generated and generated[-1] in stops:
+        ended = "stop token"
+    else:
+        ended = "unknown: cut short by the shutdown, or a stop string"
+    return {"ended": ended, "tokens": len(generated)}
 
 
 COMPACT_STEPS = 8  # a decode row stays a view of its step's shared tensor (other requests' rows) this many steps at most
