@@ -302,8 +302,13 @@ def image_report(a, b) -> list[dict]:
     from .attention import attention_grid, peak_of
 
     def landed(trace, index):
-        rows = trace.stages[StageName.SYNC].summary.images or [] if StageName.SYNC in trace.stages else []
-        return next((r.visual_offset for r in rows if r.image == index), None)
+        if StageName.SYNC not in trace.stages:
+            return None
+        summary = trace.stages[StageName.SYNC].summary
+        if summary.media is not None:  # mixed media (Omni): an image's rows are where its placeholders are when exact there
+            span = next((m for m in summary.media if m.modality == "image" and m.index == index and m.runs), None)
+            return span.runs[0][0] if span is not None and span.exact else None
+        return next((r.visual_offset for r in summary.images or [] if r.image == index), None)
 
     def peak(trace, index):
         grid = attention_grid(trace, index) if index < len(trace.images) else None

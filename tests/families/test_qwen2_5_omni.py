@@ -112,6 +112,11 @@ def test_installed_attn_reports_every_item_and_round_trips(family_dir, media, tm
 
     back = load_trace(saved)
     assert back.mixed_media and [m.modality for m in back.stages["sync"].summary.media] == ["image", "audio", "audio", "video"]
+    # diff's images table: where each run's sync put the image's rows (its placeholders: the rows are exact there)
+    from qdebug.analysis.diff import image_report
+
+    [image] = image_report(back, back)
+    assert image["a_visual_offset"] == image["b_visual_offset"] == image["text_offset"] is not None
 
 
 def test_bad_requests_are_one_line_errors(family_dir, media, tmp_path):
