@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import tempfile
 import zipfile
-from dataclasses import asdict, dataclass, field
+import copy
+from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 
 from qdebug import strict_json
@@ -194,12 +195,12 @@ class Trace:
             "prompt_text": self.prompt_text,
             "input_ids": self.input_ids,
             "tokens": self.tokens,
-            "images": [asdict(i) for i in self.images],
+            "images": [plain(i) for i in self.images],
             "stages": [
-                {"name": s.name, "summary": s.summary.to_json(), "checks": [asdict(c) for c in s.checks]}
+                {"name": s.name, "summary": s.summary.to_json(), "checks": [plain(c) for c in s.checks]}
                 for s in self.stages.values()
             ],
-            "steps": [asdict(s) for s in self.steps],
+            "steps": [plain(s) for s in self.steps],
             "generated_ids": self.generated_ids,
             "generated_text": self.generated_text,
             "attn_queries": self.attn_queries,
@@ -250,6 +251,29 @@ def _nan(value):
 
 def _topk(data: dict) -> TopK:
     return TopK(**{**data, "probs": [_nan(p) for p in data["probs"]]})
+
+
+_ATOMS = (int, float, str, bool, type(None))
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}  # a dataclass's field names, read once per class
+
+
+def plain(value: object) -> object:
+    """What `dataclasses.asdict` gives for `value` (dataclasses as dicts, containers rebuilt, other values deep-copied),
+    without a deep copy of every number and string, which are immutable: a fifth of the engine's trace writer's time."""
+    if isinstance(value, _ATOMS):
+        return value
+    names = _FIELD_NAMES.get(type(value))
+    if names is None and is_dataclass(value) and not isinstance(value, type):
+        names = _FIELD_NAMES[type(value)] = tuple(f.name for f in fields(value))
+    if names is not None:
+        return {name: plain(getattr(value, name)) for name in names}
+    if type(value) is list:
+        return [v if isinstance(v, _ATOMS) else plain(v) for v in value]
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return type(value)(plain(v) for v in value)
+    if type(value) is dict:
+        return {plain(k): plain(v) for k, v in value.items()}
+    return copy.deepcopy(value)  # anything else (a named tuple, a dict or list subclass) as asdict would copy it
 
 
 def _step(data: dict) -> Step:

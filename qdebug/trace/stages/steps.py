@@ -17,14 +17,18 @@ def step_stages(rec, generated: list[int], tok, k: int, tensors: dict) -> tuple[
 
     steps, stages = [], {}
     processed = getattr(rec, "processed_scores", None) or []
-    text = lambda i: token_text(tok, i)
+    texts: dict[int, str] = {}  # the same tokens come back in step after step's top-k: each decoded once
+    text = lambda i: texts[i] if i in texts else texts.setdefault(i, token_text(tok, i))
     for n, logits in enumerate(rec.step_logits[: len(generated)]):
         chosen = generated[n]
         raw_ids, raw_p, raw_entropy = topk_of(logits, k)
         raw_prob = float(torch.softmax(logits.float(), -1)[chosen])
         scores = processed[n] if n < len(processed) and processed[n].shape == logits.shape else logits
-        top_ids, top_p, entropy = topk_of(scores, k)
-        p = float(torch.softmax(scores.float(), -1)[chosen])
+        if scores is logits:  # no logits processor ran (an engine's trace): the same distribution, not computed twice
+            top_ids, top_p, entropy, p = list(raw_ids), list(raw_p), raw_entropy, raw_prob
+        else:
+            top_ids, top_p, entropy = topk_of(scores, k)
+            p = float(torch.softmax(scores.float(), -1)[chosen])
         tensors[tensor_name(T.STEP_LOGITS, step=n)] = logits
         steps.append(Step(n, chosen, text(chosen), p, entropy, TopK(top_ids, [text(i) for i in top_ids], top_p),
                           raw_topk=TopK(raw_ids, [text(i) for i in raw_ids], raw_p), raw_prob=raw_prob))
