@@ -21,7 +21,10 @@ import importlib.abc
 import logging
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .vllm_tracer import EngineTracer, TraceWriter
 
 ENV_DIR = "QDEBUG_VLLM_TRACE_DIR"
 ENV_MODE = "QDEBUG_VLLM_TRACE"
@@ -238,7 +241,7 @@ def _attach(runner) -> None:
              ", ".join(f"{k} {v}" for k, v in engine.items()))
 
 
-def _close(tracer, writer) -> None:
+def _close(tracer: EngineTracer, writer: TraceWriter) -> None:
     """At the worker's exit: the requests still held are written, then everything queued."""
     tracer.close()
     writer.drain()

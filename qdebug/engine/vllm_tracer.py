@@ -20,6 +20,7 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from qdebug.trace.hooks import to_cpu
@@ -336,7 +337,7 @@ class EngineTracer:
             s.request.rec.step_logits.append(rows[k].clone())  # a row of its own: a vocabulary-wide row is large
 
     # the end -------------------------------------------------------------------------------------------
-    def _finish(self, finished, at_shutdown: bool = False) -> None:
+    def _finish(self, finished: Iterable[str], at_shutdown: bool = False) -> None:
         for rid in list(finished):
             self.pending.discard(rid)
             req = self.traced.pop(rid, None)
@@ -352,14 +353,13 @@ class EngineTracer:
                 req.encoder_calls = self.batches.calls_for(rid)
             self.writer.submit(req, generated)
 
-
     def close(self) -> None:
         """At shutdown: write every request still held. The worker learns that a request finished only from the next
         step's finished ids, so the last one an offline `LLM` served, or one shutdown cut short, would be lost."""
         self._guard(self._finish, list(self.traced), True)  # after the last step: not the steps' plugin time
 
 
-def shutdown_ending(generated: list[int], max_tokens: int | None, params) -> dict:
+def shutdown_ending(generated: list[int], max_tokens: int | None, params: object) -> dict:
     """How a request written at shutdown had ended, from its tokens: at max_tokens, at a stop token, or not known
     (shutdown cut it short, or a stop string ended it: the worker never sees those)."""
     stops = getattr(params, "all_stop_token_ids", None) or set()

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import tempfile
 import zipfile
-import copy
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from qdebug.vocab import step_stage
 
 from ..schema import Stage, Step, TopK
@@ -17,8 +19,7 @@ def step_stages(rec, generated: list[int], tok, k: int, tensors: dict) -> tuple[
 
     steps, stages = [], {}
     processed = getattr(rec, "processed_scores", None) or []
-    texts: dict[int, str] = {}  # the same tokens come back in step after step's top-k: each decoded once
-    text = lambda i: texts[i] if i in texts else texts.setdefault(i, token_text(tok, i))
+    text = functools.cache(lambda i: token_text(tok, i))  # the same tokens come back in step after step's top-k: each decoded once
     for n, logits in enumerate(rec.step_logits[: len(generated)]):
         chosen = generated[n]
         raw_ids, raw_p, raw_entropy = topk_of(logits, k)
