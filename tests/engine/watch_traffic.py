@@ -3,8 +3,8 @@ sent at once to a real vLLM, and what the watch reports about them (/metrics, th
 
 from __future__ import annotations
 
+import asyncio
 import re
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -38,13 +38,23 @@ def body_for(path: Path, max_tokens: int) -> dict:
 def burst(server, paths: list[Path], concurrency: int, max_tokens: int = 4) -> list[str]:
     """Send one request per image, `concurrency` at a time; the answers, in the images' order."""
     bodies = [body_for(p, max_tokens) for p in paths]
-    with httpx.Client(timeout=300) as client, ThreadPoolExecutor(concurrency) as pool:
-        def one(body: dict) -> str:
-            response = client.post(f"{server.url}/v1/chat/completions", json=body)
+    return asyncio.run(_send_all(f"{server.url}/v1/chat/completions", bodies, concurrency))
+
+
+async def _send_all(url: str, bodies: list[dict], concurrency: int) -> list[str]:
+    """POST every body, `concurrency` in flight, on one event loop: the way replay --endpoint sends a burst. (A sync
+    httpx.Client shared by 200 threads once failed with EBADF: its pool closed a socket another thread was reading.)"""
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    gate = asyncio.Semaphore(concurrency)
+    async with httpx.AsyncClient(timeout=300, limits=limits) as client:
+
+        async def one(body: dict) -> str:
+            async with gate:
+                response = await client.post(url, json=body)
             assert response.status_code == 200, response.text
             return response.json()["choices"][0]["message"]["content"]
 
-        return list(pool.map(one, bodies))
+        return list(await asyncio.gather(*(one(b) for b in bodies)))
 
 
 def watch_series(server) -> dict[tuple[str, str], float]:
