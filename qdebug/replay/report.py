@@ -164,7 +164,7 @@ class ReplayReport:
                 findings=[Finding(**f) for f in data["findings"]],
                 endpoint=data.get("endpoint"), repeats=data.get("repeats"),
             )
-        except (KeyError, TypeError) as exc:
+        except (KeyError, TypeError, ValueError) as exc:  # ValueError: a kind or severity outside the vocabulary
             raise TraceFormatError(f"replay report is malformed ({type(exc).__name__}: {exc})") from None
 
 
