@@ -144,43 +144,18 @@ def check_before_load(args: AttnArgs) -> None:
 def run_attn(args: AttnArgs) -> AttnResult:
     """Check the selection, load, trace and check the findings; outputs are written by `write_outputs`."""
     from qdebug.commands.common import loading, quiet_transformers
-    from qdebug.trace.request import build_request, load_image
     from qdebug.trace.policy import parse_layers, parse_queries, resolve_layers
     from qdebug.trace.runner import RecordPolicy, trace_request
 
     check_before_load(args)
     if args.layer is not None and args.layer < 0 or args.head is not None and args.head < 0:
         raise InputError("--layer/--head: expected a non-negative index")
-    from qdebug.commands.audio_input import audio_request, check_modality, split_media
+    from qdebug.commands.media_input import model_media, read_media, sort_media
 
     layer_items, queries = parse_layers(args.layers), parse_queries(args.queries)
-    from qdebug.commands.media_input import media_request, mixed_media_model
-    from qdebug.commands.video_input import check_video_model, split_videos, video_request
-
-    mixed = mixed_media_model(args.model)
-    if args.use_audio_in_video and not mixed:
-        raise InputError(f"--use-audio-in-video: --model {args.model} does not take a video's sound (expected Qwen2.5-Omni)")
-    videos: list = []
-    if mixed:  # images, clips and videos together, each at its own encoder
-        request, pil_images, videos = media_request(args.prompt, args.images, args.audio, args.videos, fps=args.fps, max_frames=args.max_frames,
-                                                    use_audio_in_video=args.use_audio_in_video, max_new_tokens=args.max_new_tokens)
-        images = clips = video_paths = []
-    else:
-        images, clips = split_media(args.images, args.audio)
-        images, video_paths = split_videos(images, args.videos) if not clips else (images, [])
-    if mixed:
-        pass
-    elif video_paths:
-        check_video_model(args.model)
-        request, pil_images = video_request(args.prompt, video_paths, args.max_new_tokens, args.fps, args.max_frames), []
-        videos = request.videos
-    elif clips:
-        request, pil_images = audio_request(args.prompt, images, clips, args.max_new_tokens), []
-    else:
-        pil_images = [load_image(p) for p in images]  # fail fast on bad images, before loading a model
-        request = build_request(args.prompt, images, images=pil_images, max_new_tokens=args.max_new_tokens)
-    if not mixed:
-        check_modality(args.model, request)
+    intake = read_media(model_media(args.model), sort_media(args.images, args.audio, args.videos), fps=args.fps, max_frames=args.max_frames,
+                        use_audio_in_video=args.use_audio_in_video)
+    request, pil_images, videos = intake.request(args.prompt, args.max_new_tokens), intake.images, intake.videos
     quiet_transformers()
     from qdebug.trace.estimate import refuse_if_too_big
 

@@ -79,9 +79,6 @@ def run_diff(args: DiffArgs, models: dict | None = None) -> DiffRun:
     if side_b.inject is not None:  # checked against config.json before any weights load
         side_b.inject.check_model(args.model)
     requests = diff_requests(args)
-    from qdebug.commands.audio_input import check_modality
-
-    check_modality(args.model, requests[0][1])
     quiet_transformers()
     from qdebug.model.load import load_model
 

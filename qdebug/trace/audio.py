@@ -13,7 +13,6 @@ from pathlib import Path
 from qdebug.errors import InputError
 from qdebug.input_files import file_kind, require_file
 
-from .markers import AUDIO_MARKER, media_parts
 
 if TYPE_CHECKING:
     from qdebug.model.load import LoadedModel
@@ -166,16 +165,3 @@ def envelope(samples, points: int = 512):
     points = max(1, min(points, len(x)))
     edges = np.linspace(0, len(x), points + 1).astype(int)
     return torch.tensor([float(x[a:b].max()) if b > a else 0.0 for a, b in zip(edges[:-1], edges[1:])])
-
-
-def build_audio_request(prompt: str, clips: list[Clip], *, max_new_tokens: int = 16, request_id: str = "0"):
-    """A Request carrying audio clips (first, or at each `<audio>` marker) and a prompt."""
-    from .request import Request
-
-    return Request(
-        parts=media_parts(prompt, {"audio": len(clips)}),
-        max_new_tokens=max_new_tokens,
-        request_id=request_id,
-        audios=list(clips),
-        audio_paths=[c.source for c in clips],
-    )

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .markers import IMAGE_MARKER, media_parts
 
-__all__ = ["IMAGE_MARKER", "Request", "build_request", "load_image"]
+__all__ = ["IMAGE_MARKER", "Request", "build_media_request", "build_request", "load_image"]
 
 
 @dataclass
@@ -73,17 +75,18 @@ def build_request(
     request_id: str = "0",
     images: list | None = None,
 ) -> Request:
-    """Build a Request from a prompt and image files.
-
-    Without `<image>` markers the images come first, then the prompt (Qwen's usual order).
-    With markers there must be exactly one per image, else PlaceholderError.
-    """
+    """A Request from a prompt and image files (opened here unless `images` are given): see `build_media_request`."""
     opened = images if images is not None else [load_image(p) for p in image_paths]
-    parts = media_parts(prompt, {"image": len(opened)})
-    return Request(
-        parts=parts,
-        images=list(opened),
-        image_paths=[str(p) for p in image_paths] if image_paths else [f"<image {i}>" for i in range(len(opened))],
-        max_new_tokens=max_new_tokens,
-        request_id=request_id,
-    )
+    names = [str(p) for p in image_paths] if image_paths else [f"<image {i}>" for i in range(len(opened))]
+    return build_media_request(prompt, images=opened, image_paths=names, max_new_tokens=max_new_tokens, request_id=request_id)
+
+
+def build_media_request(prompt: str, *, images: Sequence[Any] = (), image_paths: Sequence[str] = (), clips: Sequence[Any] = (),
+                        videos: Sequence[Any] = (), video_paths: Sequence[str] = (), use_audio_in_video: bool = False,
+                        max_new_tokens: int = 16, request_id: str = "0") -> Request:
+    """The one request builder: images (opened), clips and videos (decoded), each kind at its `<marker>`s (one per
+    item) or first. A marker of a kind the request carries no item of stays text (a prompt may mention `<video>`)."""
+    counts = {kind: n for kind, n in (("image", len(images)), ("audio", len(clips)), ("video", len(videos))) if n}
+    return Request(parts=media_parts(prompt, counts), images=list(images), image_paths=list(image_paths), max_new_tokens=max_new_tokens,
+                   request_id=request_id, audios=list(clips), audio_paths=[c.source for c in clips], videos=list(videos),
+                   video_paths=list(video_paths) or [v.source for v in videos], use_audio_in_video=use_audio_in_video)

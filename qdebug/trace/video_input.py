@@ -8,7 +8,6 @@ from pathlib import Path
 from qdebug.errors import InputError
 from qdebug.input_files import file_kind
 
-from .markers import VIDEO_MARKER, media_parts
 
 FOLDER_FPS = 2.0  # a frame folder's rate when --fps is not given: the Qwen-VL video processors' own default
 MAX_FRAMES = 64  # --max-frames default: enough for a debugger, bounded memory
@@ -252,12 +251,3 @@ def _same_size(frames: list, names: list[str], where: Path) -> None:
         if frame.size != first:
             raise VideoError(f"frames of different sizes in {where}: {name} is {frame.size[0]}×{frame.size[1]}, "
                              f"the first is {first[0]}×{first[1]} (expected one size for every frame)")
-
-
-def build_video_request(prompt: str, videos: list[Video], *, max_new_tokens: int = 16, request_id: str = "0"):
-    """A Request carrying videos (first, or at each `<video>` marker) and a prompt."""
-    from .request import Request
-
-    parts = media_parts(prompt, {"video": len(videos)})
-    return Request(parts=parts, max_new_tokens=max_new_tokens, request_id=request_id, videos=list(videos),
-                   video_paths=[v.source for v in videos])

@@ -39,11 +39,12 @@ def build(family: str, where: Path) -> Path:
 
 def request_of(family: str, where: Path, max_new_tokens: int = 8):
     """A request of the family's modality: a 1 s clip at 16 kHz for Qwen2-Audio, a sample scene for the others."""
-    from qdebug.trace.audio import build_audio_request, load_audio
+    from qdebug.trace.audio import load_audio
+    from qdebug.trace.request import build_media_request
     from qdebug.trace.request import build_request, load_image
 
     if family == "qwen2_audio":
-        return build_audio_request("What is it?", [load_audio(tone(where / "tone.wav", rate=16000))], max_new_tokens=max_new_tokens)
+        return build_media_request("What is it?", clips=[load_audio(tone(where / "tone.wav", rate=16000))], max_new_tokens=max_new_tokens)
     path = str(SAMPLE / "red_circle_top_left.png")
     return build_request(PROMPT, [path], images=[load_image(path)], max_new_tokens=max_new_tokens)
 

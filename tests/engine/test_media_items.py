@@ -12,12 +12,12 @@ from .test_video import PROMPT, _frames
 
 
 def _video_trace(tmp_path):
-    from qdebug.commands.video_input import video_request
+    from qdebug.commands.media_input import model_media, read_media, sort_media
     from qdebug.trace.runner import RecordPolicy, trace_request
 
     for i, frame in enumerate(_frames()):
         (tmp_path / f"f{i:02d}.jpg").write_bytes(frame)
-    return trace_request(demo_model(), video_request(PROMPT, [tmp_path], 2, None, None), RecordPolicy(keep_hidden=True))
+    return trace_request(demo_model(), read_media(model_media("demo"), sort_media([tmp_path])).request(PROMPT, 2), RecordPolicy(keep_hidden=True))
 
 
 def test_a_run_without_the_video_parts_at_preprocess_naming_the_counts(tmp_path):

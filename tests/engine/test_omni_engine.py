@@ -80,16 +80,15 @@ def test_an_image_a_clip_and_a_video_in_one_request_agree_item_by_item(omni, tmp
     from qdebug.analysis.diff import diff_traces
     from qdebug.analysis.engine_compare import parting
     from qdebug.commands.engine_diff import as_sent, await_trace
-    from qdebug.commands.media_input import media_request
+    from qdebug.commands.media_input import model_media, read_media, sort_media
     from qdebug.replay.endpoint import chat_body
 
     from .client import SAMPLE
     from .families import local_trace
 
     server, checkpoint = omni
-    request = as_sent(media_request("Describe <image>, <audio> and <video>.", [SAMPLE / "red_circle_top_left.png"],
-                                    [tone(tmp_path / "tone.wav", rate=16000)], [video_with_sound(tmp_path / "v.mp4", seconds=2)], fps=2,
-                                    max_frames=None, use_audio_in_video=False, max_new_tokens=6)[0])
+    media = sort_media([SAMPLE / "red_circle_top_left.png"], [tone(tmp_path / "tone.wav", rate=16000)], [video_with_sound(tmp_path / "v.mp4", seconds=2)])
+    request = as_sent(read_media(model_media(str(checkpoint)), media, fps=2).request("Describe <image>, <audio> and <video>.", 6))
     body = {**chat_body(request, "demo", top_logprobs=0), "vllm_xargs": {"qdebug_trace": True, "qdebug_id": "omni-mixed"}}
     assert httpx.post(f"{server.url}/v1/chat/completions", json=body, timeout=300).status_code == 200
     engine, local = await_trace(Path(server.traces), "omni-mixed", 60), local_trace(checkpoint, "float32", request)

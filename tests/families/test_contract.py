@@ -10,7 +10,8 @@ from typer.testing import CliRunner
 from qdebug.cli import app
 from qdebug.commands.diff import DiffArgs, run_diff
 from qdebug.model.load import load_model
-from qdebug.trace.audio import build_audio_request, load_audio
+from qdebug.trace.audio import load_audio
+from qdebug.trace.request import build_media_request
 from qdebug.trace.request import build_request
 from qdebug.trace.runner import prepare, trace_request
 from tests.conftest import scene
@@ -39,7 +40,7 @@ def media(tmp_path_factory):
 
 def _request(name, media, tokens=3):
     if name == "qwen2_audio":
-        return build_audio_request("What is it?", [load_audio(media["audio"])], max_new_tokens=tokens)
+        return build_media_request("What is it?", clips=[load_audio(media["audio"])], max_new_tokens=tokens)
     return build_request("Describe the image.", [media["image"]], max_new_tokens=tokens)
 
 

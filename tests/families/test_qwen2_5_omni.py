@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from qdebug.trace.audio import load_audio
-from qdebug.trace.media_request import build_media_request
+from qdebug.trace.request import build_media_request
 from qdebug.trace.request import load_image
 from qdebug.trace.runner import prepare, trace_request
 from qdebug.trace.video_audio import audio_track

@@ -9,7 +9,8 @@ from typer.testing import CliRunner
 
 from qdebug.cli import app
 from qdebug.model.load import load_model
-from qdebug.trace.audio import build_audio_request, load_audio
+from qdebug.trace.audio import load_audio
+from qdebug.trace.request import build_media_request
 from qdebug.trace.runner import prepare, trace_request
 
 from .build import tone
@@ -19,7 +20,7 @@ runner = CliRunner()
 
 def test_trace_matches_plain_generate_and_stages_check_the_clip(qwen2_audio, qwen2_audio_dir, clip_wav):
     plain = load_model(str(qwen2_audio_dir), "cpu", "float32", attn_implementation="eager")
-    req = build_audio_request("What is it?", [load_audio(clip_wav)], max_new_tokens=5)
+    req = build_media_request("What is it?", clips=[load_audio(clip_wav)], max_new_tokens=5)
     trace = trace_request(qwen2_audio, req)
     inputs = prepare(plain, req).inputs
     with torch.inference_mode():
@@ -129,7 +130,7 @@ def test_capture_input_audio_parts(tmp_path, clip_wav, qwen2_audio):
 def test_saved_audio_trace_round_trips(qwen2_audio, clip_wav, tmp_path):
     from qdebug.trace.schema import load_trace, save_trace
 
-    trace = trace_request(qwen2_audio, build_audio_request("What is it?", [load_audio(clip_wav)], max_new_tokens=2))
+    trace = trace_request(qwen2_audio, build_media_request("What is it?", clips=[load_audio(clip_wav)], max_new_tokens=2))
     back = load_trace(save_trace(trace, tmp_path / "t.qdt"))
     assert back.meta.audio == trace.meta.audio and back.generated_ids == trace.generated_ids
     assert torch.equal(back.tensors["audio.0.envelope"], trace.tensors["audio.0.envelope"])
@@ -143,7 +144,7 @@ def test_tui_request_screen_draws_attention_over_time(qwen2_audio, clip_wav):
     from qdebug.tui.widgets.stage_detail import StageDetail
     from tests.tui.conftest import SIZE, text_of, wait_for
 
-    trace = trace_request(qwen2_audio, build_audio_request("What is it?", [load_audio(clip_wav)], max_new_tokens=2))
+    trace = trace_request(qwen2_audio, build_media_request("What is it?", clips=[load_audio(clip_wav)], max_new_tokens=2))
 
     async def run():
         app = build_app(trace=trace)

@@ -45,11 +45,12 @@ def test_an_image_trace(family_model, tmp_path):
 
 
 def test_a_video_trace(family_model, tmp_path):
-    from qdebug.trace.video_input import build_video_request, load_video
+    from qdebug.trace.request import build_media_request
+    from qdebug.trace.video_input import load_video
 
     loaded = family_model("qwen2_vl")
     frames = write_frames(tmp_path / "frames")
-    trace = trace_request(loaded, build_video_request("Describe the video.", [load_video(frames)], max_new_tokens=2), RecordPolicy())
+    trace = trace_request(loaded, build_media_request("Describe the video.", videos=[load_video(frames)], max_new_tokens=2), RecordPolicy())
     (item,) = trace_items(trace)
     prep = trace.stages["preprocess"].summary.videos[0]
     assert (item.modality, item.index, item.image, item.source) == ("video", 0, 0, trace.images[0].path)
@@ -79,9 +80,10 @@ def test_a_video_trace(family_model, tmp_path):
 
 
 def test_an_audio_trace(qwen2_audio, clip_wav):
-    from qdebug.trace.audio import build_audio_request, load_audio
+    from qdebug.trace.audio import load_audio
+    from qdebug.trace.request import build_media_request
 
-    trace = trace_request(qwen2_audio, build_audio_request("What is it? <audio> and <audio>", [load_audio(clip_wav)] * 2, max_new_tokens=2))
+    trace = trace_request(qwen2_audio, build_media_request("What is it? <audio> and <audio>", clips=[load_audio(clip_wav)] * 2, max_new_tokens=2))
     items = trace_items(trace)
     assert [(i.modality, i.index, i.item, i.image, i.grid) for i in items] == [("audio", 0, 0, None, None), ("audio", 1, 1, None, None)]
     assert [p for i in items for p in _positions(i)] == _placeholders(trace, qwen2_audio.config.audio_token_id)
@@ -99,7 +101,7 @@ def test_an_audio_trace(qwen2_audio, clip_wav):
 
 def test_an_omni_trace_lists_every_encoder_item(family_model, tmp_path):
     from qdebug.trace.audio import load_audio
-    from qdebug.trace.media_request import build_media_request
+    from qdebug.trace.request import build_media_request
     from qdebug.trace.request import load_image
     from qdebug.trace.video_input import load_video
     from tests.conftest import scene

@@ -18,12 +18,13 @@ def video_trace():
     """The demo model on four scene frames given as one video."""
     from qdebug.commands.common import quiet_transformers
     from qdebug.model.load import load_model
-    from qdebug.trace.video_input import build_video_request, frames_video
+    from qdebug.trace.request import build_media_request
+    from qdebug.trace.video_input import frames_video
 
     quiet_transformers()
     loaded = load_model("demo", "cpu", "float32")
     video = frames_video([scene(30 + i, width=112, height=112).image for i in range(4)], "<frames>")
-    return trace_request(loaded, build_video_request("What happens?", [video], max_new_tokens=2))
+    return trace_request(loaded, build_media_request("What happens?", videos=[video], max_new_tokens=2))
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +32,7 @@ def omni_trace(tmp_path_factory):
     """A tiny Qwen2.5-Omni thinker on an image, a clip and a video."""
     from qdebug.model.load import load_model
     from qdebug.trace.audio import load_audio
-    from qdebug.trace.media_request import build_media_request
+    from qdebug.trace.request import build_media_request
     from qdebug.trace.video_input import frames_video
     from tests.families.build import build_qwen2_5_omni, tone
 

@@ -19,14 +19,15 @@ PROMPT = "Describe the video."
 def traced(vl_model, frames_dir):
     """family → (loaded, trace) of the frame folder and the prompt, 3 new tokens."""
     from qdebug.trace.runner import RecordPolicy, trace_request
-    from qdebug.trace.video_input import build_video_request, load_video
+    from qdebug.trace.request import build_media_request
+    from qdebug.trace.video_input import load_video
 
     out = {}
 
     def get(name):
         if name not in out:
             loaded = vl_model(name)
-            request = build_video_request(PROMPT, [load_video(frames_dir)], max_new_tokens=3)
+            request = build_media_request(PROMPT, videos=[load_video(frames_dir)], max_new_tokens=3)
             out[name] = loaded, trace_request(loaded, request, RecordPolicy()), request
         return out[name]
 

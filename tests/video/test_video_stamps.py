@@ -52,11 +52,12 @@ class _Config:
 def test_every_slice_reads_the_stamp_its_processor_wrote(processor, frames_dir, mp4, prompt):
     from qdebug.trace.runner import placeholder_spans
     from qdebug.trace.stages.video import slice_stamps, slice_times
-    from qdebug.trace.video_input import build_video_request, load_video
+    from qdebug.trace.request import build_media_request
+    from qdebug.trace.video_input import load_video
 
     count = max(1, prompt.count("<video>"))
     videos = [load_video(frames_dir), load_video(mp4)][:count]
-    request = build_video_request(prompt, videos, max_new_tokens=1)
+    request = build_media_request(prompt, videos=videos, max_new_tokens=1)
     text = processor.apply_chat_template(request.messages(), add_generation_prompt=True, tokenize=False)
     inputs = processor(text=[text], videos=[v.frames for v in videos], video_metadata=[v.metadata() for v in videos],
                        do_sample_frames=False, return_tensors="pt")
@@ -75,11 +76,12 @@ def test_every_slice_reads_the_stamp_its_processor_wrote(processor, frames_dir, 
 @pytest.mark.parametrize("prompt", PROMPTS[1:3])
 def test_a_traced_request_shows_the_first_slices_stamp_after_user_text(vl_model, frames_dir, mp4, prompt):
     from qdebug.trace.runner import RecordPolicy, trace_request
-    from qdebug.trace.video_input import build_video_request, load_video
+    from qdebug.trace.request import build_media_request
+    from qdebug.trace.video_input import load_video
 
     loaded = vl_model("qwen3_vl")
     count = prompt.count("<video>")
-    request = build_video_request(prompt, [load_video(frames_dir), load_video(mp4)][:count], max_new_tokens=1)
+    request = build_media_request(prompt, videos=[load_video(frames_dir), load_video(mp4)][:count], max_new_tokens=1)
     trace = trace_request(loaded, request, RecordPolicy())
     preps = trace.stages["preprocess"].summary.videos
     assert [len(p.timestamps) for p in preps] == [2, 4][:count]
