@@ -12,6 +12,19 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 
+def _hypothesis_profile() -> None:
+    """Under CI the fuzz tests draw the same examples every run (a red CI names a regression, not a lucky draw;
+    nothing is written to .hypothesis); elsewhere they draw new ones, which is how they find bugs."""
+    from hypothesis import settings
+
+    settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+    if os.environ.get("CI"):
+        settings.load_profile("ci")
+
+
+_hypothesis_profile()
+
+
 @pytest.fixture(scope="session")
 def demo():
     """The shipped demo model, loaded once with qdebug's eager kernel on CPU."""
