@@ -7,9 +7,11 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from qdebug.cli import app
+from qdebug.errors import ReplayFormatError
 from qdebug.replay.formats.runtime_log import parse_runtime_log, recognise_line
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_data" / "burst.log"
@@ -40,6 +42,8 @@ def test_truncated_gzip_is_one_line_error(tmp_path):
     assert result.exit_code != 0
     assert result.output.startswith("qdebug: error: ") and "Traceback" not in result.output
     assert str(gz) in result.output
+    with pytest.raises(ReplayFormatError, match=f"cannot read runtime log {gz}: "):  # the library reader too (was a NameError)
+        parse_runtime_log(gz)
 
 
 def test_gzip_capture_is_named_as_compressed(tmp_path):

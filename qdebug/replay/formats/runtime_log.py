@@ -412,11 +412,16 @@ def _consume(lines: Iterable, batch: Batch) -> None:
     batch.unknown_lines = unknown
 
 
+def _shown(path: Path) -> str:
+    """A path as an error line names it: at most 200 characters."""
+    return str(path) if len(str(path)) <= 200 else str(path)[:200] + "..."
+
+
 def checked_log_path(source: str | os.PathLike) -> Path:
     """A runtime log's path, checked: one-line ReplayFormatError for a missing file, a directory or a device (a pipe
     is allowed: a log may be streamed)."""
     path = Path(source)
-    shown = str(path) if len(str(path)) <= 200 else str(path)[:200] + "..."
+    shown = _shown(path)
     if not path.exists():
         raise ReplayFormatError(f"runtime log not found: {shown} (expected an existing log file)")
     if path.is_dir():
@@ -434,7 +439,7 @@ def parse_runtime_log(source: str | os.PathLike | Iterable[str | bytes]) -> Batc
             _consume(_file_lines(path), batch)
         except (OSError, EOFError, zlib.error) as exc:  # EOFError, zlib.error: a truncated or corrupt .gz
             reason = getattr(exc, "strerror", None) or exc
-            raise ReplayFormatError(f"cannot read runtime log {shown}: {reason} (expected a readable file)") from None
+            raise ReplayFormatError(f"cannot read runtime log {_shown(path)}: {reason} (expected a readable file)") from None
         return batch
     if isinstance(source, bytes | bytearray):
         raise TypeError("parse_runtime_log takes a path or an iterable of lines, not a bytes blob")
