@@ -237,12 +237,12 @@ def diff_traces(a, b, *, atol: float | None = None, rtol: float | None = None, a
         positions_only = sync.verdict == StageVerdict.OK
         moved = (pa != pb).any(0) if pa.shape == pb.shape else None
         count = int(moved.sum()) if moved is not None else "all"
-        first = int(moved.nonzero()[0]) if moved is not None and moved.any() else None
+        moved_at = int(moved.nonzero()[0]) if moved is not None and moved.any() else None
         sync.verdict = StageVerdict.DIVERGED
         sync.detail = (f"position ids the decoder received differ at {count} positions"
-                       + (f" (first at {first}: A (t,h,w)={pa[:, first].tolist()}, B={pb[:, first].tolist()})" if first is not None else ""))
-        if first is not None and sync.max_abs == 0:
-            sync.token_index, sync.token_kind = first, kinds[first]
+                       + (f" (first at {moved_at}: A (t,h,w)={pa[:, moved_at].tolist()}, B={pb[:, moved_at].tolist()})" if moved_at is not None else ""))
+        if moved_at is not None and sync.max_abs == 0:
+            sync.token_index, sync.token_kind = moved_at, kinds[moved_at]
         b_text_only = pb.shape == pa.shape and bool((pb[0] == pb[1]).all() and (pb[1] == pb[2]).all())
         findings.append(Finding(
             kind=FindingKind.POSITION_IDS, severity=Severity.ERROR, stage=StageName.SYNC,

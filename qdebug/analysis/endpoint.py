@@ -34,7 +34,7 @@ def similarity(a: str, b: str) -> float:
     return SequenceMatcher(None, a.split(), b.split(), autojunk=False).ratio()
 
 
-def judge(answer: str, own: str, others: dict[str, str]) -> tuple[str, list[str]]:
+def judge(answer: str, own: str, others: dict[str, str]) -> tuple[Verdict, list[str]]:
     """(verdict, donor candidates) of one answer given its own reference and the other requests' references.
 
     Several candidates mean several requests answer alike in isolation: the answer is someone else's, but
@@ -79,7 +79,7 @@ def report_from_endpoint(batch: Batch, run: EndpointRun, local: dict | None = No
     ids = [r.request_id for r in batch.requests if r.request_id in run.references]
     findings: list[Finding] = []
     outcomes = []
-    matches = {rid: Counter() for rid in ids}  # whose isolated answer each burst answer equalled
+    matches: dict[str, Counter[str]] = {rid: Counter() for rid in ids}  # whose isolated answer each burst answer equalled
     for req in batch.requests:
         rid = req.request_id
         out = RequestOutcome(id=rid, image=req.image_label, observed=req.observed, line=req.line)
@@ -100,7 +100,8 @@ def report_from_endpoint(batch: Batch, run: EndpointRun, local: dict | None = No
         answers = [burst.get(rid) for burst in run.bursts]
         out.burst_answers = [a.text if a is not None and a.error is None else None for a in answers]
         out.burst_donors = []
-        verdicts, errors = [], []
+        verdicts: list[Verdict] = []
+        errors: list[str] = []
         others = {k: v for k, v in refs.items() if k != rid}
         for a in answers:
             if a is None or a.error is not None:  # one entry per burst, so burst_donors[i] is burst i's

@@ -8,6 +8,8 @@ the decoder received (`sync`) against every request's encoder rows (`encode`), c
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from qdebug.findings import Finding
 from qdebug.replay.engine import encoded_rows, landed_rows
 from qdebug.vocab import FindingKind, Severity, StageName
@@ -25,7 +27,7 @@ def engine_rows(traces: dict) -> dict[str, tuple[str | None, dict[str, int]]]:
     return {rid: (donor_of(ids, matrix, rid), row_owners(rid, ids, landed, encoded)) for rid in ids}
 
 
-def engine_findings(report, bursts: list[dict], missing: list[str], unreadable: list[tuple[str, str, str]] = ()) -> list[Finding]:
+def engine_findings(report, bursts: list[dict], missing: list[str], unreadable: Sequence[tuple[str, str, str]] = ()) -> list[Finding]:
     """Findings from the engine's traces of each burst (`bursts[k]`: request id → trace), set against the donors
     the report's answers named (`burst_donors`); `missing`: the traces that never appeared; `unreadable`: (request id,
     tag, why) of each trace that was there but could not be read (corrupt, or not a file of the folder)."""

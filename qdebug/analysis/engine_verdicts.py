@@ -156,18 +156,20 @@ def _burst_findings(out, calls: list[BurstCall]) -> list[Finding]:
         shared = "encoder call" if first.stage == StageName.ENCODE else "step"
         named = ", ".join(first.partners) or "no request this replay sent (the batch records name none)"
         rows = first.parting.rows if first.parting is not None else []
+        said = first.parting.said if first.parting is not None else "no stage named"
         found.append(Finding(FindingKind.BATCH_DEPENDENT, Severity.ERROR,
                              f"request {rid}: in {len(dependent)}/{n} burst(s) ({', '.join(str(j) for j, _ in dependent)}) it parts from its "
-                             f"isolated run inside the engine, first at {first.stage} in burst {k} ({first.parting.said}); it shared that "
+                             f"isolated run inside the engine, first at {first.stage} in burst {k} ({said}); it shared that "
                              f"{shared} with {named}" + (f"; {'; '.join(rows)}" if rows else ""),
                              stage=first.stage, request_id=rid))
-    wobbly = [(k, c) for k, c in enumerate(calls, start=1) if c.verdict == Verdict.DIVERGED and c.parting is not None and c.parting.stage]
+    wobbly = [(k, c.parting) for k, c in enumerate(calls, start=1) if c.verdict == Verdict.DIVERGED and c.parting is not None and c.parting.stage]
     if wobbly:
-        k, first = wobbly[0]
+        k, apart = wobbly[0]
+        assert apart is not None  # kept above only with its parting
         found.append(Finding(FindingKind.NONDETERMINISM, Severity.WARNING,
-                             f"request {rid}: in {len(wobbly)}/{n} burst(s) it parts from its isolated run at {first.parting.stage} "
-                             f"(burst {k}: {first.parting.said}) in a batch of the same composition as a run that agreed (or alone)",
-                             stage=first.parting.stage, request_id=rid))
+                             f"request {rid}: in {len(wobbly)}/{n} burst(s) it parts from its isolated run at {apart.stage} "
+                             f"(burst {k}: {apart.said}) in a batch of the same composition as a run that agreed (or alone)",
+                             stage=apart.stage, request_id=rid))
     dirty = [(k, c) for k, c in enumerate(calls, start=1) if c.verdict == Verdict.CONTAMINATED]
     if dirty:
         per = "; ".join(f"burst {k}: {' and '.join(c.donors) or 'another request'}" for k, c in dirty)

@@ -183,6 +183,10 @@ def open_log_index(
             tmp = cached
     index = LogIndex.open(tmp, partial=True)
     _remove_at_exit(tmp)
+    if index is None:  # what was just written does not read back (a full disk, the folder changed under it)
+        from qdebug.errors import ReplayFormatError
+
+        raise ReplayFormatError(f"the log index just built in {tmp} does not read back; expected qdebug's own index files there")
     return index, False, interrupted
 
 
@@ -231,7 +235,7 @@ def prune_stale(folder: Path) -> list[str]:
 
     from .log_index_out import build_is_stale
 
-    removed = []
+    removed: list[str] = []
     try:
         entries = list(folder.iterdir())
     except OSError:

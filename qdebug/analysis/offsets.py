@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from qdebug.trace.tensor_names import TensorKind as T
 
 from .audio_attention import clip_items
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 SAME_ROWS = 1 - 1e-4  # mean cosine at which a block of rows counts as the same encoder rows
 
@@ -22,12 +26,12 @@ class Candidate:
 
     request_id: str
     image: int
-    rows: object
+    rows: Tensor
 
 
 def media_spans(trace) -> list[tuple[int, tuple[int, int]]]:
     """(index, placeholder span) of each image, or of each audio clip for the audio families."""
-    spans = [(i.index, tuple(i.span)) for i in trace.images if i.span]
+    spans = [(i.index, (int(i.span[0]), int(i.span[1]))) for i in trace.images if i.span]
     spans += [(c.item, c.span) for c in clip_items(trace) if c.span]
     return spans
 
@@ -80,7 +84,7 @@ def measure_image(seq, span: tuple[int, int], own_id: str, image: int, candidate
 
     start, end = span
     own = next((c for c in candidates if c.request_id == own_id and c.image == image), None)
-    entry = {"index": image, "text_offset": start, "visual_offset": None, "rows": end - start, "donor": None, "match": 0.0}
+    entry: dict[str, Any] = {"index": image, "text_offset": start, "visual_offset": None, "rows": end - start, "donor": None, "match": 0.0}
     if seq is None:
         return entry
     if own is not None:
@@ -92,9 +96,9 @@ def measure_image(seq, span: tuple[int, int], own_id: str, image: int, candidate
     for c in candidates:
         if c is own or c.rows.shape[0] != end - start:
             continue
-        off, score = block_offset(c.rows, seq)
-        if score >= SAME_ROWS:
-            found.append((abs(off - start), c.request_id == own_id, off, score, c))
+        at, score = block_offset(c.rows, seq)
+        if at is not None and score >= SAME_ROWS:
+            found.append((abs(at - start), c.request_id == own_id, at, score, c))
     if found:
         _, _, off, score, c = min(found, key=lambda f: (f[0], not f[1]))
         entry.update(visual_offset=off, match=round(score, 6), donor=None if c.request_id == own_id else c.request_id)
@@ -105,14 +109,14 @@ def measure_image(seq, span: tuple[int, int], own_id: str, image: int, candidate
     every = torch.cat([c.rows for c in candidates]).float()
     owners = [c.request_id for c in candidates for _ in range(c.rows.shape[0])]
     sim = torch.nn.functional.normalize(window.float(), dim=-1) @ torch.nn.functional.normalize(every, dim=-1).T
-    score, idx = sim.max(dim=1)
+    best, idx = sim.max(dim=1)
     counts: dict[str, int] = {}
-    for s, i in zip(score.tolist(), idx.tolist()):
+    for s, i in zip(best.tolist(), idx.tolist()):
         if s >= SAME_ROWS and owners[i] != own_id:
             counts[owners[i]] = counts.get(owners[i], 0) + 1
     if counts:
         entry["donor"] = max(counts, key=lambda k: (counts[k], k))
-    entry["match"] = round(float(score.mean()), 6)
+    entry["match"] = round(float(best.mean()), 6)
     return entry
 
 

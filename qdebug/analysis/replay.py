@@ -206,7 +206,7 @@ def _fill_replayed(out: RequestOutcome, trace, batched: BatchedRow | None, refer
         out.images = measure_stream(trace.tensor_or_none(T.SYNC_EMBEDS), media_spans(trace), out.id, candidates)
         out.first_token_kl, out.first_token_topk_overlap = first_token_divergence(reference, trace)
     elif batched is not None:
-        out.images = measure_stream(batched.embeds, list(enumerate(tuple(s) for s in batched.spans)), out.id, candidates)
+        out.images = measure_stream(batched.embeds, [(i, (int(s[0]), int(s[1]))) for i, s in enumerate(batched.spans)], out.id, candidates)
     if out.images:
         out.text_offset, out.visual_offset = out.images[0]["text_offset"], out.images[0]["visual_offset"]
     if trace is None and batched is not None:

@@ -51,6 +51,7 @@ def _export(module, args, path: Path, input_names, output_names, dynamic_shapes,
             warnings.simplefilter("ignore")
             program = torch.onnx.export(module, tuple(args), dynamo=True, input_names=list(input_names), output_names=list(output_names),
                                         dynamic_shapes=tuple(dynamic_shapes), opset_version=opset, verbose=False)
+            assert program is not None  # dynamo=True returns the program (None is the old exporter's, given a file)
             program.save(str(path))
     except Exception as exc:  # torch.export / onnxscript raise many types; all mean "this graph did not export"
         raise QDebugError(f"torch.onnx.export of the {what} graph failed ({_summary(exc)})") from None

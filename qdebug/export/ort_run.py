@@ -127,10 +127,10 @@ def _check_shapes(opened: OpenExport, loaded) -> None:
                 checks.append(("prefill", opened.outputs["prefill"][graph.outputs[role]][1], have["hidden"], f"{role} width"))
     if "vision" in m.graphs:
         checks.append(("vision", opened.outputs["vision"][m.graphs["vision"].outputs[StageName.ENCODE]][1], have["hidden"], "encode rows width"))
-    for graph, shape, want, what in checks:
+    for graph_name, shape, want, what in checks:
         last = shape[-1] if shape else None
         if isinstance(last, int) and last != want:
-            raise ExportMismatchError(f"{m.file(graph)}: {what} is {last}, --model {loaded.spec} has {want}; expected an export of this model")
+            raise ExportMismatchError(f"{m.file(graph_name)}: {what} is {last}, --model {loaded.spec} has {want}; expected an export of this model")
 
 
 def _feed(sess_inputs: dict, name: str, tensor):
@@ -157,7 +157,7 @@ def run_export(opened: OpenExport, loaded, inputs: dict) -> OnnxRun:
 
     m, model, adapter = opened.manifest, loaded.model, loaded.adapter
     tensors: dict = {}
-    exposed = [StageName.SYNC]
+    exposed: list[str] = [StageName.SYNC]
     ids = inputs["input_ids"].cpu()
     image_mask = ids[0] == adapter.image_token_id(loaded.config)
     rows_all, deep_all = None, []

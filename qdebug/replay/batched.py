@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from qdebug.trace.hooks import recording, to_cpu
 from qdebug.trace.protocols import SinkBase
 from qdebug.trace.runner import placeholder_spans, prepare
 
 from .events import EventLog
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 
 @dataclass
@@ -19,9 +23,9 @@ class BatchedRow:
     ids: list[int]  # generated token ids, up to and including the first end-of-sequence token
     spans: list[tuple[int, int]]  # [start, end) of each image placeholder span in the padded row
     text_offset: int | None  # where the first placeholder span starts (None without images)
-    landed: object | None  # rows found at the placeholder positions of the prefill embeddings (N × dim)
-    first_logits: object | None  # logits of the first generated token (V)
-    embeds: object | None  # the whole padded row of prefill embeddings (L × dim)
+    landed: Tensor | None  # rows found at the placeholder positions of the prefill embeddings (N × dim)
+    first_logits: Tensor | None  # logits of the first generated token (V)
+    embeds: Tensor | None  # the whole padded row of prefill embeddings (L × dim)
 
 
 class BatchRecorder(SinkBase):

@@ -80,7 +80,7 @@ class ReplayReport:
     seed: int | None = None
     requests: list[RequestOutcome] = field(default_factory=list)
     contamination_ids: list[str] = field(default_factory=list)
-    contamination: list[list[float]] | None = None  # rows: whose stream, cols: whose isolated encode rows
+    contamination: list[list[float | None]] | None = None  # rows: whose stream, cols: whose isolated encode rows
     events: list[Event] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     unknown_lines: int = 0
@@ -123,7 +123,7 @@ class ReplayReport:
             **({"endpoint": self.endpoint, "repeats": self.repeats, **self.extra} if self.endpoint is not None else {}),
         })
 
-    def dense_matrix(self) -> list[list[float]] | None:
+    def dense_matrix(self) -> list[list[float | None]] | None:
         """The dense N×N cosines: only for a replayed capture of at most MATRIX_MAX_REQUESTS requests."""
         if self.kind != "capture" or len(self.contamination_ids) > MATRIX_MAX_REQUESTS:
             return None
@@ -134,7 +134,7 @@ class ReplayReport:
         if self.cells is not None:
             return self.cells
         ids, matrix = self.contamination_ids, self.contamination
-        cells = []
+        cells: list[dict] = []
         if not matrix:
             return cells
         for r in self.requests:

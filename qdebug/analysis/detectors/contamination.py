@@ -86,6 +86,6 @@ def is_mixed(ids: list[str], matrix: list[list[float | None]], request_id: str) 
     return bool(row) and max(row) < EXACT
 
 
-def contamination_from_donors(ids: list[str], donors: dict[str, str]) -> list[list[float]]:
+def contamination_from_donors(ids: list[str], donors: dict[str, str]) -> list[list[float | None]]:
     """A 0/1 matrix for a runtime log: 1 where d's rows reached r (r itself unless overwritten)."""
     return [[1.0 if d == donors.get(r, r) else 0.0 for d in ids] for r in ids]

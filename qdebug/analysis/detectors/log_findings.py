@@ -46,7 +46,8 @@ def contamination_from_events(events: Iterable[Event]) -> dict[str, str]:
     """Victim id -> donor id for buffers overwritten by another request before the victim synced."""
     result: dict[str, str] = {}
     for e in contaminating_events(list(events)):
-        result[e.request_id] = e.donor  # in event order, so the last donor before the sync wins
+        if e.request_id is not None and e.donor is not None:  # contaminating_events keeps only those
+            result[e.request_id] = e.donor  # in event order, so the last donor before the sync wins
     return result
 
 
@@ -89,13 +90,13 @@ def finding_for_event(e: Event, contaminating: bool = False) -> Finding | None:
     return None
 
 
-def request_verdicts_from_events(batch: Batch) -> dict[str, str]:
+def request_verdicts_from_events(batch: Batch) -> dict[str, Verdict]:
     """Request id -> "contaminated" | "desync" | "error" | "ok", for every request of the batch and its events.
 
     A request whose capture line could not be used (BatchRequest.error) is an "error" too;
     errors without a request id belong to no request.
     """
-    verdicts: dict[str, str] = {r.request_id: (Verdict.ERROR if r.error else Verdict.OK) for r in batch.requests}
+    verdicts: dict[str, Verdict] = {r.request_id: (Verdict.ERROR if r.error else Verdict.OK) for r in batch.requests}
 
     def mark(rid: str | None, verdict: Verdict) -> None:
         if rid is not None:  # the worse verdict wins: a contaminated request that also desynced is contaminated
