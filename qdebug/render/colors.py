@@ -15,4 +15,5 @@ def scale_color(x: float) -> tuple[int, int, int]:
     i = min(int(pos), len(_INFERNO) - 2)
     f = pos - i
     a, b = _INFERNO[i], _INFERNO[i + 1]
-    return tuple(round(a[c] + (b[c] - a[c]) * f) for c in range(3))
+    r, g, b_ = (round(a[c] + (b[c] - a[c]) * f) for c in range(3))
+    return r, g, b_

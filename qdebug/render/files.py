@@ -8,7 +8,7 @@ from pathlib import Path
 from qdebug.atomic import atomic_path
 
 
-def write_atomically(path: str | Path, write: Callable[[Path], None]) -> Path:
+def write_atomically(path: str | Path, write: Callable[[Path], object]) -> Path:
     """Call write(tmp_path), then move tmp_path to `path`; on any error nothing is left behind."""
     with atomic_path(path) as tmp:
         write(tmp)

@@ -20,7 +20,7 @@ def overlay_image(image, grid, *, peak: tuple[int, int] | None = None, alpha: fl
     base = image.convert("RGB").resize((w, h))
     heat = Image.new("RGB", (cols, rows))
     heat.putdata([scale_color((v - lo) / span) for row in values for v in row])
-    blended = Image.blend(base, heat.resize((w, h), Image.NEAREST), alpha)
+    blended = Image.blend(base, heat.resize((w, h), Image.Resampling.NEAREST), alpha)
     if peak is not None:
         r, c = peak
         ImageDraw.Draw(blended).rectangle([c * cell, r * cell, (c + 1) * cell - 1, (r + 1) * cell - 1], outline=(255, 255, 255), width=max(1, cell // 12))

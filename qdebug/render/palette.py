@@ -25,7 +25,7 @@ class KindLook:
 
 
 # Dict order is legend order: the benign pipeline first, then the faults.
-EVENT_LOOK: dict[EventKind, KindLook] = {
+EVENT_LOOK: dict[str, KindLook] = {  # EventKind members (a StrEnum), looked up by a log's plain strings
     EventKind.ENCODE_START: KindLook("E", "cyan", "o", "tab:cyan", "encode", 1),
     EventKind.BUFFER_WRITE: KindLook("W", "blue", "s", "tab:blue", "write", 2),
     EventKind.SYNC: KindLook("S", "green", "D", "tab:green", "sync", 2),
@@ -38,7 +38,7 @@ EVENT_LOOK: dict[EventKind, KindLook] = {
 
 UNKNOWN_KIND = KindLook("?", "", ".", "gray", "unknown", 0)
 
-VERDICT_STYLE: dict[Verdict, str] = {
+VERDICT_STYLE: dict[str, str] = {  # Verdict members, looked up by plain strings too
     Verdict.OK: "green",
     Verdict.CONTAMINATED: "bold red",
     Verdict.DESYNC: "bold yellow",

@@ -12,7 +12,7 @@ INDEX_CODEC = "snappy"
 # A request's stored verdict code (column `rank`): its place in vocab.VERDICT_RANK among the verdicts a log can
 # give (never `diverged` nor an endpoint's own verdicts), so SQL's max() and ORDER BY rank keep the shared ranking. On disk: ok 0, error 1, desync 2, contaminated 3.
 VERDICT_OF_CODE = tuple(v for v in sorted(VERDICT_RANK, key=VERDICT_RANK.__getitem__) if v != Verdict.DIVERGED and v not in ENDPOINT_VERDICTS)
-CODE_OF_VERDICT = {v: code for code, v in enumerate(VERDICT_OF_CODE)}
+CODE_OF_VERDICT: dict[Verdict, int] = {v: code for code, v in enumerate(VERDICT_OF_CODE)}
 
 
 def verdict_code(verdict: Verdict) -> int:

@@ -9,6 +9,10 @@ from __future__ import annotations
 import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 
 class ChunkPool:
@@ -17,7 +21,7 @@ class ChunkPool:
     def __init__(self, enabled: bool):
         workers = min(os.cpu_count() or 1, 8)
         self.workers = workers if enabled and workers > 1 else 0
-        self.executor = None
+        self.executor: ThreadPoolExecutor | None = None
 
     def __enter__(self) -> ChunkPool:
         if self.workers:
@@ -31,7 +35,7 @@ class ChunkPool:
             # after Ctrl-C or an error nothing waits for chunks not yet started
             self.executor.shutdown(wait=True, cancel_futures=True)
 
-    def scan(self, blocks: Iterable[tuple[bytes, int, bool]], scan_block: Callable, clock) -> Iterator[tuple]:
+    def scan(self, blocks: Iterable[tuple[bytes | bytearray, int, bool]], scan_block: Callable, clock) -> Iterator[tuple]:
         """(events table numbered from line 1 and seq 0, its summary (log_partials), lines, unknown, overlong) per block,
         in the blocks' order.
 

@@ -64,7 +64,7 @@ def order_files(paths: list[Path]) -> list[Path]:
 
 
 def _blocks(f, progress: Callable[[int], None] | None, limit: int | None = None,
-            stats: ScanStats | None = None) -> Iterator[tuple[bytearray, int, bool]]:
+            stats: ScanStats | None = None) -> Iterator[tuple[bytes | bytearray, int, bool]]:
     """(buf, stop, overlong) per chunk: buf[0] is a newline, the complete lines are buf[1:stop], each ending in one.
 
     Overlong says an over-long line followed them (counted once as an unknown line).
