@@ -24,29 +24,35 @@ def _index(tmp):
 
 
 def test_shared_buffer_contamination_is_found_with_the_right_donor(buggy, tmp_path):
+    """Which rows a request reads from the shared buffer is the waves' timing; when they mix several requests' rows,
+    the answer reads like no one's isolated answer and no donor can be named from text: up to three replays until
+    one names a donor by an exact answer. Every replay is held to no false alarm."""
     server, tmp = buggy
-    out = tmp_path / "r.json"
-    result = run_qdebug("replay", str(SAMPLE / "capture.jsonl"), "--endpoint", server.url, "--concurrency", "4", "--json", str(out))
+    for attempt in range(3):
+        out = tmp_path / f"r{attempt}.json"
+        result = run_qdebug("replay", str(SAMPLE / "capture.jsonl"), "--endpoint", server.url, "--concurrency", "4", "--json", str(out))
+        doc = load_json(out)
+        index = {line["client_request"]: line for line in _index(tmp)}  # the latest line of each: this replay's
+        # The isolated references ran alone: a wave of one, nobody else's rows.
+        assert all(index[f"{r['id']}/reference"]["donors"] == [] for r in doc["requests"])
+        references = {r["id"]: r["reference"] for r in doc["requests"]}
+        checked = 0
+        for r in doc["requests"]:
+            if r["verdict"] != "contaminated":
+                continue
+            served = index[f"{r['id']}/burst-1"]
+            # No false alarm: the server's own record says this request read someone else's rows.
+            assert served["donors"], (r, served)
+            named = r["burst_donors"][0]
+            if not named or any(r["burst_answers"][0] != references[d] for d in named):
+                continue  # a donor named by a near answer: rows mixed from several requests can read like a third's
+            # An exact answer names a true donor: when several requests answer alike alone (which ones do depends on the
+            # waves, hence on timing), the server's record of whose rows it read is one of them.
+            assert {index[f"{d}/burst-1"]["id"] for d in named} & set(served["donors"]), (r, served)
+            checked += 1
+        if checked:
+            break
     assert result.returncode == 1, result.stderr  # contaminated requests: replay exits 1
-    doc = load_json(out)
-    index = {line["client_request"]: line for line in _index(tmp)}
-    # The isolated references ran alone: a wave of one, nobody else's rows.
-    assert all(index[f"{r['id']}/reference"]["donors"] == [] for r in doc["requests"])
-    references = {r["id"]: r["reference"] for r in doc["requests"]}
-    checked = 0
-    for r in doc["requests"]:
-        if r["verdict"] != "contaminated":
-            continue
-        served = index[f"{r['id']}/burst-1"]
-        # No false alarm: the server's own record says this request read someone else's rows.
-        assert served["donors"], (r, served)
-        named = r["burst_donors"][0]
-        if not named or any(r["burst_answers"][0] != references[d] for d in named):
-            continue  # a donor named by a near answer: rows mixed from several requests can read like a third's
-        # An exact answer names a true donor: when several requests answer alike alone (which ones do depends on the
-        # waves, hence on timing), the server's record of whose rows it read is one of them.
-        assert {index[f"{d}/burst-1"]["id"] for d in named} & set(served["donors"]), (r, served)
-        checked += 1
     assert checked >= 1, [(r["id"], r["verdict"], r["burst_donors"]) for r in doc["requests"]]
     assert doc["counts"]["requests_contaminated"] >= checked
     # Requests were served concurrently: several reached the sync step inside one wave.
