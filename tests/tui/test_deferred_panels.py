@@ -50,3 +50,35 @@ async def test_the_first_frame_comes_before_the_secondary_panels_and_keys_meanwh
     finally:
         RequestScreen.first_frame_shown = first_frame_shown  # type: ignore[method-assign]
     assert early == await _selection_after_keys_pressed_late(trace)
+
+
+async def test_a_replay_status_asked_for_before_the_panels_mount_is_shown_then_hidden(trace):
+    """The replay bar is mounted with the panels (it is hidden until a replay runs); a replay that reports before
+    they mount still gets its bar, in its place above the message line."""
+    app = build_app(trace=trace)
+    first_frame_shown = RequestScreen.first_frame_shown
+    RequestScreen.first_frame_shown = lambda screen: None  # type: ignore[method-assign]  # the panels never mount
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            screen = app.screen
+            assert not screen.query("#replay-status") and not screen.query("#topk")
+            screen.show_replay_status("references 1/3", 1, 3)
+            await pilot.pause()
+            await pilot.pause()
+            status = screen.query_one("#replay-status")
+            assert status.display and status.line == "references 1/3" and status.lines == ["references 1/3"]
+            order = [w.id for w in screen.children]
+            assert order.index("replay-status") == order.index("message") - 1, order
+            screen.hide_replay_status()
+            assert not status.display
+    finally:
+        RequestScreen.first_frame_shown = first_frame_shown  # type: ignore[method-assign]
+
+
+async def test_the_objects_made_by_the_imports_are_frozen_once_the_app_is_built(trace):
+    """Full collections skip what the imports made (a collection in the first frame cost ~15 ms of it)."""
+    import gc
+
+    build_app(trace=trace)
+    assert gc.get_freeze_count() > 0

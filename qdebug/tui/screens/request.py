@@ -15,7 +15,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from qdebug.vocab import StageName, step_stage
 
@@ -28,15 +28,11 @@ from ..info_line import info_text
 from ..replay_job import ReplayJob
 from ..session import PendingRequest, RunSession
 from ..state import Selection, TraceDoc, View, listed_stages, query_move, stage_changes, stage_rows
-from ..widgets.attention_view import AttentionView
 from ..widgets.command_bar import CommandBar
 from ..widgets.message_line import MessageLine
 from ..widgets.model_status import ModelStatus
-from ..widgets.offset_strip import OffsetTimeline
-from ..widgets.replay_status import ReplayStatus
 from ..widgets.stage_detail import StageDetail
 from ..widgets.stage_list import StageList
-from ..widgets.topk_panel import TopKPanel
 from ..widgets.view_panel import ViewPanel
 
 if TYPE_CHECKING:
@@ -102,7 +98,6 @@ class RequestScreen(Screen):
                     yield StageDetail(id="detail")
         if self.live:
             yield ModelStatus(f"loading model {self.app.model_spec.model} on {self.app.model_spec.device}…", id="model-status")
-        yield ReplayStatus(id="replay-status")
         yield MessageLine(id="message")
         yield CommandBar(self.stage_names, id="command")
 
@@ -113,6 +108,13 @@ class RequestScreen(Screen):
         if self._panels is not False:
             return
         self._panels = None  # mounting
+        from textual.widgets import Footer
+
+        # imported here: the first frame does not wait for modules it does not draw (benchmarks/tui.py)
+        from ..widgets.attention_view import AttentionView
+        from ..widgets.offset_strip import OffsetTimeline
+        from ..widgets.topk_panel import TopKPanel
+
         topk, timeline, attention = TopKPanel(id="topk"), OffsetTimeline(id="timeline"), AttentionView(id="attention")
         topk.border_title, timeline.border_title, attention.border_title = "top-k", "offsets", "attention"
         right = self.query_one("#right")
@@ -124,6 +126,8 @@ class RequestScreen(Screen):
             mounts.append(right.mount(Horizontal(attention, image_widget(self.app.pixels, id="pixels"), id="attention-row")))
         else:
             mounts.append(right.mount(attention))
+        if not self.query("#replay-status"):  # hidden until a replay runs
+            mounts.append(self.mount(self._new_replay_status(), before="#message"))
         mounts.append(self.mount(Footer()))
         for mounted in mounts:
             await mounted
@@ -250,7 +254,7 @@ class RequestScreen(Screen):
         """Give the pixel widget the image with the selection's attention over it (when that changed)."""
         from ..widgets.attention_view import overlay_for
 
-        key = self.query_one(AttentionView).view_key(view)
+        key = self.query_one("#attention").view_key(view)
         if key != self._pixels_key:
             self._pixels_key = key
             widget = self.query_one("#pixels")
@@ -272,11 +276,24 @@ class RequestScreen(Screen):
 
     def show_replay_status(self, line: str, done: int | None = None, total: int | None = None) -> None:
         """A replay's progress under the panels."""
-        self.query_one(ReplayStatus).show(line, done, total)
+        found = self.query("#replay-status")
+        if found:
+            found.first().show(line, done, total)
+        else:  # a replay started before the panels mounted
+            status = self._new_replay_status()
+            self.mount(status, before="#message")
+            status.call_after_refresh(status.show, line, done, total)
 
     def hide_replay_status(self) -> None:
         """The replay ended."""
-        self.query_one(ReplayStatus).hide()
+        for status in self.query("#replay-status"):
+            status.hide()
+
+    @staticmethod
+    def _new_replay_status():
+        from ..widgets.replay_status import ReplayStatus
+
+        return ReplayStatus(id="replay-status")
 
     def quit(self) -> None:
         """Leave qdebug (the app cancels every run first)."""
