@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from qdebug.vocab import StageVerdict
 
@@ -10,10 +11,13 @@ from .files import pyplot, save_png
 from .palette import STAGE_VERDICT_COLOUR
 from .png_text import wrap_to_fit
 
+if TYPE_CHECKING:
+    from qdebug.analysis.diff import DiffResult
+
 _FLOOR = 1e-12  # a stage that agrees exactly is drawn here on the log scale
 
 
-def diff_orders_png(results: list[tuple[str, object]], path: str | Path) -> Path:
+def diff_orders_png(results: list[tuple[str, DiffResult]], path: str | Path) -> Path:
     """Bars of max |a−b| / max |a| by stage for each (order label, DiffResult), first divergence marked."""
     plt = pyplot()
 

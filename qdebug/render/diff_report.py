@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rich.console import Group
+from rich.console import Group, JustifyMethod
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -43,7 +43,9 @@ def stages_table(result) -> Table:
     """One row per stage in canonical order; the first divergent stage highlighted."""
     first = result.first_divergence.name if result.first_divergence else None
     table = Table(title=f"{result.a_label}  vs  {result.b_label}   (atol {result.tolerance.atol:g}, rtol {result.tolerance.rtol:g})")
-    for col, justify in (("stage", "left"), ("max |a-b|", "right"), ("rel", "right"), ("cosine", "right"), ("verdict", "left"), ("where", "left")):
+    columns: tuple[tuple[str, JustifyMethod], ...] = (("stage", "left"), ("max |a-b|", "right"), ("rel", "right"), ("cosine", "right"),
+                                                      ("verdict", "left"), ("where", "left"))
+    for col, justify in columns:
         table.add_column(col, justify=justify)
     for s in result.stages:
         style = "bold red" if s.name == first else ("red" if s.verdict == StageVerdict.DIVERGED else ("dim" if s.verdict == StageVerdict.MISSING else ""))

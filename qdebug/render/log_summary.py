@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -102,7 +102,7 @@ def filtered_events_table(report, limit: int = SMALL_EVENTS) -> Table:
 def log_renderables(report) -> list:
     """What `qdebug replay LOG` prints: the full tables for a small log, a summary for any log."""
     index = report.log_index
-    out = []
+    out: list[RenderableType] = []
     small = index.request_count() <= SMALL_REQUESTS and index.count_events(report.event_filter) <= SMALL_EVENTS
     if small:
         out += [requests_table(report), matrix_table(report), timeline_table(report)]

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from rich.console import JustifyMethod
 from rich.table import Table
 
 
 def first_token_table(result) -> Table:
     """Rank | A token, probability | B token, probability; rows where the two disagree in red."""
     table = Table(title="first token after prefill: top-k side by side")
-    for col, justify in (("rank", "right"), (result.a_label, "left"), ("p", "right"), (result.b_label, "left"), ("p", "right")):
+    columns: tuple[tuple[str, JustifyMethod], ...] = (("rank", "right"), (result.a_label, "left"), ("p", "right"), (result.b_label, "left"),
+                                                      ("p", "right"))
+    for col, justify in columns:
         table.add_column(col, justify=justify)
     step = result.steps[0] if result.steps else None
     a, b = (step.a_topk, step.b_topk) if step else ([], [])

@@ -49,7 +49,7 @@ VERDICT_STYLE: dict[str, str] = {  # Verdict members, looked up by plain strings
 }
 
 # A diff's stages in its PNGs (missing stages are left out of them).
-STAGE_VERDICT_COLOUR: dict[StageVerdict, str] = {
+STAGE_VERDICT_COLOUR: dict[str, str] = {  # StageVerdict members, looked up by a StageDiff's plain verdict string
     StageVerdict.OK: "tab:blue",
     StageVerdict.DIVERGED: "tab:red",
     StageVerdict.MISSING: "tab:gray",

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from qdebug.vocab import EventKind, EventOrigin
+
+if TYPE_CHECKING:
+    from qdebug.trace.request import Request
 
 
 @dataclass(slots=True)
@@ -68,7 +72,7 @@ class BatchRequest:
 
     request_id: str
     line: int | None = None
-    request: object | None = None
+    request: Request | None = None
     model_name: str | None = None
     arrival_ts: float | None = None
     observed: str | None = None

@@ -14,6 +14,8 @@ from .events import EventLog
 if TYPE_CHECKING:
     from torch import Tensor
 
+    from qdebug.trace.request import Request
+
 
 @dataclass
 class BatchedRow:
@@ -63,7 +65,7 @@ class BatchRecorder(SinkBase):
                 listener.first_token()
 
 
-def run_batched(loaded, items: list[tuple[str, object]], events: EventLog) -> dict[str, BatchedRow]:
+def run_batched(loaded, items: list[tuple[str, Request]], events: EventLog) -> dict[str, BatchedRow]:
     """Generate all requests in one padded batch; returns each request's row by id."""
     import torch
 

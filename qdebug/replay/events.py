@@ -19,10 +19,11 @@ class EventLog:
         self._lock = threading.Lock()
         self._t0 = time.perf_counter()
 
-    def add(self, kind: str, request_id: str | None, **fields) -> Event:
-        """Append one event stamped with the time and a global sequence number."""
+    def add(self, kind: EventKind | str, request_id: str | None, **fields) -> Event:
+        """Append one event stamped with the time and a global sequence number; `kind` may be given by its name
+        ("desync"), a name outside EventKind is refused (ValueError), as Event itself refuses it."""
         with self._lock:
-            event = Event(kind=kind, request_id=request_id, t=round(time.perf_counter() - self._t0, 6), seq=len(self.events), **fields)
+            event = Event(kind=EventKind(kind), request_id=request_id, t=round(time.perf_counter() - self._t0, 6), seq=len(self.events), **fields)
             self.events.append(event)
             return event
 
@@ -41,7 +42,7 @@ class RequestEvents(PipelineListener):
     def __init__(self, log: EventLog, request_id: str) -> None:
         self.log, self.request_id = log, request_id
 
-    def __call__(self, kind: str, **fields) -> None:
+    def __call__(self, kind: EventKind | str, **fields) -> None:
         """Log one event of this request (or, for an overwrite, of its victim)."""
         victim = fields.pop("victim", None)
         if kind == EventKind.BUFFER_OVERWRITE and victim is not None:

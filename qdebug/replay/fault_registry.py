@@ -11,9 +11,12 @@ import importlib
 import pkgutil
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from qdebug.errors import InputError
+
+if TYPE_CHECKING:
+    from qdebug.model.load import LoadedModel
 
 NONE = "none"  # the spec that plants nothing (replay's and serve's default)
 
@@ -31,7 +34,7 @@ class PlantContext:
     """What a preset may use to plant its fault in one run: the command, its loaded model, the seed, serve's wave window."""
 
     command: Command
-    loaded: object = None  # the LoadedModel every request of the run uses
+    loaded: LoadedModel | None = None  # the LoadedModel every request of the run uses
     seed: int = 0
     wave_window: float = 0.5
 

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from qdebug.trace.protocols import FaultBase
 from qdebug.vocab import EventKind, EventOrigin
 
 from .shared_buffer import SharedVisualBuffer
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 
 @dataclass
@@ -24,7 +28,7 @@ class OffsetShift(FaultBase):
     """
 
     shift: int
-    pad_embedding: object  # 1 × dim embedding of the image placeholder token
+    pad_embedding: Tensor  # 1 × dim embedding of the image placeholder token
     events: Callable[..., None]  # the request's event sink
 
     def on_decoder_input(self, rec, embeds):

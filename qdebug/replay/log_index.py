@@ -89,7 +89,8 @@ class EventFilter:
 
     def where(self, alias: str = "e") -> tuple[str, list]:
         """An SQL condition on the events table and its parameters ("1" when nothing is filtered)."""
-        conds, params = [], []
+        conds: list[str] = []
+        params: list[float | str | int] = []
         if self.since is not None:
             conds.append(f"{alias}.t >= ?")
             params.append(self.since)

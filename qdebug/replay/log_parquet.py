@@ -162,8 +162,8 @@ class IndexWriter:
                           (requests_schema(), findings_schema()))
         finally:  # a second finish (after a Ctrl-C during the SQL) reads the events themselves
             summaries, self.summaries = self.summaries, {}
-            for files in summaries.values():
-                for path in files:
+            for pair in summaries.values():
+                for path in pair:
                     path.unlink(missing_ok=True)
         give_back_memory()
         files = {p["file"]: (self.folder / p["file"]).stat().st_size for p in self.parts}

@@ -11,8 +11,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from qdebug.vocab import EventKind
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 
 class ScheduleCancelled(Exception):
@@ -24,7 +28,7 @@ class SharedVisualBuffer:
     """The process-wide buffer plus the turn order for one wave of concurrent requests."""
 
     schedule: list[tuple[str, str]]
-    rows: object = None  # capacity × dim, grown as needed
+    rows: Tensor | None = None  # capacity × dim, grown as needed
     owner: list = field(default_factory=list)  # request id that last wrote each row
     turn: int = 0
     cancelled: bool = False
@@ -92,6 +96,7 @@ class SharedVisualBuffer:
         """Read `n` rows at offset 0 when it is this request's turn; report whose rows they were."""
         self._wait_turn("read", rid)
         try:
+            assert self.rows is not None, "a request reads after its own write (draw_schedule's order)"
             rows = self.rows[:n].clone()
             owners = self.owner[:n]
             donors = sorted({o for o in owners if o != rid})

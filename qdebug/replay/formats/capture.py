@@ -124,20 +124,21 @@ def _user_parts(messages: object, base: Path, allow_paths: bool, audios: list | 
             if not isinstance(part, dict):
                 raise _LineError(f"message {i} has a content part that is not an object")
             kind = part.get("type")
+            media = MEDIA_KIND.get(kind) if isinstance(kind, str) else None  # a list or object is no type (and no key)
             if kind == "text":
                 text = part.get("text")
                 if not isinstance(text, str):
                     raise _LineError(f"message {i} has a text part without a string text")
                 if text:
                     parts.append(("text", text))
-            elif MEDIA_KIND.get(kind) == "image":
+            elif media == "image":
                 ref = part.get(kind)
                 url = ref.get("url") if isinstance(ref, dict) else ref
                 image, label = _load_image_url(url, base, allow_paths)
                 parts.append(("image", len(images)))
                 images.append(image)
                 labels.append(label)
-            elif MEDIA_KIND.get(kind) == "audio" and audios is not None:
+            elif media == "audio" and audios is not None:
                 from qdebug.trace.audio import AudioError, decode_input_audio
 
                 try:
@@ -146,7 +147,7 @@ def _user_parts(messages: object, base: Path, allow_paths: bool, audios: list | 
                     raise _LineError(exc.message) from None
                 parts.append(("audio", len(audios)))
                 audios.append(clip)
-            elif MEDIA_KIND.get(kind) == "video" and videos is not None:
+            elif media == "video" and videos is not None:
                 from .capture_video import load_video_url
 
                 ref = part.get(kind)

@@ -34,7 +34,8 @@ def media_parts(body: dict) -> Iterator[tuple[int, int, str, dict]]:
     for i, message in enumerate(body.get("messages") or []):
         parts = message.get("content") if isinstance(message, dict) else None
         for j, part in enumerate(parts if isinstance(parts, list) else []):
-            kind = MEDIA_KIND.get(part.get("type")) if isinstance(part, dict) else None
+            part_type = part.get("type") if isinstance(part, dict) else None
+            kind = MEDIA_KIND.get(part_type) if isinstance(part_type, str) else None  # a list or object is no type
             if kind is not None:
                 yield i, j, kind, part
 

@@ -34,7 +34,7 @@ def _lean_pool() -> None:
 _lean_pool()
 
 try:  # the native pass over a chunk (`pip install -e .` builds it); without it the RE2 passes alone give the same rows
-    from . import _logscan as _built
+    import qdebug.replay.formats._logscan as _built
 except ImportError:
     _built = None
 _native = _built
@@ -144,7 +144,7 @@ def native_built() -> bool:
     return _built is not None
 
 
-def _native_parts(buf: bytes, stop: int, clock) -> tuple[np.ndarray, int, int, list, list, Fold | None]:
+def _native_parts(buf: bytes | bytearray, stop: int, clock) -> tuple[np.ndarray, int, int, list, list, Fold | None]:
     """(line starts, lines, blank lines, parts of (line indices, columns t .. message), indices for the reference,
     the common-shape rows folded by request id): one native pass sorts the lines and cuts every known shape's fields,
     in line order."""
@@ -188,7 +188,7 @@ def _native_ints(values: bytes, valid: bytes) -> pa.Array:
     return pa.array(np.frombuffer(values, np.int64), pa.int64(), mask=~np.frombuffer(valid, np.bool_))
 
 
-def _arrow_parts(buf: bytes, stop: int, clock) -> tuple[np.ndarray, int, int, list, list, None]:
+def _arrow_parts(buf: bytes | bytearray, stop: int, clock) -> tuple[np.ndarray, int, int, list, list, None]:
     """As _native_parts, with RE2 passes over the chunk's lines alone (when the native pass is not built): no fold."""
     nl = np.flatnonzero(np.frombuffer(buf, np.uint8, stop) == 10)
     starts = (nl + 1).astype(np.int32)
@@ -218,7 +218,7 @@ def _arrow_parts(buf: bytes, stop: int, clock) -> tuple[np.ndarray, int, int, li
     return starts, n_lines, blank, parts, slow, None
 
 
-def _blank_lines(buf: bytes, stop: int, nl: np.ndarray, lines: pa.BinaryArray) -> int:
+def _blank_lines(buf: bytes | bytearray, stop: int, nl: np.ndarray, lines: pa.BinaryArray) -> int:
     """How many lines are empty or whitespace only (only lines starting with whitespace are looked at)."""
     maybe = np.flatnonzero(_SPACE_BYTE[np.frombuffer(buf, np.uint8, stop)[nl[:-1] + 1]])
     if not len(maybe):

@@ -299,13 +299,22 @@ def _open_stream(f):
     """open_log for a stream that cannot seek: the bytes read to look for gzip's magic and a BOM are handed back."""
     head = f.read(3)  # blocks until three bytes (or the end) came
     if head[:2] == GZIP_MAGIC:
-        import gzip
-
-        inner = io.BufferedReader(_HeadFirst(head, f))
-        packed = gzip.GzipFile(fileobj=inner, mode="rb")
-        packed.myfileobj = inner  # closed with it, as gzip.open's own file is
-        return _skip_bom(packed)
+        return _skip_bom(_gzip_owning(io.BufferedReader(_HeadFirst(head, f))))
     return io.BufferedReader(_HeadFirst(b"" if head == BOM else head, f))
+
+
+def _gzip_owning(inner: io.BufferedReader):
+    """A GzipFile reading `inner` that closes it with itself, as gzip.open closes the file it opened."""
+    import gzip
+
+    class _Owning(gzip.GzipFile):
+        def close(self) -> None:
+            try:
+                super().close()
+            finally:
+                inner.close()
+
+    return _Owning(fileobj=inner, mode="rb")
 
 
 def _skip_bom(packed):

@@ -42,6 +42,7 @@ class HeadFirstPreset(Preset):
     def planter(self, arg, ctx: PlantContext) -> Planter:
         """The tap for the layer's kind of attention in the loaded model."""
         loaded = ctx.loaded
+        assert loaded is not None, "diff plants its fault in a loaded model"
         n_layers = len(loaded.adapter.decoder_layers(loaded.model))
         if not 0 <= arg < n_layers:
             raise InputError(f"--inject head-first:{arg}: expected a layer in 0..{n_layers - 1}")

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..fault_registry import Command, PlantContext, Planter, Preset, register
+
+if TYPE_CHECKING:
+    from ..shared_buffer import SharedVisualBuffer
 
 
 @register
@@ -22,7 +27,8 @@ class _ReplayedBuffer(Planter):
     """One buffer per replay wave, its schedule drawn from the seed and the wave's first position."""
 
     def __init__(self, seed: int) -> None:
-        self.seed, self.buffer = seed, None
+        self.seed = seed
+        self.buffer: SharedVisualBuffer | None = None
 
     def wave(self, items, start):
         """Draw this wave's schedule over the requests that have images."""
@@ -38,7 +44,10 @@ class _ReplayedBuffer(Planter):
         """The buffer client of a request with images; nothing for one without."""
         from ..faults import SharedBufferClient
 
-        return (SharedBufferClient(self.buffer, request_id, events),) if request.images else ()
+        if not request.images:
+            return ()
+        assert self.buffer is not None, "the replay draws the wave's buffer (wave) before its requests' faults"
+        return (SharedBufferClient(self.buffer, request_id, events),)
 
     def failed(self, request_id, request):
         """Give up the failed request's turns so the rest of the wave goes on."""
