@@ -187,3 +187,18 @@ def test_read_batch_rejects_bad_format_and_empty_files(tmp_path, capture):
         read_batch(blank)
     with pytest.raises(ReplayFormatError, match="not found"):
         read_batch(tmp_path / "nope")
+
+
+def test_a_content_part_whose_type_is_a_list_or_object_is_that_line_s_error(tmp_path):
+    """A part's "type" that is JSON but not a string is no media kind (it was used as a dict key: TypeError, and the
+    rest of the file went unread); the line is an error naming it, and the next line still parses."""
+    (tmp_path / "a.png").write_bytes(png_bytes((4, 4), (9, 9, 9)))
+    lines = [body({"type": ["image_url"], "image_url": {"url": "a.png"}}, id="list"),
+             body({"type": {"k": 1}, "text": "x"}, id="object"),
+             body(image_part("a.png"), {"type": "text", "text": "what?"}, id="good")]
+    path = tmp_path / "c.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    errors = {r.request_id: r.error for r in parse_capture(path).requests}
+    assert "unsupported content part type ['image_url']" in errors["list"]
+    assert "unsupported content part type {'k': 1}" in errors["object"]
+    assert errors["good"] is None
