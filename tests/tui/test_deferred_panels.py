@@ -29,6 +29,7 @@ async def test_the_first_frame_comes_before_the_secondary_panels_and_keys_meanwh
 
     def at_first_frame(screen: RequestScreen) -> None:  # what the first frame held, then keys typed at once
         seen["panels"] = [bool(screen.query(f"#{name}")) for name in ("stages", "detail", "topk", "timeline", "attention")]
+        seen["focused"] = screen.focused.id if screen.focused else None  # the keys go to the stage list from the start
         for key in KEYS:
             app.simulate_key(key)
         first_frame_shown(screen)
@@ -40,6 +41,7 @@ async def test_the_first_frame_comes_before_the_secondary_panels_and_keys_meanwh
             await pilot.pause()
             screen = app.screen
             assert seen["panels"] == [True, True, False, False, False]
+            assert seen["focused"] == "stages"
             early = screen.sel
             assert early.stage == screen.doc.trace.stage_names[2] and early.layer == 0, early
             view = screen.view()

@@ -161,7 +161,8 @@ class RequestScreen(Screen):
             self.say(f"keys from {self.app.keymap_path}: " + ", ".join(f"{a} = {k}" for a, k in self.app.user_keymap.items()))
         self._ready = True
         self.refresh_view()
-        self.query_one(StageList).focus()
+        # the stage list has the keys from the start: it is the screen's first focusable widget (AUTO_FOCUS, at
+        # screen resume); focusing it here as well re-styled it once more before the first frame (~1 ms)
         if self.runs.loaded is not None or self.runs.model_error is not None:  # the loader finished before the first frame
             self._model_settled()
 

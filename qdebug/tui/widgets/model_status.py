@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.containers import Horizontal
-from textual.widgets import Label
+from textual.widgets import Static
 
 
 class ModelStatus(Horizontal):
@@ -17,7 +17,7 @@ class ModelStatus(Horizontal):
 
     def compose(self) -> ComposeResult:
         """The label (the bar follows once the first frame is out)."""
-        yield Label(self._text, id="model-label")
+        yield Static(self._text, id="model-label")  # a Static, not a Label: a new widget class re-parses the stylesheet before the first frame
 
     def on_mount(self) -> None:
         """Add the pulsing bar after the first frame (the app's Ready: the request screen calls `add_bar` then)."""
