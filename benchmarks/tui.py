@@ -6,8 +6,9 @@ First frame: a fresh interpreter per run, measured from just before the process 
 Ready event (the first frame is on screen), so interpreter start and imports count. The same is measured, in the
 same run and alternating with qdebug's, for a minimal Textual app (a Static and a Footer, same terminal size): what
 Textual itself costs on this machine now. qdebug's target is a first frame within 1.25× the minimal app's (the
-ratio of the medians), whatever the machine's load. Step latency: on the saved demo trace, ↓/↑ through the stage
-list; each press is timed from the key to the last frame the press produced (every frame is encoded to terminal
+ratio of the medians), whatever the machine's load; the paired ratios (each run over the minimal run after it) are
+printed too, as a check on how much the load moved between runs. Step latency: on the saved demo trace, ↓/↑ through
+the stage list; each press is timed from the key to the last frame the press produced (every frame is encoded to terminal
 bytes as a real terminal would get them); target p95 < 30 ms (2-core machine). The load average is printed with the
 figures: other processes on the cores inflate them. The children run with bytecode cached in a temporary folder (one
 warm-up run each first), as an installed package has it, whatever PYTHONDONTWRITEBYTECODE says.
@@ -151,6 +152,10 @@ def main() -> None:
     print(f"first frame of a minimal Textual app (Static + Footer, same size and method): median {theirs * 1000:.0f} ms, "
           f"max {max(minimal) * 1000:.0f} ms over {args.runs} runs")
     print(f"first frame ratio qdebug / minimal Textual app: {ours / theirs:.2f}× (target ≤ 1.25×)")
+    # each run over the minimal run beside it: a load that comes and goes weighs on both of a pair alike
+    paired = sorted(a / b for a, b in zip(firsts, minimal))
+    print(f"paired ratios (each run over the minimal app's run after it): median {statistics.median(paired):.2f}×, "
+          f"lowest {paired[0]:.2f}×, highest {paired[-1]:.2f}×")
     lat = sorted(asyncio.run(step_latencies(args.presses)))
     p95 = lat[min(len(lat) - 1, round(0.95 * (len(lat) - 1)))]
     print(f"stage step latency (key → last frame): median {statistics.median(lat) * 1000:.1f} ms, "

@@ -34,3 +34,4 @@ def test_benchmark_quick_mode_runs_and_prints_figures(name, tmp_path):
         assert re.search(r"first frame \(demo model spec.*median \d+ ms", result.stdout), result.stdout
         assert re.search(r"first frame of a minimal Textual app.*median \d+ ms", result.stdout), result.stdout
         assert re.search(r"first frame ratio qdebug / minimal Textual app: \d+\.\d\d×", result.stdout), result.stdout
+        assert re.search(r"paired ratios .*median \d+\.\d\d×, lowest \d+\.\d\d×, highest \d+\.\d\d×", result.stdout), result.stdout
