@@ -41,9 +41,10 @@ _startup_frozen = False
 
 
 def freeze_startup_objects() -> None:
-    """Once a process: move what the imports made (modules, classes, Textual's and Rich's tables) to the permanent
-    generation, so the full collections that the first frame's allocations trigger do not walk them (one fell in
-    most first frames: ~15 ms of ~50, benchmarks/tui.py), nor do later ones between key presses."""
+    """Once a process, when the app is built: move to the permanent generation what was made since this module's
+    imports were frozen (the command line's objects, a trace loaded before the app), so the full collections that
+    the first frame's allocations trigger do not walk them (one fell in most first frames: ~15 ms of ~50 before
+    either freeze, benchmarks/tui.py), nor do later ones between key presses."""
     global _startup_frozen
     if not _startup_frozen:
         _startup_frozen = True
