@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+from pathlib import Path
 
 _KINDS = (
     (stat.S_ISDIR, "a directory"),
@@ -44,3 +45,16 @@ def require_file(path: str | os.PathLike, noun: str, formats: str, error: type) 
     kind = file_kind(path)
     if kind:
         raise error(f"{noun} path is {kind}, not a regular file: {path} (expected an {noun} file)")
+
+
+def require_streamable(path: str | os.PathLike, noun: str, expected: str, error: type, shown: str | None = None) -> Path:
+    """`path` when it is an existing file or a pipe (a log may be streamed); else `error`: "{noun} not found: …",
+    "{noun} is a directory: …" or "{noun} … is a character device, …", each naming `expected`."""
+    p = Path(path)
+    shown = shown or str(p)
+    if not p.exists():
+        raise error(f"{noun} not found: {shown} (expected {expected})")
+    if p.is_dir():
+        raise error(f"{noun} is a directory: {shown} (expected {expected})")
+    refuse_special(p, noun, expected, error, allow_fifo=True)
+    return p

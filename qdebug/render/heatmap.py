@@ -42,18 +42,23 @@ def cell_scale(rows: int, cols: int, width: int = 32) -> int:
     return max(1, width // max(1, cols, rows))
 
 
-def heatmap_text(grid, *, width: int = 32, marker: tuple[int, int] | None = None) -> Text:
-    """A `rows × cols` grid as coloured half blocks, normalised to its own max; `marker` cell outlined white."""
+def _normalised(grid, width: int) -> tuple[list[list[float]], int]:
+    """A grid's values scaled to 0..1 over its own range (a flat grid: all 0), and its pixels per cell."""
     values = [[float(v) for v in row] for row in grid.tolist()]
     hi = max((v for row in values for v in row), default=0.0)
     lo = min((v for row in values for v in row), default=0.0)
     span = (hi - lo) or 1.0
-    s = cell_scale(len(values), len(values[0]) if values else 1, width)
+    return [[(v - lo) / span for v in row] for row in values], cell_scale(len(values), len(values[0]) if values else 1, width)
+
+
+def heatmap_text(grid, *, width: int = 32, marker: tuple[int, int] | None = None) -> Text:
+    """A `rows × cols` grid as coloured half blocks, normalised to its own max; `marker` cell outlined white."""
+    values, s = _normalised(grid, width)
     pixels = []
     for r, row in enumerate(values):
         line = []
         for c, v in enumerate(row):
-            colour = scale_color((v - lo) / span)
+            colour = scale_color(v)
             line.extend([colour] * s)
             if marker == (r, c) and s >= 3:
                 line[-s] = line[-1] = (255, 255, 255)
@@ -117,12 +122,8 @@ def _ramp_lines(values: list[list[float]], s: int, marker: tuple[int, int] | Non
 
 def heatmap_ramp(grid, *, width: int = 32, marker: tuple[int, int] | None = None) -> Text:
     """A `rows × cols` grid as a character ramp (` .:-=+*#%@`), normalised to its own range; `marker` in brackets."""
-    values = [[float(v) for v in row] for row in grid.tolist()]
-    hi = max((v for row in values for v in row), default=0.0)
-    lo = min((v for row in values for v in row), default=0.0)
-    span = (hi - lo) or 1.0
-    s = cell_scale(len(values), len(values[0]) if values else 1, width)
-    return _ramp_lines([[(v - lo) / span for v in row] for row in values], s, marker)
+    values, s = _normalised(grid, width)
+    return _ramp_lines(values, s, marker)
 
 
 def image_ramp(image, rows: int, cols: int, *, width: int = 32) -> Text:

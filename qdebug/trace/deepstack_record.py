@@ -13,10 +13,10 @@ from typing import Any
 from qdebug.vocab import layer_stage
 
 from .hooks import to_cpu
-from .protocols import FamilySinkBase
+from .protocols import FamilySink
 
 
-class DeepstackRecorder(FamilySinkBase):
+class DeepstackRecorder(FamilySink):
     """Measures what was added between consecutive decoder layers at prefill, fed by the thread's Recorder.
 
     Memory on the model's device: one layer's output (seq × dim) until the next layer's input arrives; what

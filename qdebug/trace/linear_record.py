@@ -13,7 +13,7 @@ from qdebug.model.linear_attention import install, linear_tapping
 from qdebug.vocab import FindingKind, StageName, layer_stage
 
 from .hooks import to_cpu
-from .protocols import FamilySinkBase, LinearTap
+from .protocols import FamilySink, LinearTap
 from .schema import Check
 from .stats import tensor_stats
 from .tensor_names import TensorKind as T, tensor_name
@@ -34,7 +34,7 @@ def _qkv_stats(t) -> dict:
     return {k: v for k, v in got.items() if k in ("mean", "std", "max_abs", "nan", "inf")}
 
 
-class LinearRecorder(LinearTap, FamilySinkBase):
+class LinearRecorder(LinearTap, FamilySink):
     """A linear-attention tap (innermost: it sees what the kernel sees) that keeps each layer's evidence on CPU:
     statistics of q/k/v/g/beta at a layer's first call and one norm per value head of the state after each call."""
 

@@ -98,47 +98,32 @@ class SinkBase(RecorderSink):
 @runtime_checkable
 class FamilySink(Protocol):
     """A family's extra recorder (deepstack, linear attention): fed by the thread's Recorder at prefill, never by
-    hooks of its own, so concurrent traces on one model keep their evidence apart; `attach` adds it to the Trace."""
+    hooks of its own, so concurrent traces on one model keep their evidence apart; `attach` adds it to the Trace.
+    A subclass inherits a no-op for every moment it does not override."""
 
     def vision_output(self, output) -> None:
         """The vision tower's output, as the tower produced it."""
+        return None
 
     def decoder_input(self, args: tuple, kwargs: dict) -> None:
         """The language model's inputs at prefill (as the caller passed them, before any fault)."""
+        return None
 
     def layer_output(self, layer: int, output) -> None:
         """A decoder layer's output at prefill."""
+        return None
 
     def layer_input(self, layer: int, hidden) -> None:
         """The hidden state entering a decoder layer at prefill (`layer` = the layer count: the final norm's input)."""
+        return None
 
     def flush(self) -> None:
         """Generation ended: bring what is still on the model's device to CPU."""
+        return None
 
     def attach(self, trace, loaded, prepared) -> None:
         """Add the family's evidence to the assembled Trace."""
-
-
-class FamilySinkBase(FamilySink):
-    """A FamilySink that keeps nothing: subclasses override the moments they need."""
-
-    def vision_output(self, output) -> None:
-        """Ignore the vision tower's output."""
-
-    def decoder_input(self, args: tuple, kwargs: dict) -> None:
-        """Ignore the decoder's inputs."""
-
-    def layer_output(self, layer: int, output) -> None:
-        """Ignore a layer's output."""
-
-    def layer_input(self, layer: int, hidden) -> None:
-        """Ignore what enters a layer."""
-
-    def flush(self) -> None:
-        """Nothing is held on a device."""
-
-    def attach(self, trace, loaded, prepared) -> None:
-        """Nothing to add."""
+        return None
 
 
 @runtime_checkable

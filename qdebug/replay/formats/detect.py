@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 import os
 import zlib
-from pathlib import Path
 
 from qdebug.errors import ReplayFormatError
-from qdebug.input_files import file_kind, refuse_special
+from qdebug.input_files import file_kind, require_streamable
 from qdebug.replay.batch import Batch
 
 FORMATS = ("capture", "runtime-log")
@@ -21,12 +20,7 @@ PEEK_BLANK_BYTES = 1 << 20
 
 def detect_format(path: str | os.PathLike) -> str:
     """"capture" when one of the first non-blank lines is a JSON object, else "runtime-log" (bounded read)."""
-    p = Path(path)
-    if not p.exists():
-        raise ReplayFormatError(f"replay input not found: {p} (expected a JSONL capture or a runtime log)")
-    if p.is_dir():
-        raise ReplayFormatError(f"replay input is a directory: {p} (expected a JSONL capture or a runtime log)")
-    refuse_special(p, "replay input", "a JSONL capture or a runtime log", ReplayFormatError, allow_fifo=True)
+    p = require_streamable(path, "replay input", "a JSONL capture or a runtime log", ReplayFormatError)
     from qdebug.replay.formats.runtime_log import open_log
 
     if file_kind(p) is not None:

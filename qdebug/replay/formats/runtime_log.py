@@ -12,7 +12,7 @@ from functools import partial
 from pathlib import Path
 
 from qdebug.errors import ReplayFormatError
-from qdebug.input_files import refuse_special
+from qdebug.input_files import require_streamable
 from qdebug.replay.batch import Batch, BatchRequest, Event
 from qdebug.vocab import EventKind
 
@@ -429,14 +429,7 @@ def _shown(path: Path) -> str:
 def checked_log_path(source: str | os.PathLike) -> Path:
     """A runtime log's path, checked: one-line ReplayFormatError for a missing file, a directory or a device (a pipe
     is allowed: a log may be streamed)."""
-    path = Path(source)
-    shown = _shown(path)
-    if not path.exists():
-        raise ReplayFormatError(f"runtime log not found: {shown} (expected an existing log file)")
-    if path.is_dir():
-        raise ReplayFormatError(f"runtime log is a directory: {shown} (expected a log file)")
-    refuse_special(path, "runtime log", "a log file, or a pipe", ReplayFormatError, allow_fifo=True)
-    return path
+    return require_streamable(source, "runtime log", "a log file, or a pipe", ReplayFormatError, _shown(Path(source)))
 
 
 def parse_runtime_log(source: str | os.PathLike | Iterable[str | bytes]) -> Batch:

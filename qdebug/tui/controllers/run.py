@@ -3,6 +3,7 @@ stepper's worker, the keys n/c/b/g/r and the keys pressed before a run could tak
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from qdebug.vocab import step_stage
@@ -225,23 +226,21 @@ class RunController:
     # the keys ---------------------------------------------------------------------------------
     def next(self) -> None:
         """Run to the next stage boundary."""
-        if self._starting():
-            self._queue_key("n")
-            return
-        session = self._live_session()
-        if session is not None:
-            session.next()
-            self.host.say("running to the next stage…")
+        self._advance("n", RunSession.next, "running to the next stage…")
 
     def continue_(self) -> None:
         """Run to the next breakpoint or the end."""
+        self._advance("c", RunSession.continue_, "continuing…")
+
+    def _advance(self, key: str, move: Callable[[RunSession], None], said: str) -> None:
+        """Move the live run on (`key` is queued while its worker is still starting)."""
         if self._starting():
-            self._queue_key("c")
+            self._queue_key(key)
             return
         session = self._live_session()
         if session is not None:
-            session.continue_()
-            self.host.say("continuing…")
+            move(session)
+            self.host.say(said)
 
     def set_breakpoint(self, stage: str, on: bool) -> None:
         """Set or clear a breakpoint (on the running worker too)."""
