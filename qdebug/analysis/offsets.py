@@ -10,9 +10,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from qdebug.trace.items import trace_items
 from qdebug.trace.tensor_names import TensorKind as T
-
-from .audio_attention import clip_items
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -30,10 +29,9 @@ class Candidate:
 
 
 def media_spans(trace) -> list[tuple[int, tuple[int, int]]]:
-    """(index, placeholder span) of each image, or of each audio clip for the audio families."""
-    spans = [(i.index, (int(i.span[0]), int(i.span[1]))) for i in trace.images if i.span]
-    spans += [(c.item, c.span) for c in clip_items(trace) if c.span]
-    return spans
+    """(item, placeholder span) of every media item: images, videos and audio clips, an Omni trace's all three (the
+    item is the index its encoder rows are saved under)."""
+    return [(it.item, it.span) for it in trace_items(trace) if it.span]
 
 
 def candidates_from_references(references: dict) -> list[Candidate]:

@@ -66,6 +66,27 @@ def test_each_encoder_rows_land_at_its_own_spans(family_model, media, use_audio_
     assert checks["MRoPE position ids == get_rope_index"] and all(s.ok for s in trace.stages.values())
 
 
+
+def test_replay_offsets_measure_every_item_of_an_omni_request(family_model, media):
+    """Replay's offset measurement reads every item (image, clip and video), each found at its own placeholders in
+    its own rows, and a stream whose video rows are another request's names that request as the donor."""
+    from qdebug.analysis.offsets import candidates_from_references, measure_stream, media_spans
+
+    loaded = family_model(OMNI)
+    trace = trace_request(loaded, _request(media))
+    spans = media_spans(trace)
+    assert [m.item for m in trace.stages["sync"].summary.media] == [i for i, _ in spans] == [0, 1, 2]
+    candidates = candidates_from_references({"own": trace})
+    seq = trace.tensors["sync.embeds"]
+    measured = measure_stream(seq, spans, "own", candidates)
+    assert [(m["visual_offset"], m["text_offset"], m.get("donor")) for m in measured] == [(s, s, None) for _, (s, _e) in spans]
+    video_item, (start, end) = spans[2]
+    other = seq.clone()
+    other[start:end] = other[start:end].flip(-1)  # rows no encoder of this request produced
+    donor = candidates[2].rows.flip(-1)
+    measured = measure_stream(other, spans, "own", candidates + [type(candidates[2])("donor", video_item, donor)])
+    assert measured[2].get("donor") == "donor", measured[2]
+
 def test_a_video_with_its_sound_interleaves_in_time_chunks_and_positions_follow_the_models_function(family_model, media):
     loaded = family_model(OMNI)
     request = _request(media, use_audio_in_video=True)
