@@ -47,8 +47,9 @@ IMAGES = ["red_circle_top_left.png", "blue_square_bottom_right.png", "green_tria
 SETTINGS = [("off", {}), ("on, none tagged", {"trace_dir": True}), ("tracing every request", {"trace_dir": True, "trace_all": True})]
 
 
-def _bodies(n: int, burst: int) -> list[dict]:
-    """Burst `burst`'s requests: a prompt and an image identity (vLLM's `uuid`) of their own."""
+def _bodies(n: int, burst: int, tagged: bool = False) -> list[dict]:
+    """Burst `burst`'s requests: a prompt and an image identity (vLLM's `uuid`) of their own; `tagged`: each asks the
+    plugin for its trace (`vllm_xargs.qdebug_trace`), as a client tags the requests it wants traced."""
     from qdebug.replay.endpoint import chat_body
     from qdebug.trace.request import build_request, load_image
 
@@ -60,6 +61,8 @@ def _bodies(n: int, burst: int) -> list[dict]:
         for message in body["messages"]:
             message["content"] = [{**part, "uuid": f"bench-{burst}-{i}"} if part.get("type") == "image_url" else part
                                   for part in message["content"]]
+        if tagged:
+            body["vllm_xargs"] = {"qdebug_trace": True, "qdebug_id": f"bench-{burst}-{i}"}
         out.append(body)
     return out
 
@@ -137,6 +140,40 @@ def _measure(python, work: Path, name: str, options: dict, bursts: list[list[dic
             "clock": read_clocks(str(traces)) if traces is not None else None}
 
 
+def alternating_ratios(python, work: Path, requests: int, concurrency: int, pairs: int) -> list[float]:
+    """One plugin-on server, bursts with every request tagged and bursts with none tagged in turn (the order flips each
+    pair): each pair's tagged rate over its untagged rate. Both kinds of burst run on the same server, so the 2x swing
+    between servers on 2 shared cores is not in the ratio. A tagged burst counts as done once its last trace is in
+    the index (the writer's work is charged to it, not to the burst after it)."""
+    traces = work / f"alternating-{time.monotonic_ns()}" / "traces"
+    ratios = []
+    with VllmServer(python, work, trace_dir=traces) as server:
+        for tagged in (False, True):  # warm-up, not counted
+            asyncio.run(burst_seconds(server.url, _bodies(concurrency * 2, 9000 + tagged, tagged), concurrency))
+        written = _traces_indexed(traces, concurrency * 2, 0.0)
+        for k in range(pairs):
+            rates = {}
+            for tagged in ((False, True) if k % 2 == 0 else (True, False)):
+                start = time.perf_counter()
+                asyncio.run(burst_seconds(server.url, _bodies(requests, 10_000 + 2 * k + tagged, tagged), concurrency))
+                if tagged:
+                    written = _traces_indexed(traces, written + requests, 60.0)
+                rates[tagged] = requests / (time.perf_counter() - start)
+            ratios.append(rates[True] / rates[False])
+    return ratios
+
+
+def _traces_indexed(traces: Path, expected: int, limit: float) -> int:
+    """Wait (at most `limit` s) until the trace folder's index names `expected` traces; how many it names."""
+    index = traces / "index.jsonl"
+    deadline = time.perf_counter() + limit
+    while True:
+        count = index.read_bytes().count(b"\n") if index.exists() else 0
+        if count >= expected or time.perf_counter() > deadline:
+            return count
+        time.sleep(0.005)
+
+
 def clock_line(clocks: list[dict], served: int = 0) -> str:
     """The plugin's own time in the worker's steps, summed over servers (engine/plugin_clock.py): how much longer
     those steps ran because of it, measured inside each server, so the load that swings requests/s cancels out."""
@@ -157,12 +194,13 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--bursts", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--pairs", type=int, default=8, help="tagged/untagged burst pairs per server of the in-server comparison")
     parser.add_argument("--quick", action="store_true", help="8 requests, 4 at a time, 1 burst, 1 round: checks the script, measures little")
     parser.add_argument("--watch", action="store_true", help="measure watch mode against off instead (benchmarks/engine_watch.py)")
     parser.add_argument("--sample", type=float, default=0.01, help="with --watch: QDEBUG_VLLM_WATCH_SAMPLE of the watched server")
     args = parser.parse_args()
     if args.quick:
-        args.requests, args.concurrency, args.bursts, args.rounds = 8, 4, 1, 1
+        args.requests, args.concurrency, args.bursts, args.rounds, args.pairs = 8, 4, 1, 1, 1
     if args.watch:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         from engine_watch import run as run_watch  # beside this script; it imports burst_seconds from here
@@ -178,6 +216,7 @@ def main() -> None:
         for k in range(args.rounds):
             for name, options in SETTINGS if k % 2 == 0 else SETTINGS[::-1]:  # ABBA: no setting always runs first
                 rows[name].append(_measure(python, Path(tmp), name, options, bursts, args.concurrency))
+        alternating = [r for _ in range(args.rounds) for r in alternating_ratios(python, Path(tmp), args.requests, args.concurrency, args.pairs)]
     median = lambda xs: statistics.median(xs)
     base = median([r for m in rows["off"] for r in m["rates"]])
     print(f"vLLM 0.32 CPU build, demo checkpoint float32, {args.requests} image requests ({args.concurrency} at a time), "
@@ -195,6 +234,9 @@ def main() -> None:
             served = (args.concurrency * 2 + args.requests * args.bursts) * len(runs)
             print(f"  {'':<24} {clock_line([m['clock'] for m in runs if m['clock']], served)}")
         print(f"  {'':<24} {cpu_line(runs)}")
+    print(f"  tracing every request against none tagged, in one server (bursts in turn, a tagged burst timed until its traces are "
+          f"indexed): median {median(alternating):.2f}x over {len(alternating)} pairs on {args.rounds} server(s) "
+          f"(range {min(alternating):.2f}..{max(alternating):.2f})")
 
 
 if __name__ == "__main__":

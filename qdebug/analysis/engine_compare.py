@@ -84,8 +84,8 @@ def attribute_encoder_rows(alone, burst, neighbours: dict, tol) -> list[str]:
     """For each item whose encoder rows in `burst` part from `alone`'s: how many parted rows are a neighbour's rows
     (`neighbours`: request id → its trace in the same burst), a shifted copy of its own, or no one's; one line per item."""
     lines = []
-    for img in burst.images:
-        mine, before = burst.tensor_or_none(T.ENCODE, image=img.index), alone.tensor_or_none(T.ENCODE, image=img.index)
+    for item in trace_items(burst):
+        mine, before = burst.tensor_or_none(T.ENCODE, image=item.item), alone.tensor_or_none(T.ENCODE, image=item.item)
         if mine is None or before is None or mine.shape != before.shape:
             continue
         parted = [r for r in range(mine.shape[0]) if not _same_row(tol, before[r], mine[r:r + 1])[0]]
@@ -96,15 +96,15 @@ def attribute_encoder_rows(alone, burst, neighbours: dict, tol) -> list[str]:
             owner = _owner(mine[r], r, before, neighbours, tol)
             owners[owner] = owners.get(owner, 0) + 1
         said = ", ".join(f"{n} {_owner_words(o)}" for o, n in sorted(owners.items(), key=lambda kv: -kv[1]))
-        lines.append(f"item {img.index}: {len(parted)} of {mine.shape[0]} rows differ ({said})")
+        lines.append(f"item {item.item}: {len(parted)} of {mine.shape[0]} rows differ ({said})")
     return lines
 
 
 def _owner(row, index: int, own, neighbours: dict, tol) -> str:
     """Whose rows one parted encoder row equals: a neighbour in the burst (alone or in the burst), its own shifted, or no one."""
     for rid, trace in sorted(neighbours.items()):
-        for img in trace.images:
-            rows = trace.tensor_or_none(T.ENCODE, image=img.index)
+        for item in trace_items(trace):
+            rows = trace.tensor_or_none(T.ENCODE, image=item.item)
             if rows is not None and rows.shape[-1] == row.shape[-1] and _same_row(tol, row, rows)[0]:
                 return rid
     same, where = _same_row(tol, row, own)

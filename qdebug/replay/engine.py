@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from qdebug.errors import InputError, first_line
+from qdebug.trace.items import trace_items
 from qdebug.trace.protocols import Fault
 from qdebug.trace.runner import RecordPolicy, trace_request
 from qdebug.trace.tensor_names import TensorKind as T
@@ -161,17 +162,18 @@ def _clean(trace, reference) -> bool:
 
 
 def landed_rows(trace):
-    """Rows found at the trace's image placeholder positions in the embeddings the decoder received."""
+    """Rows found at every media item's placeholder positions (images, videos, clips; item by item) in the embeddings
+    the decoder received."""
     embeds = trace.tensor_or_none(T.SYNC_EMBEDS)
-    positions = trace.image_positions()
+    positions = [p for item in trace_items(trace) for s, e in item.runs for p in range(s, e)]
     if embeds is None or not positions:
         return None
     return embeds[positions]
 
 
 def encoded_rows(trace):
-    """The trace's encoder output rows, all images in order."""
+    """The trace's encoder output rows, every media item's in item order."""
     import torch
 
-    rows = [trace.tensor(T.ENCODE, image=i.index) for i in trace.images if trace.has_tensor(T.ENCODE, image=i.index)]
+    rows = [trace.tensor(T.ENCODE, image=i.item) for i in trace_items(trace) if trace.has_tensor(T.ENCODE, image=i.item)]
     return torch.cat(rows) if rows else None
