@@ -13,7 +13,7 @@ import socket
 import stat
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from qdebug.replay.formats.log_scan import ScanStats, is_regular, log_paths, order_files, scan_files
@@ -99,7 +99,7 @@ def build_index(paths: list[Path], target: Path, progress: Callable[[int, int, i
     return LogIndex.open(target, partial=True) if opened else None, interrupted
 
 
-def index_logs(sources: list[str | os.PathLike], out: Path, host: str | None = None,
+def index_logs(sources: Sequence[str | os.PathLike], out: Path, host: str | None = None,
                progress: Callable[[int, int, int], None] | None = None, stats: ScanStats | None = None) -> tuple[LogIndex | None, bool]:
     """`--index-only`: index the logs into the folder `out` (made, or holding an index of ours whose files are
     replaced; a user's own files there are never touched); (index, False), or (None, True) when a signal stopped it
@@ -129,7 +129,7 @@ def index_logs(sources: list[str | os.PathLike], out: Path, host: str | None = N
 
 
 def open_log_index(
-    sources: list[str | os.PathLike], progress: Callable[[int, int, int], None] | None = None, use_cache: bool = True,
+    sources: Sequence[str | os.PathLike], progress: Callable[[int, int, int], None] | None = None, use_cache: bool = True,
     stats: ScanStats | None = None,
 ) -> tuple[LogIndex, bool, bool]:
     """The index of one or more runtime logs: (index, reused from the cache, interrupted while building).

@@ -135,7 +135,7 @@ def check_before_load(args: AttnArgs) -> None:
     """Check --layer/--head/--token against the config and --max-new-tokens, before any weights load."""
     from qdebug.model.limits import check_index, decoder_limits
 
-    limits = decoder_limits(args.model)
+    limits = decoder_limits(args.spec)
     check_index("--layer", args.layer, limits.num_layers, f"the model has {limits.num_layers} decoder layers")
     check_index("--head", args.head, limits.num_heads, f"the model has {limits.num_heads} attention heads")
     check_index("--token", args.token, args.max_new_tokens, f"generation steps with --max-new-tokens {args.max_new_tokens}")
@@ -153,20 +153,20 @@ def run_attn(args: AttnArgs) -> AttnResult:
     from qdebug.commands.media_input import model_media, read_media, sort_media
 
     layer_items, queries = parse_layers(args.layers), parse_queries(args.queries)
-    intake = read_media(model_media(args.model), sort_media(args.images, args.audio, args.videos), fps=args.fps, max_frames=args.max_frames,
+    intake = read_media(model_media(args.spec), sort_media(args.images, args.audio, args.videos), fps=args.fps, max_frames=args.max_frames,
                         use_audio_in_video=args.use_audio_in_video)
     request, pil_images, videos = intake.request(args.prompt, args.max_new_tokens), intake.images, intake.videos
     quiet_transformers()
     from qdebug.trace.estimate import refuse_if_too_big
 
-    video_tokens = None
+    video_tokens: int | None = None
     if videos:  # about one frame's image tokens per temporal slice of two frames (the video processor's own sizes differ a little)
         from qdebug.trace.estimate import image_tokens_of
 
-        video_tokens = sum(image_tokens_of(args.model, [v.size]) * -(-len(v.frames) // 2) for v in videos)
-    refuse_if_too_big(args.model, args.device, args.dtype, image_tokens=video_tokens, images=pil_images, max_new_tokens=args.max_new_tokens,
+        video_tokens = sum(image_tokens_of(args.spec, [v.size]) * -(-len(v.frames) // 2) for v in videos)
+    refuse_if_too_big(args.spec, args.device, args.dtype, image_tokens=video_tokens, images=pil_images, max_new_tokens=args.max_new_tokens,
                       layers=args.layers, device_map=args.device_map)
-    with loading(args.model):
+    with loading(args.spec):
         loaded = args.load(device_map=args.device_map)
     attn_layers = resolve_layers(args.layers, layer_items, len(loaded.adapter.decoder_layers(loaded.model)))
     options = RecordPolicy(topk=args.topk, attn_layers=attn_layers, keep_hidden=args.keep_hidden, queries=queries,

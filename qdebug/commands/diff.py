@@ -77,7 +77,7 @@ def run_diff(args: DiffArgs, models: dict | None = None) -> DiffRun:
         return DiffRun([Comparison("traces", diff_traces(a, b, atol=args.atol, rtol=args.rtol, a_label=args.first, b_label=args.second), a, b)])
     side_a, side_b = diff_sides(args)
     if side_b.inject is not None:  # checked against config.json before any weights load
-        side_b.inject.check_model(args.model)
+        side_b.inject.check_model(args.spec)
     requests = diff_requests(args)
     quiet_transformers()
     from qdebug.model.load import load_model
@@ -87,8 +87,8 @@ def run_diff(args: DiffArgs, models: dict | None = None) -> DiffRun:
     def model_for(side: DiffSide):
         key = (args.model, side.device, side.dtype, side.attn_kernel)
         if key not in cache:
-            with loading(args.model):
-                cache[key] = load_model(args.model, side.device, side.dtype, side.attn_kernel)
+            with loading(args.spec):
+                cache[key] = load_model(args.spec, side.device, side.dtype, side.attn_kernel)
         return cache[key]
 
     results = []

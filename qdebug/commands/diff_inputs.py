@@ -6,10 +6,14 @@ Shared by `diff` and its `--engine` and `--onnx` forms (`engine_diff.py`, `onnx_
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from qdebug.errors import InputError
 
 from .diff_args import DiffArgs
+
+if TYPE_CHECKING:
+    from qdebug.trace.request import Request
 
 ORDERS = ("image-first", "text-first", "both", "audio-first")
 
@@ -22,7 +26,7 @@ def is_trace_file(path: str) -> bool:
     return p.suffix == ".qdt" or (p.is_file() and zipfile.is_zipfile(p))
 
 
-def diff_requests(args: DiffArgs) -> list[tuple[str, object]]:
+def diff_requests(args: DiffArgs) -> list[tuple[str, Request]]:
     """(order, Request) for each order `--order` asks for: an audio clip, video(s) or image(s) with the prompt, checked
     against the model and decoded once (`media_input.py`); text-first puts each kind's markers after the prompt."""
     from qdebug.commands.media_input import model_media, read_media, sort_media
@@ -41,9 +45,9 @@ def diff_requests(args: DiffArgs) -> list[tuple[str, object]]:
         raise InputError(f"--order audio-first: {args.first} {what}")
     else:
         orders = ["image-first", "text-first"] if args.order == "both" else [args.order]
-    intake = read_media(model_media(args.model), media, fps=args.fps, max_frames=args.max_frames)
+    intake = read_media(model_media(args.spec), media, fps=args.fps, max_frames=args.max_frames)
     counts = {IMAGE_MARKER: len(media.images), AUDIO_MARKER: len(media.clips), VIDEO_MARKER: len(media.videos)}
-    out: list[tuple[str, object]] = []
+    out: list[tuple[str, Request]] = []
     for order in orders:
         prompt = args.second
         if order == "text-first":

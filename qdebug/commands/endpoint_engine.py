@@ -20,7 +20,9 @@ def engine_evidence(report, run, folder: Path, settings, local_traces: dict) -> 
     phases = [REFERENCE, *(f"burst-{k + 1}" for k in range(len(run.bursts)))]
     answered = [run.references, *run.bursts]
     deadline = time.monotonic() + settings.timeout  # one bound for them all: a server that traces nothing costs one --timeout
-    read, missing, unreadable = [], [], []
+    read: list[dict] = []
+    missing: list[str] = []
+    unreadable: list[tuple[str, str, str]] = []  # (request, trace tag, why)
     for phase, answers in zip(phases, answered):
         read.append(_phase_traces(folder, run, settings, phase, answers, deadline, missing, unreadable))
     # the burst traces against the answers' donors (engine_contamination, engine_disagreement), before the verdicts move
@@ -89,7 +91,7 @@ def _batching(folder: Path, tag: str, phases: list[str], read: list[dict], runs)
                 runs.batching[(rid, k)] = from_records(log, name, tag, phase)
             said.append(describe_from_records(log, set(names)))
             continue
-        by_engine_id = {(t.meta.engine or {}).get("request_id"): rid for rid, t in traces.items()}
+        by_engine_id = {str(engine["request_id"]): rid for rid, t in traces.items() if "request_id" in (engine := t.meta.engine or {})}
         for rid, trace in traces.items():
             runs.batching[(rid, k)] = from_trace(trace, by_engine_id)
         said.append(describe_from_traces(list(traces.values())))

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from qdebug.errors import InputError
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 
 def parse_time(option: str, value: str | None) -> float | None:
@@ -131,7 +135,8 @@ class _progress:
     def __init__(self, files: list[Path], console):
         from qdebug.replay.formats.log_scan import ScanStats
 
-        self.files, self.console, self.stats, self.bar = files, console, ScanStats(), None
+        self.files, self.console, self.stats = files, console, ScanStats()
+        self.bar: Progress | None = None
 
     def __enter__(self):
         if self.console is None or not self.console.is_terminal:
@@ -142,9 +147,9 @@ class _progress:
 
         columns = (TextColumn("reading {task.description}"), BarColumn(), DownloadColumn(), TextColumn("{task.fields[rate]}"),
                    TimeRemainingColumn())
-        self.bar = Progress(*columns, console=self.console, transient=True)
-        self.bar.__enter__()
-        files, stats, bar = self.files, self.stats, self.bar
+        bar = self.bar = Progress(*columns, console=self.console, transient=True)
+        bar.__enter__()
+        files, stats = self.files, self.stats
         task = bar.add_task(files[0].name + (f" (+{len(files) - 1})" if len(files) > 1 else ""), total=None, rate="")
         start = time.perf_counter()
 

@@ -31,10 +31,10 @@ def run_onnx_diff(args, models: dict | None = None) -> list:
     from qdebug.model.load import load_model
 
     cache: dict = {} if models is None else models
-    key = (args.model, args.device, "float32", args.attn_kernel)
+    key = (args.spec, args.device, "float32", args.attn_kernel)
     if key not in cache:
         # float32: what the export computes in; the reference must not be rounded coarser than it
-        cache[key] = load_model(args.model, args.device, "float32", args.attn_kernel)
+        cache[key] = load_model(args.spec, args.device, "float32", args.attn_kernel)
     loaded = cache[key]
     opened = open_export(manifest, loaded, loaded.device)
     atol = args.atol if args.atol is not None else ONNX_TOLERANCE[0]

@@ -64,7 +64,7 @@ def run_replay(
     if loaded is None:
         from qdebug.commands.common import loading, quiet_transformers
 
-        with loading(args.model):
+        with loading(args.spec):
             quiet_transformers()
             loaded = args.load()
     if on_progress is not None:

@@ -54,6 +54,7 @@ def run_endpoint_replay(args: EndpointArgs, console=None) -> ReplayReport:
                                 speed=args.speed, repeat=args.repeat, timeout=args.timeout, retries=args.retries,
                                 max_answer_mb=args.max_answer_mb, engine_caches=args.engine_caches)
     check_endpoint_settings(settings)
+    folder: Path | None = None  # --engine-traces, checked
     if args.engine_traces is not None:
         import uuid
 
@@ -79,12 +80,12 @@ def run_endpoint_replay(args: EndpointArgs, console=None) -> ReplayReport:
     report = report_from_endpoint(batch, run, local)
     # What this run did to the server's caches: fresh, keep or not_sent, and in words.
     report.extra.update(engine_caches=run.engine_caches, engine_caches_said=f"engine caches: {ENGINE_CACHES_SAID[run.engine_caches]}")
-    if settings.engine_tag:
+    if settings.engine_tag and folder is not None:
         from qdebug.analysis.endpoint import recount
 
         from .endpoint_engine import engine_evidence
 
-        engine_evidence(report, run, Path(args.engine_traces), settings, local_traces)
+        engine_evidence(report, run, folder, settings, local_traces)
         recount(report)
     return report
 

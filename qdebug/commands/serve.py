@@ -85,7 +85,7 @@ def run_serve(args: ServeArgs) -> None:
     from qdebug.serve.app import ServeSettings, build_app
     from qdebug.serve.limits import BodyLimit, ClientLimits, guarded_protocol
 
-    name = args.served_model or ("qdebug-demo" if args.model == "demo" else args.model)
+    name = args.served_model or ("qdebug-demo" if args.spec == "demo" else args.spec)
     settings = ServeSettings(model_name=name, traces=args.traces, inject=args.inject, seed=args.seed, wave_window=args.wave_window)
     limits = ClientLimits(args.max_body_mb, args.max_connections, args.request_timeout)
     app = build_app(loaded, settings)

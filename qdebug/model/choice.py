@@ -22,12 +22,17 @@ class ModelChoice:
     dtype: str = "auto"
     attn_kernel: str = "eager"
 
+    @property
+    def spec(self) -> str:
+        """`model`, for a command that needs one (ModelLoadError, one line, when none was given)."""
+        if self.model is None:
+            from qdebug.errors import ModelLoadError
+
+            raise ModelLoadError("no --model was given; expected `demo`, a checkpoint directory or a cached hub id")
+        return self.model
+
     def load(self, **options: Any) -> LoadedModel:
         """Load this model offline (`options` go to `qdebug.model.load.load_model`, e.g. `device_map`)."""
-        from qdebug.errors import ModelLoadError
-
         from .load import load_model
 
-        if self.model is None:
-            raise ModelLoadError("no --model was given; expected `demo`, a checkpoint directory or a cached hub id")
-        return load_model(self.model, self.device, self.dtype, self.attn_kernel, **options)
+        return load_model(self.spec, self.device, self.dtype, self.attn_kernel, **options)

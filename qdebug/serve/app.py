@@ -85,14 +85,15 @@ class Tracer:
 
     def _file(self, number: int, rid: str, client_tag, trace, client) -> None:
         """Save the trace and append one line to index.jsonl naming it, its client tag and its buffer donors."""
-        if self.settings.traces is None:
+        folder = self.settings.traces
+        if folder is None:
             return
         from qdebug.trace.schema import save_trace
 
-        tmp = self.settings.traces / f".qdebug-serve-{self.run_tag}-{number}.qdt.tmp"
+        tmp = folder / f".qdebug-serve-{self.run_tag}-{number}.qdt.tmp"
         try:
             save_trace(trace, tmp)
-            number, name = self._claim(tmp, number)
+            number, name = self._claim(folder, tmp, number)
         finally:
             tmp.unlink(missing_ok=True)
         line = {
@@ -100,11 +101,11 @@ class Tracer:
             "wave": client.wave if client else None, "donors": list(client.donors) if client else [],
             "inject": self.settings.inject,
         }
-        with self._index_lock, open(self.settings.traces / "index.jsonl", "a", encoding="utf-8") as f:
+        with self._index_lock, open(folder / "index.jsonl", "a", encoding="utf-8") as f:
             f.write(strict_json.dumps(line) + "\n")
             self.written += 1
 
-    def _claim(self, tmp: Path, number: int) -> tuple[int, str]:
+    def _claim(self, folder: Path, tmp: Path, number: int) -> tuple[int, str]:
         """Hard-link the finished trace as `NNNNNN.qdt`, taking the next number while that name is taken.
 
         A link never replaces a file, so a trace from an earlier run (or another server on this folder) is kept.
@@ -112,7 +113,7 @@ class Tracer:
         while True:
             name = f"{number:06d}.qdt"
             try:
-                link_new(tmp, self.settings.traces / name)
+                link_new(tmp, folder / name)
                 return number, name
             except FileExistsError:
                 number = next(self._numbers)

@@ -1,5 +1,5 @@
 """The type checker passes: `python -m mypy` with pyproject.toml's [tool.mypy] (the top-level modules and the model,
-trace, engine, analysis, export, demo, replay and render layers, bodies checked; the fully annotated modules kept fully
+trace, engine, analysis, export, demo, replay, render, commands and serve layers, bodies checked; the fully annotated modules kept fully
 annotated) reports no error."""
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ def test_mypy_reports_no_error():
 
 
 def test_mypy_checks_the_layers_the_ci_promises():
-    """The configuration still names the vocabulary, model, trace, engine, analysis, export, demo, replay and render
-    layers and checks function bodies."""
+    """The configuration still names the vocabulary, model, trace, engine, analysis, export, demo, replay, render,
+    commands and serve layers and checks function bodies."""
     mypy = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
     assert {"qdebug/*.py", "qdebug/model", "qdebug/trace", "qdebug/engine", "qdebug/analysis", "qdebug/export", "qdebug/demo",
-            "qdebug/replay", "qdebug/render"} <= set(mypy["files"])
+            "qdebug/replay", "qdebug/render", "qdebug/commands", "qdebug/serve"} <= set(mypy["files"])
     assert mypy["check_untyped_defs"] is True
     strict = [o for o in mypy["overrides"] if o.get("disallow_untyped_defs")]
     assert any("qdebug.vocab" in o["module"] for o in strict)
