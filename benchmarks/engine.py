@@ -150,7 +150,7 @@ def alternating_ratios(python, work: Path, requests: int, concurrency: int, pair
     with VllmServer(python, work, trace_dir=traces) as server:
         for tagged in (False, True):  # warm-up, not counted
             asyncio.run(burst_seconds(server.url, _bodies(concurrency * 2, 9000 + tagged, tagged), concurrency))
-        written = _traces_indexed(traces, concurrency * 2, 0.0)
+        written = _traces_indexed(traces, concurrency * 2, 60.0)  # the warm-up's traces are not charged to the first pair
         for k in range(pairs):
             rates = {}
             for tagged in ((False, True) if k % 2 == 0 else (True, False)):
