@@ -93,3 +93,16 @@ def test_cached_hub_id_loads_offline(tmp_path, monkeypatch):
     assert resolve_model_dir("qdebug/tiny-demo") == snapshot
     loaded = load_model("qdebug/tiny-demo", "cpu")
     assert loaded.path == str(snapshot) and loaded.spec == "qdebug/tiny-demo"
+
+
+def test_a_command_without_a_model_says_so_in_one_line():
+    """A command needing a model whose --model is unset (the `repl --trace` shape of ModelChoice) refuses in one line,
+    before anything loads, both where it reads the spec and where it loads."""
+    from qdebug.model.choice import ModelChoice
+
+    choice = ModelChoice(model=None)
+    for use in (lambda: choice.spec, choice.load):
+        with pytest.raises(ModelLoadError) as err:
+            use()
+        assert str(err.value) == "no --model was given; expected `demo`, a checkpoint directory or a cached hub id"
+    assert ModelChoice().spec == "demo"
