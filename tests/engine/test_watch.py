@@ -70,18 +70,26 @@ def logged(server, count: int) -> list:
 
 
 def agreed(server, series: dict, check: str) -> tuple[dict, list]:
-    """/metrics and the findings log once they hold the same violations of `check`, else the last reads: each is
-    written off the engine's step at its own pace (the counters twice a second, the log by a thread), so on a loaded
-    machine a settled read of the counters can still lag the log by a step's checks (13 against 17 in one CI run)."""
-    def violations(found: list) -> int:
-        return len([f for f in found if f.check == check and f.outcome == "violation"])
+    """/metrics and the findings log once every check's violations on /metrics are as many as the log's lines of that
+    check (`check` included, even at none), else the last reads: each is written off the engine's step at its own pace
+    (the counters twice a second, the log by a thread), so on a loaded machine a settled read of the counters can
+    still lag the log by a step's checks (13 against 17 in one CI run)."""
+    def counts(found: list) -> dict[str, int]:
+        out = {check: 0}
+        for f in found:
+            if f.outcome == "violation":
+                out[f.check] = out.get(f.check, 0) + 1
+        return out
+
+    def same(series: dict, found: list) -> bool:
+        return all(int(series.get((VIOLATIONS, c), 0)) == n for c, n in counts(found).items())
 
     found = logged(server, int(series.get((VIOLATIONS, check), 0)))
     deadline = time.monotonic() + 30
-    while int(series.get((VIOLATIONS, check), 0)) != violations(found) and time.monotonic() < deadline:
-        logged_now = violations(found)
-        series = settled(server, lambda s: s.get((VIOLATIONS, check), 0) >= logged_now)
-        found = logged(server, int(series.get((VIOLATIONS, check), 0)))
+    while not same(series, found) and time.monotonic() < deadline:
+        logged_now = counts(found)
+        series = settled(server, lambda s: all(s.get((VIOLATIONS, c), 0) >= n for c, n in logged_now.items()))
+        found = logged(server, sum(int(v) for (name, _), v in series.items() if name in (VIOLATIONS, ERRORS)))
     return series, found
 
 
@@ -102,7 +110,15 @@ def test_a_shared_visual_buffer_is_counted_on_metrics_and_its_donors_are_the_eng
         assert violations > 0, series
         assert series[(CHECKS, "counts")] == sent <= series[(CHECKS, "placement")] and series[(ERRORS, "placement")] == 0, series
     placement = [f for f in found if f.check == "placement" and f.outcome == "violation"]
-    assert len(placement) == violations == len(found), (violations, [f.evidence for f in found])
+    assert len(placement) == violations, (violations, [f.evidence for f in placement])
+    # every other line of the log is another check's violation (the shared buffer can show in a sampled check too:
+    # 7 of 24 lines in one CI run), each counted on /metrics by its own check; none is an error
+    others: dict[str, int] = {}
+    for f in found:
+        if f.check != "placement":
+            assert f.outcome == "violation", (f.check, f.outcome, f.evidence)
+            others[f.check] = others.get(f.check, 0) + 1
+    assert all(series[(VIOLATIONS, c)] == n for c, n in others.items()), (others, series)
     traces = {p.stem: load_trace(p) for p in server.traces.glob("*.qdt")}
     for f in placement:
         assert f.request_id in traces and f.donors and f.stage == "sync", f
