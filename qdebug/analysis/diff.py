@@ -221,7 +221,7 @@ def diff_traces(a, b, *, atol: float | None = None, rtol: float | None = None, a
 
     stages.append(StageDiff(StageName.PREPROCESS, 0.0, 0.0, 1.0, StageVerdict.OK, detail="same input ids and image grids"))
     # one encode tensor per media item (image, video, clip; Qwen2.5-Omni's mixed items each at its own encoder)
-    enc_a, enc_b = ([t.tensor_or_none(T.ENCODE, image=it.item) for it in trace_items(t)] for t in (a, b))
+    enc_a, enc_b = ([t.tensor_or_none(T.ENCODE, item=it.item) for it in trace_items(t)] for t in (a, b))
     if enc_a and len(enc_a) == len(enc_b) and all(t is not None for t in enc_a + enc_b):
         stages.append(_encoder_rows_at_positions(_compare(torch.cat(enc_a), torch.cat(enc_b), tol, StageName.ENCODE), a, kinds))
     elif len(enc_a) != len(enc_b):  # one run was handed its rows whole (prompt_embeds): it ran no encoder

@@ -85,7 +85,7 @@ def attribute_encoder_rows(alone, burst, neighbours: dict, tol) -> list[str]:
     (`neighbours`: request id → its trace in the same burst), a shifted copy of its own, or no one's; one line per item."""
     lines = []
     for item in trace_items(burst):
-        mine, before = burst.tensor_or_none(T.ENCODE, image=item.item), alone.tensor_or_none(T.ENCODE, image=item.item)
+        mine, before = burst.tensor_or_none(T.ENCODE, item=item.item), alone.tensor_or_none(T.ENCODE, item=item.item)
         if mine is None or before is None or mine.shape != before.shape:
             continue
         parted = [r for r in range(mine.shape[0]) if not _same_row(tol, before[r], mine[r:r + 1])[0]]
@@ -104,7 +104,7 @@ def _owner(row, index: int, own, neighbours: dict, tol) -> str:
     """Whose rows one parted encoder row equals: a neighbour in the burst (alone or in the burst), its own shifted, or no one."""
     for rid, trace in sorted(neighbours.items()):
         for item in trace_items(trace):
-            rows = trace.tensor_or_none(T.ENCODE, image=item.item)
+            rows = trace.tensor_or_none(T.ENCODE, item=item.item)
             if rows is not None and rows.shape[-1] == row.shape[-1] and _same_row(tol, row, rows)[0]:
                 return rid
     same, where = _same_row(tol, row, own)

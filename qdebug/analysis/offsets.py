@@ -39,7 +39,7 @@ def candidates_from_references(references: dict) -> list[Candidate]:
     out = []
     for rid, trace in references.items():
         for index, _span in media_spans(trace):
-            rows = trace.tensor_or_none(T.ENCODE, image=index)
+            rows = trace.tensor_or_none(T.ENCODE, item=index)
             if rows is not None:
                 out.append(Candidate(rid, index, rows))
     return out

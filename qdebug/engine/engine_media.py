@@ -52,7 +52,7 @@ def media_stages(req: EngineRequest, model, prompt_text: str, tensors: dict) -> 
             encode_checks.append(Check(f"{s.modality} {s.index}: rows in the encoder cache", False, "not recorded", FindingKind.SHAPE_MISMATCH))
             continue
         st = tensor_stats(r)
-        tensors[tensor_name(T.ENCODE, image=n)] = r
+        tensors[tensor_name(T.ENCODE, item=n)] = r
         encode_spans.append(EncoderSpan(modality=s.modality, index=s.index, item=s.item, rows=r.shape[0], dim=r.shape[1],
                                         stats=TensorStats(**st), fingerprint=fingerprint(r)))
         encode_checks.append(Check(f"{s.modality} {s.index}: no NaN/Inf", st["nan"] == 0 and st["inf"] == 0,

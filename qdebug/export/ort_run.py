@@ -173,7 +173,7 @@ def run_export(opened: OpenExport, loaded, inputs: dict) -> OnnxRun:
             feed = {tensor: _feed(ins, tensor, values[role]) for role, tensor in graph.inputs.items()}
             out = _run(sess, feed, m.file("vision"), f"image {i}")
             chunks.append(_rows(out[graph.outputs[StageName.ENCODE]]))
-            tensors[tensor_name(T.ENCODE, image=i)] = chunks[-1]
+            tensors[tensor_name(T.ENCODE, item=i)] = chunks[-1]
             deep_chunks.append([_rows(out[graph.outputs[f"deepstack.{k}"]]) for k in range(_count(graph.outputs, "deepstack"))])
         rows_all = torch.cat(chunks)
         deep_all = [torch.cat(parts) for parts in zip(*deep_chunks)] if deep_chunks and deep_chunks[0] else []

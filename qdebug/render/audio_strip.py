@@ -41,7 +41,7 @@ def strip_panel(trace, clip: dict, strip, title: str, width: int = 72):
 
     from qdebug.analysis.audio_attention import strip_peak
 
-    env = trace.tensor_or_none(T.AUDIO_ENVELOPE, image=clip["index"])
+    env = trace.tensor_or_none(T.AUDIO_ENVELOPE, item=clip["index"])
     text = Text()
     if env is not None and len(env):
         wave = _resample(env.tolist(), width)
@@ -82,7 +82,7 @@ def audio_png(trace, path: str | Path, *, steps: list[int], layer: int | None = 
     which += f", head {head}" if head is not None else ", mean of heads"
     fig.suptitle(f"attention of {steps_phrase(trace, steps)} over the clip ({which})\n\"{trace.generated_text}\"", fontsize=10)
     for i, clip in enumerate(info):
-        env = trace.tensor_or_none(T.AUDIO_ENVELOPE, image=clip["index"])
+        env = trace.tensor_or_none(T.AUDIO_ENVELOPE, item=clip["index"])
         for j, k in enumerate(steps):
             ax = axes[i * len(steps) + j][0]
             seconds = clip["seconds"]

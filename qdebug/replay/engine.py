@@ -175,5 +175,5 @@ def encoded_rows(trace):
     """The trace's encoder output rows, every media item's in item order."""
     import torch
 
-    rows = [trace.tensor(T.ENCODE, image=i.item) for i in trace_items(trace) if trace.has_tensor(T.ENCODE, image=i.item)]
+    rows = [trace.tensor(T.ENCODE, item=i.item) for i in trace_items(trace) if trace.has_tensor(T.ENCODE, item=i.item)]
     return torch.cat(rows) if rows else None

@@ -41,18 +41,16 @@ def assemble_trace(loaded, request, prepared, rec: Recorder, generated, queries,
     ids = prepared.inputs["input_ids"][0].tolist()
     audio = loaded.adapter.modality == "audio"
     tensors: dict = {}
-    if prepared.media is not None:  # several encoders in one request: one EncoderSpan per item (trace.stages.media)
-        from .stages.media import media_images, media_stages
+    images = image_infos(loaded, request, prepared)
+    if loaded.adapter.mixed_media:  # several encoders in one request: one EncoderSpan per item (trace.stages.media)
+        from .stages.media import media_stages
 
-        images = media_images(loaded, request, prepared)
         stages = media_stages(loaded, request, prepared, rec, tensors)
     elif audio:  # audio families have the same three input stages, clip-shaped
         from .stages.audio import audio_stages
 
-        images = image_infos(loaded, request, prepared)
         stages, audio_meta = audio_stages(loaded, request, prepared, rec, tensors)
     else:
-        images = image_infos(loaded, request, prepared)
         encode, encode_rows = encode_stage(rec, images, tensors)
         videos = None
         if request.videos:
@@ -72,7 +70,7 @@ def assemble_trace(loaded, request, prepared, rec: Recorder, generated, queries,
             images=list(request.image_paths),
             max_new_tokens=request.max_new_tokens,
             image_sha256=[image_digest(im) for im in request.images],
-            audio=list(request.audio_paths) if audio or (prepared.media is not None and request.audio_paths) else None,
+            audio=list(request.audio_paths) if audio or request.audio_paths else None,
             videos=list(request.video_paths) if request.videos else None,
             video_sha256=[_frames_digest(v.frames) for v in request.videos] if request.videos else None,
         ),

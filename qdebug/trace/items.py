@@ -27,7 +27,7 @@ class TraceItem:
 
     modality: Modality
     index: int  # among its modality's items, in message order
-    item: int  # among all the request's items: the `image=` index of its tensors (`encode.<item>`)
+    item: int  # among all the request's items: the `item=` index of its tensors (`encode.<item>`)
     source: str  # its path as the trace names it (an engine trace's `vllm:<hash>`; an Omni video's track: the video's)
     span: tuple[int, int] | None  # [first placeholder, last placeholder + 1) in the input ids
     runs: tuple[tuple[int, int], ...] = ()  # [start, end) of each run of its placeholders (one when contiguous)

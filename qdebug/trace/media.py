@@ -1,4 +1,4 @@
-"""A request carrying several modalities at once (Qwen2.5-Omni: images, clips and videos): what the processor is
+"""Every media item of a request (images, clips, videos; several kinds at once on Qwen2.5-Omni): what the processor is
 given, and where each item's placeholders landed, for every encoder the adapter declares.
 
 Each modality's placeholders are filled by the model in sequence order with that modality's rows in item order
@@ -81,7 +81,11 @@ def media_kwargs(loaded, request) -> dict:
         require_rows(loaded, [clip for clip, _ in slots])
         rate = int(processor.feature_extractor.sampling_rate)
         kwargs.update(audio=[clip.at_rate(rate) for clip, _ in slots], sampling_rate=rate)
-    if request.videos:
+    if request.videos and not loaded.adapter.mixed_media:  # Qwen-VL: the frames with their own times (trace.video_prepare)
+        from .video_prepare import video_kwargs
+
+        kwargs.update(video_kwargs(loaded, request))
+    elif request.videos:
         rates = {round(float(v.metadata().sampled_fps), 6) for v in request.videos}
         if len(rates) > 1:  # the Omni processor takes one rate for all videos (seconds per temporal patch)
             raise PlaceholderError(f"videos sampled at different rates {sorted(rates)} fps; expected one --fps for every video of a request")
@@ -121,11 +125,17 @@ def media_items(loaded, request, inputs) -> list[MediaItem]:
     for enc in adapter.encoders():
         token = enc.token_id(config)
         mine = _sources(request, enc.modality)
+        positions = [i for i, t in enumerate(ids) if t == token] if token is not None else []
         if not mine:
+            if positions:
+                raise PlaceholderError(f"the templated prompt has {len(positions)} {enc.modality} placeholder(s) and the request "
+                                       f"no {enc.modality}; expected placeholders only for the request's items")
             continue
         if token is None:
             raise PlaceholderError(f"{adapter.name} has no {enc.modality} placeholder ({enc.token_attr}); expected a model that reads {enc.modality}")
-        positions = [i for i, t in enumerate(ids) if t == token]
+        if not positions:
+            raise PlaceholderError(f"the templated prompt has no {enc.modality} placeholder for {len(mine)} {enc.modality} item(s); "
+                                   f"expected the chat template to place each (a template without a {enc.modality} branch cannot)")
         at = 0
         for k, source in enumerate(mine):
             if enc.grid_key is not None:
@@ -138,12 +148,12 @@ def media_items(loaded, request, inputs) -> list[MediaItem]:
             item = MediaItem(enc.modality, k, len(items), source, expected, grid, kept, positions[at : at + expected])
             at += expected
             if len(item.positions) != expected:
-                raise PlaceholderError(f"{enc.modality} {k} ({source}): {len(item.positions)} placeholder(s) left for {expected} rows; "
+                raise PlaceholderError(f"{enc.modality} {k} ({source}): {len(item.positions)} placeholder(s) left for its {expected} rows; "
                                        f"expected one placeholder per row")
             items.append(item)
         if at != len(positions):
-            raise PlaceholderError(f"the templated prompt has {len(positions)} {enc.modality} placeholder(s) for {at} rows; "
-                                   f"expected one placeholder per row of the request's {enc.modality} item(s)")
+            raise PlaceholderError(f"the templated prompt has {len(positions)} {enc.modality} placeholder(s) for {at} rows of "
+                                   f"{len(mine)} {enc.modality} item(s); expected one placeholder per row")
     return items
 
 

@@ -10,6 +10,7 @@ from qdebug.vocab import StageName
 
 from .assemble import assemble_trace
 from .hooks import Recorder, recording
+from .media import MediaItem, media_items, media_kwargs
 from .protocols import AttentionTap, Fault, PipelineListener
 from .request import Request
 from .schema import Trace
@@ -38,75 +39,40 @@ class RecordPolicy:
 
 @dataclass
 class Prepared:
-    """A request after the processor: model inputs plus what `preprocess` reports."""
+    """A request after the processor: model inputs plus every item at its encoder (`trace.media.MediaItem`, its
+    placeholder positions included), built the same way for every family."""
 
     text: str
     inputs: dict
-    spans: list[tuple[int, int]]
-    # Videos: each video's runs of `<|video_pad|>` (one run on Qwen2/2.5-VL; one per temporal slice on Qwen3-VL,
-    # whose processor writes `<t seconds>` text between them); `spans` then holds [first run start, last run end).
-    video_slices: list[list[tuple[int, int]]] | None = None
-    # Mixed-media requests (Qwen2.5-Omni): every item at its encoder (trace.media.MediaItem), positions included.
-    media: list | None = None
+    media: list[MediaItem]
+
+    @property
+    def spans(self) -> list[tuple[int, int]]:
+        """Each item's [first placeholder, last placeholder + 1), in item order."""
+        return [m.extent for m in self.media]
+
+    @property
+    def video_slices(self) -> list[list[tuple[int, int]]] | None:
+        """Each video's runs of its placeholder (one run on Qwen2/2.5-VL; one per temporal slice on Qwen3-VL, whose
+        processor writes `<t seconds>` text between them), or None for a request without video."""
+        runs = [m.runs for m in self.media if m.modality == "video"]
+        return runs or None
 
     @property
     def visual_positions(self) -> list[int]:
-        """Every placeholder position whose row comes from the encoder, in sequence order (mixed media: the images',
-        else every item's: the keys attention is kept over)."""
-        if self.media is not None:
-            images = [p for m in self.media if m.modality == "image" for p in m.positions]
-            return images or sorted(p for m in self.media for p in m.positions)
-        if self.video_slices is not None:
-            return [p for runs in self.video_slices for s, e in runs for p in range(s, e)]
-        return [p for s, e in self.spans for p in range(s, e)]
+        """The keys attention is kept over, in sequence order: the images' placeholder positions, or every item's when
+        the request has no image (a video, a clip)."""
+        images = [p for m in self.media if m.modality == "image" for p in m.positions]
+        return images or sorted(p for m in self.media for p in m.positions)
 
 
 def prepare(loaded, request: Request) -> Prepared:
-    """Apply the chat template and processor; check one placeholder span per image."""
-    processor = loaded.processor
-    text = processor.apply_chat_template(request.messages(), add_generation_prompt=True, tokenize=False)
-    if loaded.adapter.mixed_media:  # every declared encoder's items in one request (Qwen2.5-Omni)
-        return _prepare_media(loaded, request, text)
-    kwargs: dict[str, object] = {"images": request.images} if request.images else {}
-    if request.audios:  # audio families: each clip resampled to the feature extractor's rate
-        from .audio import require_rows
-
-        require_rows(loaded, request.audios)
-        rate = int(processor.feature_extractor.sampling_rate)
-        kwargs.update(audio=[clip.at_rate(rate) for clip in request.audios], sampling_rate=rate)
-    if request.videos:
-        from .video_prepare import video_kwargs
-
-        kwargs.update(video_kwargs(loaded, request))
-    try:
-        inputs = processor(text=[text], return_tensors="pt", **kwargs)
-    except ValueError as exc:  # the processor's own placeholder/image count check
-        raise PlaceholderError(f"prompt and images disagree: {str(exc).splitlines()[0]}") from None
-    if request.videos:
-        from .video_prepare import video_spans, video_token_id
-
-        token = video_token_id(loaded.config)
-        if token is None:
-            raise PlaceholderError(f"{loaded.spec}: the model's config names no video placeholder token (video_token_id); "
-                                   "expected a video-capable Qwen-VL checkpoint")
-        runs = placeholder_spans(inputs["input_ids"][0].tolist(), token)
-        spans, slices = video_spans(loaded, inputs, len(request.videos), runs)
-        return Prepared(text=text, inputs=dict(inputs), spans=spans, video_slices=slices)
-    image_token = loaded.adapter.image_token_id(loaded.config)
-    spans = placeholder_spans(inputs["input_ids"][0].tolist(), image_token)
-    media, count = ("clip", len(request.audios)) if request.audios else ("image", len(request.images))
-    if len(spans) != count:
-        raise PlaceholderError(
-            f"the templated prompt has {len(spans)} {media} placeholder span(s) for {count} {media}(s); "
-            f"expected one span per {media}"
-        )
-    return Prepared(text=text, inputs=dict(inputs), spans=spans)
-
-
-def _prepare_media(loaded, request: Request, text: str) -> Prepared:
-    """The processor over every item, and where each item's placeholders are (trace.media)."""
-    from .media import media_items, media_kwargs
-
+    """Apply the chat template and the processor to every item, then find each item's placeholders (one path for every
+    family: the encoders its adapter declares)."""
+    if request.videos and (request.images or request.audios) and not loaded.adapter.mixed_media:
+        raise PlaceholderError(f"{len(request.videos)} video(s) with other media for {loaded.adapter.name}; expected videos "
+                               "only in a video request (images with a video are not traced yet)")
+    text = loaded.processor.apply_chat_template(request.messages(), add_generation_prompt=True, tokenize=False)
     try:
         inputs = dict(loaded.processor(text=[text], return_tensors="pt", **media_kwargs(loaded, request)))
     except ValueError as exc:  # the processor's own placeholder count checks
@@ -114,7 +80,7 @@ def _prepare_media(loaded, request: Request, text: str) -> Prepared:
     items = media_items(loaded, request, inputs)
     if request.use_audio_in_video:
         inputs["use_audio_in_video"] = True  # generate's model kwarg: the positions interleave each video with its sound
-    return Prepared(text=text, inputs=inputs, spans=[m.extent for m in items], media=items)
+    return Prepared(text=text, inputs=inputs, media=items)
 
 
 def placeholder_spans(ids: list[int], image_token: int) -> list[tuple[int, int]]:

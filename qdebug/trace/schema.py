@@ -119,7 +119,7 @@ class ImageInfo:
 @dataclass
 class Trace:
     """Everything captured for one request. Tensors are keyed by canonical names (`tensor_names.tensor_name`);
-    read them with `tensor(kind, layer=, step=, image=)`."""
+    read them with `tensor(kind, layer=, step=, item=)`."""
 
     meta: TraceMeta
     request: TraceRequest
@@ -151,21 +151,21 @@ class Trace:
         """Stage names in pipeline order (preprocess, encode, sync, layer.N…, logits, step.K…)."""
         return list(self.stages)
 
-    def tensor(self, kind: TensorKind | str, layer: int | None = None, step: int | None = None, image: int | None = None):
-        """The `kind` tensor of that layer, step or image (KeyError naming them when the trace holds none)."""
-        name = tensor_name(kind, layer=layer, step=step, image=image)
+    def tensor(self, kind: TensorKind | str, layer: int | None = None, step: int | None = None, item: int | None = None):
+        """The `kind` tensor of that layer, step or media item (KeyError naming them when the trace holds none)."""
+        name = tensor_name(kind, layer=layer, step=step, item=item)
         if name not in self.tensors:
-            where = ", ".join(f"{k} {v}" for k, v in (("layer", layer), ("step", step), ("image", image)) if v is not None)
+            where = ", ".join(f"{k} {v}" for k, v in (("layer", layer), ("step", step), ("item", item)) if v is not None)
             raise KeyError(f"trace holds no {TensorKind(kind).value} tensor{f' for {where}' if where else ''} ({name})")
         return _as_read(kind, self.tensors[name])
 
-    def has_tensor(self, kind: TensorKind | str, layer: int | None = None, step: int | None = None, image: int | None = None) -> bool:
-        """Whether the trace holds the `kind` tensor of that layer, step or image."""
-        return tensor_name(kind, layer=layer, step=step, image=image) in self.tensors
+    def has_tensor(self, kind: TensorKind | str, layer: int | None = None, step: int | None = None, item: int | None = None) -> bool:
+        """Whether the trace holds the `kind` tensor of that layer, step or media item."""
+        return tensor_name(kind, layer=layer, step=step, item=item) in self.tensors
 
-    def tensor_or_none(self, kind: TensorKind | str, layer: int | None = None, step: int | None = None, image: int | None = None):
-        """The `kind` tensor of that layer, step or image, or None when the trace holds none."""
-        t = self.tensors.get(tensor_name(kind, layer=layer, step=step, image=image))
+    def tensor_or_none(self, kind: TensorKind | str, layer: int | None = None, step: int | None = None, item: int | None = None):
+        """The `kind` tensor of that layer, step or media item, or None when the trace holds none."""
+        t = self.tensors.get(tensor_name(kind, layer=layer, step=step, item=item))
         return None if t is None else _as_read(kind, t)
 
     def tensor_layers(self, kind: TensorKind | str) -> list[int]:

@@ -1,11 +1,11 @@
-"""The canonical names of a trace's tensors: one kind per thing captured, numbered by layer, step or image.
+"""The canonical names of a trace's tensors: one kind per thing captured, numbered by layer, step or media item.
 
 These names are the keys of `Trace.tensors` and of the `.qdt` file's safetensors section, so they never change.
 
 | kind | name | holds |
 |---|---|---|
-| `encode` | `encode.{image}` | the vision (or audio) tower's merged rows for one image (or clip) |
-| `audio.envelope` | `audio.{image}.envelope` | one clip's loudness envelope |
+| `encode` | `encode.{item}` | the encoder's merged rows for one media item (an image, a video, a clip), numbered among all the request's items |
+| `audio.envelope` | `audio.{item}.envelope` | one clip's loudness envelope |
 | `sync.embeds` | `sync.embeds` | the merged embeddings the decoder received (seq × dim) |
 | `sync.position_ids` | `sync.position_ids` | the (MRoPE) position ids the decoder received |
 | `sync.expected_position_ids` | `sync.expected_position_ids` | the position ids `get_rope_index` computes |
@@ -28,7 +28,7 @@ from enum import StrEnum
 
 
 class TensorKind(StrEnum):
-    """What a trace tensor holds; `tensor_name` numbers it by layer, step or image."""
+    """What a trace tensor holds; `tensor_name` numbers it by layer, step or media item."""
 
     ENCODE = "encode"
     AUDIO_ENVELOPE = "audio.envelope"
@@ -48,8 +48,8 @@ class TensorKind(StrEnum):
 
 # Which index each kind is numbered by (None: one tensor per trace); the index goes after the kind's first word.
 _INDEX = {
-    TensorKind.ENCODE: "image",
-    TensorKind.AUDIO_ENVELOPE: "image",
+    TensorKind.ENCODE: "item",
+    TensorKind.AUDIO_ENVELOPE: "item",
     TensorKind.LAYER_HIDDEN: "layer",
     TensorKind.LAYER_LAST: "layer",
     TensorKind.LAYER_STEP_HIDDEN: "layer",
@@ -59,10 +59,10 @@ _INDEX = {
 }
 
 
-def tensor_name(kind: TensorKind | str, layer: int | None = None, step: int | None = None, image: int | None = None) -> str:
+def tensor_name(kind: TensorKind | str, layer: int | None = None, step: int | None = None, item: int | None = None) -> str:
     """The canonical name of a `kind` tensor (ValueError when the index it needs is missing or another is given)."""
     kind = TensorKind(kind)
-    given = {k: v for k, v in (("layer", layer), ("step", step), ("image", image)) if v is not None}
+    given = {k: v for k, v in (("layer", layer), ("step", step), ("item", item)) if v is not None}
     needed = _INDEX.get(kind)
     if set(given) != ({needed} if needed else set()):
         want = f"a {needed}" if needed else "no index"

@@ -54,7 +54,7 @@ def test_two_requests_in_one_step_each_hold_only_their_own_rows(traced_server):
         assert both.tensor(T.SYNC_EMBEDS).shape[0] == n and both.tensor(T.LAYER_HIDDEN, layer=3).shape[0] == n
         # its own image's rows, where its own placeholders are
         assert [s.visual_offset for s in both.stages["sync"].summary.images] == [i.span[0] for i in both.images]
-        assert torch.allclose(both.tensor(T.ENCODE, image=0), solo.tensor(T.ENCODE, image=0), atol=1e-5)
+        assert torch.allclose(both.tensor(T.ENCODE, item=0), solo.tensor(T.ENCODE, item=0), atol=1e-5)
         result = diff_traces(solo, both)
         assert result.first_divergence is None, [(s.name, s.max_abs) for s in result.stages]
         assert both.generated_ids == solo.generated_ids

@@ -59,7 +59,7 @@ def test_a_captured_video_reaches_the_engine_as_a_video(traced_server, tmp_path)
         assert engine.input_ids == expected and len(expected) > 8  # the whole prompt, not the text alone
         assert engine.tokens.count("<|video_pad|>") == 24  # 4 frames → 2 temporal patches of 6×8, merged 2×2
         (video,) = engine.stages["preprocess"].summary.videos  # the video's placeholder run, counted in the engine trace
-        assert video.runs == [[3, 27]] and video.grid_thw == [2, 6, 8] and engine.tensor_or_none(T.ENCODE, image=0) is not None
+        assert video.runs == [[3, 27]] and video.grid_thw == [2, 6, 8] and engine.tensor_or_none(T.ENCODE, item=0) is not None
     assert "answers only" not in json.dumps(doc["findings"])  # judged by stage comparison, not by the answers
     assert result.returncode == 0, result.stdout + result.stderr
 

@@ -47,7 +47,7 @@ def test_trace_accessor(demo_trace):
     trace, _ = demo_trace
     assert trace.tensor(TensorKind.LAYER_ATTN, layer=0) is trace.tensors["layer.0.attn"]
     assert trace.tensor("step.logits", step=0) is trace.tensors["step.0.logits"]
-    assert trace.has_tensor(TensorKind.ENCODE, image=0) and not trace.has_tensor(TensorKind.ENCODE, image=9)
+    assert trace.has_tensor(TensorKind.ENCODE, item=0) and not trace.has_tensor(TensorKind.ENCODE, item=9)
     assert trace.tensor_or_none(TensorKind.LAYER_HIDDEN, layer=0) is None  # saved without --keep hidden
     assert trace.tensor_layers(TensorKind.LAYER_ATTN) == list(range(trace.num_layers))
     with pytest.raises(KeyError, match="step.logits tensor for step 99"):

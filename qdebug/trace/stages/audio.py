@@ -32,7 +32,7 @@ def audio_stages(loaded, request, prepared, rec, tensors: dict) -> tuple[dict[st
             "frames": allowed, "feature_frames": int(inputs["input_features"].shape[-1]), "rows": rows,
             "span": list(span) if span else None, "seconds_per_row": (allowed / rows) * hop / rate if rows else 0.0,
         })
-        tensors[tensor_name(T.AUDIO_ENVELOPE, image=i)] = envelope(clip.samples)
+        tensors[tensor_name(T.AUDIO_ENVELOPE, item=i)] = envelope(clip.samples)
 
     stages: dict[str, Stage] = {StageName.PREPROCESS: Stage(
         StageName.PREPROCESS,
@@ -68,7 +68,7 @@ def clip_stages(clips: list[dict], rows: dict, padded: int, embeds, position_ids
         clip_rows = rows[c["index"]]
         encode_rows.append(clip_rows)
         st = tensor_stats(clip_rows)
-        tensors[tensor_name(T.ENCODE, image=c["index"])] = clip_rows
+        tensors[tensor_name(T.ENCODE, item=c["index"])] = clip_rows
         enc_summary.append(EncodeClip(audio=c["index"], rows=clip_rows.shape[0], rows_out=padded or clip_rows.shape[0], dim=clip_rows.shape[1],
                                       stats=TensorStats(**st), fingerprint=fingerprint(clip_rows)))
         enc_checks.append(Check(f"clip {c['index']}: no NaN/Inf", st["nan"] == 0 and st["inf"] == 0, f"{st['nan']} NaN, {st['inf']} Inf", FindingKind.NAN_INF))

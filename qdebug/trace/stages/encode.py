@@ -21,7 +21,7 @@ def encode_stage(rec, images: list[ImageInfo], tensors: dict) -> tuple[Stage, li
     per_image, checks = [], []
     for img, rows in zip(images, encode_rows):
         st = tensor_stats(rows)
-        tensors[tensor_name(T.ENCODE, image=img.index)] = rows
+        tensors[tensor_name(T.ENCODE, item=img.index)] = rows
         per_image.append(EncodeImage(image=img.index, rows=rows.shape[0], dim=rows.shape[1], stats=TensorStats(**st), fingerprint=fingerprint(rows)))
         checks.append(Check(f"image {img.index}: no NaN/Inf", st["nan"] == 0 and st["inf"] == 0, f"{st['nan']} NaN, {st['inf']} Inf", FindingKind.NAN_INF))
     if rec.vision_rows is not None and not encode_rows:

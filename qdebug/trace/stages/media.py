@@ -6,21 +6,10 @@ from __future__ import annotations
 from qdebug.vocab import FindingKind, StageName
 
 from ..media_rows import rows_gap, same_rows
-from ..schema import Check, ImageInfo, Stage
+from ..schema import Check, Stage
 from ..stats import fingerprint, tensor_stats
 from ..summaries import EncodeSummary, EncoderSpan, PreprocessSummary, SyncSummary, TensorStats
 from ..tensor_names import TensorKind as T, tensor_name
-
-
-def media_images(loaded, request, prepared) -> list[ImageInfo]:
-    """The image items as ImageInfos (what attention heatmaps are drawn over)."""
-    merge = loaded.adapter.merge_size(loaded.config)
-    out = []
-    for m in prepared.media:
-        if m.modality == "image":
-            t, h, w = m.grid_thw
-            out.append(ImageInfo(m.index, m.source, tuple(request.images[m.index].size), (t, h, w), m.extent, h // merge, w // merge))
-    return out
 
 
 def media_stages(loaded, request, prepared, rec, tensors: dict) -> dict[str, Stage]:
@@ -40,7 +29,7 @@ def media_stages(loaded, request, prepared, rec, tensors: dict) -> dict[str, Sta
         if r is None:
             continue
         st = tensor_stats(r)
-        tensors[tensor_name(T.ENCODE, image=m.item)] = r
+        tensors[tensor_name(T.ENCODE, item=m.item)] = r
         encode_spans.append(EncoderSpan(modality=m.modality, index=m.index, item=m.item, rows=r.shape[0], dim=r.shape[1],
                                         stats=TensorStats(**st), fingerprint=fingerprint(r)))
         encode_checks.append(Check(f"{m.modality} {m.index}: no NaN/Inf", st["nan"] == 0 and st["inf"] == 0,

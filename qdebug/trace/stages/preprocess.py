@@ -10,20 +10,17 @@ from ..summaries import PreprocessSummary
 
 
 def image_infos(loaded, request, prepared) -> list[ImageInfo]:
-    """One ImageInfo per image placeholder span (none for audio families)."""
-    inputs = prepared.inputs
+    """The items attention is drawn over, one ImageInfo each: the images, else a Qwen-VL video request's videos (their
+    frames' size, their grid); never a clip, nor an Omni video (its rows interleave with its sound)."""
     merge = loaded.adapter.merge_size(loaded.config)
-    video = bool(request.videos)  # a video request: one visual item per video (its frames' size, its grid)
-    grids = inputs.get("video_grid_thw" if video else "image_grid_thw")
-    media = request.videos if video else request.images
-    paths = request.video_paths if video else request.image_paths
-    images = []
-    for i, (start, end) in enumerate([] if loaded.adapter.modality == "audio" else prepared.spans):
-        t, h, w = (int(x) for x in grids[i]) if grids is not None else (1, 0, 0)
-        size = media[i].size if i < len(media) else (0, 0)
-        path = paths[i] if i < len(paths) else f"<{'video' if video else 'image'} {i}>"
-        images.append(ImageInfo(i, path, tuple(size), (t, h, w), (start, end), h // merge, w // merge))
-    return images
+    drawn = [m for m in prepared.media if m.modality == "image"] or \
+            [m for m in prepared.media if m.modality == "video" and not loaded.adapter.mixed_media]
+    out = []
+    for m in drawn:
+        t, h, w = m.grid_thw
+        size = (request.images if m.modality == "image" else request.videos)[m.index].size
+        out.append(ImageInfo(m.index, m.source, tuple(size), (t, h, w), m.extent, h // merge, w // merge))
+    return out
 
 
 def preprocess_stage(request, prepared, images: list[ImageInfo], videos: list | None = None) -> Stage:
