@@ -8,8 +8,8 @@ from qdebug.trace.tensor_names import TensorKind, layers_holding, tensor_name
 @pytest.mark.parametrize(
     "kind, index, name",
     [
-        (TensorKind.ENCODE, {"image": 1}, "encode.1"),
-        (TensorKind.AUDIO_ENVELOPE, {"image": 0}, "audio.0.envelope"),
+        (TensorKind.ENCODE, {"item": 1}, "encode.1"),
+        (TensorKind.AUDIO_ENVELOPE, {"item": 0}, "audio.0.envelope"),
         (TensorKind.SYNC_EMBEDS, {}, "sync.embeds"),
         (TensorKind.SYNC_POSITION_IDS, {}, "sync.position_ids"),
         (TensorKind.SYNC_EXPECTED_POSITION_IDS, {}, "sync.expected_position_ids"),
@@ -30,7 +30,7 @@ def test_names_are_the_saved_ones(kind, index, name):
 
 
 @pytest.mark.parametrize("kind, index", [(TensorKind.LAYER_ATTN, {}), (TensorKind.SYNC_EMBEDS, {"layer": 0}),
-                                         (TensorKind.STEP_LOGITS, {"layer": 0}), (TensorKind.ENCODE, {"image": 0, "step": 1})])
+                                         (TensorKind.STEP_LOGITS, {"layer": 0}), (TensorKind.ENCODE, {"item": 0, "step": 1})])
 def test_a_wrong_index_is_refused(kind, index):
     with pytest.raises(ValueError, match=kind.value):
         tensor_name(kind, **index)
