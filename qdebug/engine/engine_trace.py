@@ -102,17 +102,21 @@ def _image_stages(req: EngineRequest, model: EngineModel, prompt_text: str, imag
                   tensors: dict) -> tuple[dict[str, Stage], list]:
     """`preprocess`, `encode` and `sync` of an image request, and the deepstack levels' rows (Qwen3-VL; else [])."""
     rec = req.rec
-    rows = [req.encode[i] for i, f in enumerate(req.features) if f.modality == "image" and i in req.encode]
+    rows, parts = {}, []
+    for k, i in enumerate(i for i, f in enumerate(req.features) if f.modality == "image"):
+        if i in req.encode:  # an image without its rows fails encode_stage's check for it, as it should
+            rows[k], levels_k = _split_levels(req.encode[i], model)
+            parts.append(levels_k)
     levels: list = []
-    if rows:  # one image's rows missing makes encode_stage's split-per-image check fail, as it should
+    if parts and all(parts):  # each deepstack level's rows, the images' back to back (Qwen3-VL)
         import torch
 
-        rec.vision_rows, levels = _split_levels(torch.cat(rows), model)
+        levels = [torch.cat(level) for level in zip(*parts)]
     preprocess = Stage(StageName.PREPROCESS, PreprocessSummary(
         text=prompt_text, num_tokens=len(req.prompt_ids),
         pixel_values_shape=_pixel_shape(req), image_grid_thw=[list(i.grid_thw) for i in images], spans=[list(i.span or ()) for i in images],
     ), checks)
-    encode, encode_rows = encode_stage(rec, images, tensors)
+    encode, encode_rows = encode_stage(rows, [], images, tensors)
     sync = sync_stage(None, images, encode_rows, rec, {}, tensors)
     model_positions(req, sync, tensors)  # the ids received against the model's own get_mrope_input_positions
     return {StageName.PREPROCESS: preprocess, StageName.ENCODE: encode, StageName.SYNC: sync}, levels

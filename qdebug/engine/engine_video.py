@@ -53,14 +53,10 @@ def video_items(req: EngineRequest, model: Any) -> tuple[list[ImageInfo], list[l
 
 def video_stages(req: EngineRequest, model: Any, prompt_text: str, tensors: dict) -> tuple[dict[str, Stage], list[ImageInfo]]:
     """`preprocess`, `encode` and `sync` of a video request, and its visual items (one per video, grid t > 1)."""
-    import torch
-
     rec: Any = req.rec  # the Recorder, filled as qdebug's hooks fill it
     images, slices, checks = video_items(req, model)
     feats = [(i, f) for i, f in enumerate(req.features) if f.modality == "video"]
-    rows: list[Any] = [req.encode[i] for i, _ in feats if i in req.encode]
-    if rows and len(rows) == len(feats):  # one video's rows missing leaves encode_stage's split check failing, as it should
-        rec.vision_rows = torch.cat(rows)
+    rows = {k: req.encode[i] for k, (i, _) in enumerate(feats) if i in req.encode}  # a video without rows fails encode
     preps = [VideoPrep(video=img.index, path=img.path, temporal_patch_size=model.temporal_patch_size, grid_thw=list(img.grid_thw),
                        runs=[list(r) for r in runs], pixel_values_videos_shape=feat.pixel_shape,
                        second_per_grid_ts=feat.seconds_per_slice,
@@ -69,7 +65,7 @@ def video_stages(req: EngineRequest, model: Any, prompt_text: str, tensors: dict
     preprocess = Stage(StageName.PREPROCESS, PreprocessSummary(
         text=prompt_text, num_tokens=len(req.prompt_ids), image_grid_thw=[list(i.grid_thw) for i in images],
         spans=[list(i.span or ()) for i in images], videos=preps or None), checks)
-    encode, encode_rows = encode_stage(rec, images, tensors)
+    encode, encode_rows = encode_stage(rows, [], images, tensors)
     sync = sync_stage(None, [], [], rec, {}, tensors)  # the merged rows and vLLM's positions; the videos below
     received = rec.position_ids
     expected = model_positions(req, sync, tensors)

@@ -17,6 +17,7 @@ from qdebug.vocab import Severity, StageName
 
 from .hooks import Recorder
 from .input_checks import context_limit, image_digest, input_findings
+from .media import item_rows
 from .meta import TraceMeta, TraceRequest
 from .processors import active_processors
 from .schema import ImageInfo, Stage, Trace
@@ -42,16 +43,17 @@ def assemble_trace(loaded, request, prepared, rec: Recorder, generated, queries,
     audio = loaded.adapter.modality == "audio"
     tensors: dict = {}
     images = image_infos(loaded, request, prepared)
+    rows, notes = item_rows(loaded, prepared.inputs, prepared.media, rec.encoder_calls)  # every family's encode rows
     if loaded.adapter.mixed_media:  # several encoders in one request: one EncoderSpan per item (trace.stages.media)
         from .stages.media import media_stages
 
-        stages = media_stages(loaded, request, prepared, rec, tensors)
+        stages = media_stages(loaded, request, prepared, rec, rows, notes, tensors)
     elif audio:  # audio families have the same three input stages, clip-shaped
         from .stages.audio import audio_stages
 
-        stages, audio_meta = audio_stages(loaded, request, prepared, rec, tensors)
+        stages, audio_meta = audio_stages(loaded, request, prepared, rec, rows, notes, tensors)
     else:
-        encode, encode_rows = encode_stage(rec, images, tensors)
+        encode, encode_rows = encode_stage(rows, notes, images, tensors)
         videos = None
         if request.videos:
             from .stages.video import video_preps

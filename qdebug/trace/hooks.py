@@ -76,10 +76,9 @@ class Recorder(RecorderSink):
         self.on_stage = on_stage or (lambda name: None)
         self.keep_hidden = keep_hidden
         self.hidden_rows = hidden_rows
-        self.vision_rows = None  # merged rows, all images (N × dim)
         # Each generated step's scores after the checkpoint's logits processors (filled by the runner after generate).
         self.processed_scores: list = []
-        # Each declared encoder's calls at prefill, in order: (module path, grid_thw or None, rows), CPU (mixed-media adapters).
+        # Each declared encoder's calls at prefill, in order: (module path, grid_thw or None, rows), CPU: the `encode` rows.
         self.encoder_calls: list[tuple[str, object, object]] = []
         self.decoder_calls = 0
         self.embeds: Tensor | None = None  # merged embeddings the decoder received at prefill (seq × dim)
@@ -136,11 +135,10 @@ class Recorder(RecorderSink):
         self.listener.encode_started()
 
     def vision_output(self, output):
-        """Keep the encoder's rows; each fault may replace what the sync step receives."""
+        """Let each fault replace what the sync step receives (`encoder_output`, which ran first, kept the rows)."""
         for extra in self.family:
             extra.vision_output(output)
         rows = getattr(output, "pooler_output", output)
-        self.vision_rows = to_cpu(rows)
         replaced = rows
         for fault in self.faults:
             new = fault.on_encoded(self, replaced)
@@ -332,11 +330,11 @@ def _install(model, adapter) -> list:
         language.register_forward_hook(_decoder_output),
         adapter.lm_head(model).register_forward_hook(_logits_output),
     ]
-    if adapter.mixed_media:  # each declared encoder's calls, seen first (prepend): its own rows, before any fault
-        from qdebug.model.adapters.encoders import module_at
+    from qdebug.model.adapters.encoders import module_at
 
-        for path in dict.fromkeys(e.module for e in adapter.encoders()):
-            handles.append(module_at(model, path).register_forward_hook(_encoder_output(path), with_kwargs=True, prepend=True))
+    # Every declared encoder's calls, seen first (prepend): its own rows, before any fault replaces them.
+    for path in dict.fromkeys(e.module for e in adapter.encoders()):
+        handles.append(module_at(model, path).register_forward_hook(_encoder_output(path), with_kwargs=True, prepend=True))
     layers = adapter.decoder_layers(model)
     for index, layer in enumerate(layers):
         handles.append(layer.register_forward_hook(_layer_output(index)))

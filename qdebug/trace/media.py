@@ -157,6 +157,37 @@ def media_items(loaded, request, inputs) -> list[MediaItem]:
     return items
 
 
+def item_rows(loaded, inputs, items, calls) -> tuple[dict, list[str]]:
+    """Each item's encoder rows (item → rows), for every family, and what could not be split. A vision call is the
+    images' or the videos' by the grid it was given (the processor's `image_grid_thw` / `video_grid_thw`); an audio call
+    holds every audio item's rows back to back (Omni), or one padded block per item (Qwen2-Audio's projector:
+    items × most rows × dim, of which an item keeps its first `expected`)."""
+    import torch
+
+    out, notes = {}, []
+    for enc in loaded.adapter.encoders():
+        mine = [m for m in items if m.modality == enc.modality]
+        if not mine:
+            continue
+        grids = inputs.get(enc.grid_key) if enc.grid_key else None
+        found = [rows for module, grid, rows in calls if module == enc.module
+                 and (grids is None or (grid is not None and grid.shape == grids.shape and torch.equal(grid, grids.cpu())))]
+        if len(found) != 1:
+            notes.append(f"{enc.modality}: {len(found)} call(s) of {enc.module} recorded for its items (expected 1)")
+            continue
+        rows, sizes = found[0], [m.expected for m in mine]
+        if rows.ndim == 3:
+            if rows.shape[0] != len(mine) or rows.shape[1] < max(sizes):
+                notes.append(f"{enc.modality}: {rows.shape[0]} padded block(s) of {rows.shape[1]} encoder rows for {len(mine)} item(s) of {sizes} rows")
+                continue
+            out.update({m.item: rows[k, : m.expected] for k, m in enumerate(mine)})
+        elif sum(sizes) != rows.shape[0]:
+            notes.append(f"{enc.modality}: {rows.shape[0]} encoder rows for {sum(sizes)} placeholders {sizes}")
+        else:
+            out.update({m.item: r for m, r in zip(mine, torch.split(rows, sizes))})
+    return out, notes
+
+
 def _sources(request, modality: str) -> list[str]:
     """The names of the request's items of one modality, in message order (audio: the slots `audio_slots` gives)."""
     if modality == "image":

@@ -81,6 +81,31 @@ def test_spans_rows_merge_and_positions(family_model, name, media):
 
 
 @pytest.mark.parametrize("name", FAMILIES)
+def test_each_declared_encoder_is_recorded_and_its_calls_are_each_items_encode_rows(family_model, name, media):
+    """One path for every family: `prepare` finds each item's placeholders from the encoders the adapter declares, the
+    hooks record those encoders' calls, and each item's `encode` rows are its share of them."""
+    from qdebug.trace.hooks import Recorder, recording
+    from qdebug.trace.media import item_rows
+    from qdebug.trace.runner import run_generate
+
+    loaded = family_model(name)
+    prepared = prepare(loaded, _request(name, media))
+    token = loaded.adapter.image_token_id(loaded.config)
+    assert [p for m in prepared.media for p in m.positions] == [i for i, t in enumerate(prepared.inputs["input_ids"][0].tolist()) if t == token]
+    rec = Recorder()
+    with recording(loaded.model, loaded.adapter, rec):
+        run_generate(loaded, prepared.inputs, 1)
+    used = {e.module for e in loaded.adapter.encoders() if any(m.modality == e.modality for m in prepared.media)}
+    assert {module for module, _, _ in rec.encoder_calls} == used and len(rec.encoder_calls) == len(used)
+    rows, notes = item_rows(loaded, prepared.inputs, prepared.media, rec.encoder_calls)
+    assert not notes and sorted(rows) == [m.item for m in prepared.media]
+    trace = _trace(family_model, name, media)
+    for m in prepared.media:
+        assert rows[m.item].shape[0] == m.expected == len(m.positions)
+        assert torch.equal(trace.tensors[f"encode.{m.item}"], rows[m.item])
+
+
+@pytest.mark.parametrize("name", FAMILIES)
 def test_traced_tokens_equal_untraced_generate(family_dir, family_model, name, media):
     plain = load_model(str(family_dir(name)), "cpu", "float32", attn_implementation="eager")
     trace = _trace(family_model, name, media)

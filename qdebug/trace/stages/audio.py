@@ -16,8 +16,9 @@ from ..summaries import EncodeClip, EncodeSummary, PreprocessSummary, SyncClip, 
 from ..tensor_names import TensorKind as T, tensor_name
 
 
-def audio_stages(loaded, request, prepared, rec, tensors: dict) -> tuple[dict[str, Stage], list[dict]]:
-    """The three stages, and one `meta.audio` entry per clip (source, rate, frames, span, seconds per row)."""
+def audio_stages(loaded, request, prepared, rec, rows: dict, notes: list[str], tensors: dict) -> tuple[dict[str, Stage], list[dict]]:
+    """The three stages, and one `meta.audio` entry per clip (source, rate, frames, span, seconds per row); `rows`,
+    `notes`: `trace.media.item_rows` of its encoder calls."""
     inputs = prepared.inputs
     fe = loaded.processor.feature_extractor
     rate, hop = int(fe.sampling_rate), int(fe.hop_length)
@@ -26,11 +27,11 @@ def audio_stages(loaded, request, prepared, rec, tensors: dict) -> tuple[dict[st
     for i, clip in enumerate(request.audios):
         span = prepared.spans[i] if i < len(prepared.spans) else None
         allowed = int(frames[i]) if i < len(frames) else 0
-        rows = loaded.adapter.rows_for_frames(loaded.model, allowed) if allowed else 0
+        kept = loaded.adapter.rows_for_frames(loaded.model, allowed) if allowed else 0
         clips.append({
             "index": i, "path": clip.source, "source_rate": clip.rate, "rate": rate, "seconds": clip.seconds,
-            "frames": allowed, "feature_frames": int(inputs["input_features"].shape[-1]), "rows": rows,
-            "span": list(span) if span else None, "seconds_per_row": (allowed / rows) * hop / rate if rows else 0.0,
+            "frames": allowed, "feature_frames": int(inputs["input_features"].shape[-1]), "rows": kept,
+            "span": list(span) if span else None, "seconds_per_row": (allowed / kept) * hop / rate if kept else 0.0,
         })
         tensors[tensor_name(T.AUDIO_ENVELOPE, item=i)] = envelope(clip.samples)
 
@@ -42,16 +43,15 @@ def audio_stages(loaded, request, prepared, rec, tensors: dict) -> tuple[dict[st
         [Check("one placeholder span per clip", len(prepared.spans) == len(request.audios), kind=FindingKind.SHAPE_MISMATCH)],
     )}
 
-    # encode: the projector's rows (audios × max rows × dim); the model merges only the rows the mask allows.
-    out = rec.vision_rows
-    if out is not None and out.ndim == 2:
-        out = out[None]
-    rows = {c["index"]: out[c["index"], : c["rows"]] for c in clips if out is not None and c["index"] < out.shape[0]}
-    padded = int(out.shape[1]) if out is not None else 0
+    # encode: each clip's rows the mask allows, cut from the projector's padded block (clips × most rows × dim)
+    audio = [e.module for e in loaded.adapter.encoders() if e.modality == "audio"]
+    blocks = [r for module, _, r in rec.encoder_calls if module in audio and r.ndim == 3]
+    padded = int(blocks[0].shape[1]) if blocks else 0
     expected = None
     if rec.position_ids is not None:  # the model's own 1-D positions: what generate derives from the attention mask
         expected = (inputs["attention_mask"][0].long().cumsum(-1) - 1).clamp(min=0)
     stages.update(clip_stages(clips, rows, padded, rec.embeds, rec.position_ids, expected, tensors))
+    stages[StageName.ENCODE].checks[:0] = [Check(note, False, kind=FindingKind.SHAPE_MISMATCH) for note in notes]
     return stages, clips
 
 

@@ -1,4 +1,4 @@
-"""`encode`: the vision tower's merged rows, split per image."""
+"""`encode` of an image or a Qwen-VL video request: each item's rows as its encoder produced them."""
 
 from __future__ import annotations
 
@@ -10,20 +10,20 @@ from ..summaries import EncodeImage, EncodeSummary, TensorStats
 from ..tensor_names import TensorKind as T, tensor_name
 
 
-def encode_stage(rec, images: list[ImageInfo], tensors: dict) -> tuple[Stage, list]:
-    """The stage, and each image's rows (empty when the rows do not split by the images' grids)."""
-    import torch
-
-    encode_rows = []
-    if rec.vision_rows is not None:
-        sizes = [img.tokens for img in images]
-        encode_rows = list(torch.split(rec.vision_rows, sizes)) if sum(sizes) == rec.vision_rows.shape[0] else []
-    per_image, checks = [], []
-    for img, rows in zip(images, encode_rows):
-        st = tensor_stats(rows)
-        tensors[tensor_name(T.ENCODE, item=img.index)] = rows
-        per_image.append(EncodeImage(image=img.index, rows=rows.shape[0], dim=rows.shape[1], stats=TensorStats(**st), fingerprint=fingerprint(rows)))
+def encode_stage(rows: dict, notes: list[str], images: list[ImageInfo], tensors: dict) -> tuple[Stage, list]:
+    """The stage, and each image's rows in order (empty unless every image has its rows). `rows`: item index → its
+    encoder rows (trace.media.item_rows, or an engine's record); `notes`: what could not be split, each a
+    failed check."""
+    per_image, checks = [], [Check(note, False, kind=FindingKind.SHAPE_MISMATCH) for note in notes]
+    for img in images:
+        mine = rows.get(img.index)
+        if mine is None:
+            if not notes:  # an item whose call was recorded without its rows (an engine request record)
+                checks.append(Check(f"image {img.index}: encoder rows recorded", False, "none recorded", FindingKind.SHAPE_MISMATCH))
+            continue
+        st = tensor_stats(mine)
+        tensors[tensor_name(T.ENCODE, item=img.index)] = mine
+        per_image.append(EncodeImage(image=img.index, rows=mine.shape[0], dim=mine.shape[1], stats=TensorStats(**st), fingerprint=fingerprint(mine)))
         checks.append(Check(f"image {img.index}: no NaN/Inf", st["nan"] == 0 and st["inf"] == 0, f"{st['nan']} NaN, {st['inf']} Inf", FindingKind.NAN_INF))
-    if rec.vision_rows is not None and not encode_rows:
-        checks.append(Check("encoder rows split per image", False, f"{rec.vision_rows.shape[0]} rows for grids {[i.grid_thw for i in images]}"))
+    encode_rows = [rows[img.index] for img in images] if all(img.index in rows for img in images) else []
     return Stage(StageName.ENCODE, EncodeSummary(images=per_image), checks), encode_rows

@@ -12,8 +12,8 @@ from ..summaries import EncodeSummary, EncoderSpan, PreprocessSummary, SyncSumma
 from ..tensor_names import TensorKind as T, tensor_name
 
 
-def media_stages(loaded, request, prepared, rec, tensors: dict) -> dict[str, Stage]:
-    """The three input stages of a mixed-media request."""
+def media_stages(loaded, request, prepared, rec, rows: dict, notes: list[str], tensors: dict) -> dict[str, Stage]:
+    """The three input stages of a mixed-media request (`rows`, `notes`: `trace.media.item_rows` of its encoder calls)."""
     inputs, items = prepared.inputs, prepared.media
     spans = [_span(m) for m in items]
     preprocess = Stage(StageName.PREPROCESS, PreprocessSummary(
@@ -22,7 +22,6 @@ def media_stages(loaded, request, prepared, rec, tensors: dict) -> dict[str, Sta
         input_features_shape=list(inputs["input_features"].shape) if "input_features" in inputs else None,
         spans=[list(m.extent) for m in items], media=spans, use_audio_in_video=bool(request.use_audio_in_video) or None,
     ), [Check("every item's placeholders found", all(len(m.positions) == m.expected for m in items), kind=FindingKind.SHAPE_MISMATCH)])
-    rows, notes = item_rows(loaded, inputs, items, rec.encoder_calls)
     encode_spans, encode_checks = [], [Check(n, False, kind=FindingKind.SHAPE_MISMATCH) for n in notes]
     for m in items:
         r = rows.get(m.item)
@@ -42,31 +41,6 @@ def _span(m) -> EncoderSpan:
     return EncoderSpan(modality=m.modality, index=m.index, item=m.item, source=m.source,
                        grid_thw=list(m.grid_thw) if m.grid_thw else None, frames=m.frames,
                        runs=[list(r) for r in m.runs], expected=m.expected)
-
-
-def item_rows(loaded, inputs, items, calls) -> tuple[dict, list[str]]:
-    """Each item's encoder rows (item → rows), and what could not be split. A vision call is the images' or the
-    videos' by the grid it was given (the processor's `image_grid_thw` / `video_grid_thw`); an audio call holds
-    every audio item's rows back to back."""
-    import torch
-
-    out, notes = {}, []
-    for enc in loaded.adapter.encoders():
-        mine = [m for m in items if m.modality == enc.modality]
-        if not mine:
-            continue
-        grids = inputs.get(enc.grid_key) if enc.grid_key else None
-        found = [rows for module, grid, rows in calls if module == enc.module
-                 and (grids is None or (grid is not None and grid.shape == grids.shape and torch.equal(grid, grids.cpu())))]
-        if len(found) != 1:
-            notes.append(f"{enc.modality}: {len(found)} call(s) of {enc.module} recorded for its items (expected 1)")
-            continue
-        sizes = [m.expected for m in mine]
-        if sum(sizes) != found[0].shape[0]:
-            notes.append(f"{enc.modality}: {found[0].shape[0]} encoder rows for {sum(sizes)} placeholders {sizes}")
-            continue
-        out.update({m.item: r for m, r in zip(mine, torch.split(found[0], sizes))})
-    return out, notes
 
 
 def _sync(loaded, inputs, items, rows: dict, rec, tensors: dict) -> Stage:
