@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from qdebug.trace.media_rows import rows_gap, same_rows
 from qdebug.trace.schema import Check, Stage
-from qdebug.trace.stats import fingerprint, tensor_stats
-from qdebug.trace.summaries import EncodeSummary, EncoderSpan, PreprocessSummary, SyncSummary, TensorStats
+from qdebug.trace.stages.encode import kept_rows
+from qdebug.trace.stages.media import item_landed
+from qdebug.trace.summaries import EncodeSummary, EncoderSpan, PreprocessSummary, SyncSummary
 from qdebug.trace.tensor_names import TensorKind as T, tensor_name
 from qdebug.vocab import FindingKind, StageName
 
@@ -51,12 +51,9 @@ def media_stages(req: EngineRequest, model, prompt_text: str, tensors: dict) -> 
         if r is None:
             encode_checks.append(Check(f"{s.modality} {s.index}: rows in the encoder cache", False, "not recorded", FindingKind.SHAPE_MISMATCH))
             continue
-        st = tensor_stats(r)
-        tensors[tensor_name(T.ENCODE, item=n)] = r
-        encode_spans.append(EncoderSpan(modality=s.modality, index=s.index, item=s.item, rows=r.shape[0], dim=r.shape[1],
-                                        stats=TensorStats(**st), fingerprint=fingerprint(r)))
-        encode_checks.append(Check(f"{s.modality} {s.index}: no NaN/Inf", st["nan"] == 0 and st["inf"] == 0,
-                                   f"{st['nan']} NaN, {st['inf']} Inf", FindingKind.NAN_INF))
+        fields, check = kept_rows(r, n, f"{s.modality} {s.index}", tensors)
+        encode_spans.append(EncoderSpan(modality=s.modality, index=s.index, item=s.item, **fields))
+        encode_checks.append(check)
     encode = Stage(StageName.ENCODE, EncodeSummary(media=encode_spans), encode_checks)
     return {StageName.PREPROCESS: preprocess, StageName.ENCODE: encode, StageName.SYNC: _sync(req, spans, rows, positions, tensors)}
 
@@ -68,17 +65,10 @@ def _sync(req: EngineRequest, spans: list[EncoderSpan], rows: dict[int, Any], po
         tensors[tensor_name(T.SYNC_EMBEDS)] = embeds
     out, checks = [], []
     for n, s in enumerate(spans):
-        r, mine = rows.get(n), positions[n]
         span = EncoderSpan(modality=s.modality, index=s.index, item=s.item, source=s.source, grid_thw=s.grid_thw, frames=s.frames,
-                           runs=s.runs, expected=s.expected, placeholders=len(mine))
-        if r is not None and embeds is not None and len(mine) == r.shape[0]:
-            at = embeds[mine]
-            span.rows, span.exact, span.max_abs_diff, span.fingerprint = r.shape[0], same_rows(at, r), rows_gap(at, r), fingerprint(at)
+                           runs=s.runs, expected=s.expected)
+        checks += item_landed(span, rows.get(n), positions[n], embeds)
         out.append(span)
-        checks.append(Check(f"{s.modality} {s.index}: rows == placeholders == expected", r is not None and r.shape[0] == len(mine) == s.expected,
-                            f"{None if r is None else r.shape[0]} rows, {len(mine)} placeholders, {s.expected} expected", FindingKind.SHAPE_MISMATCH))
-        checks.append(Check(f"{s.modality} {s.index}: its rows at its own placeholders", bool(span.exact),
-                            f"max |diff| {span.max_abs_diff}" if span.exact is not None else "not comparable", FindingKind.FINGERPRINT))
     summary = SyncSummary(media=out)
     if req.rec.position_ids is not None:
         received = req.rec.position_ids.cpu()

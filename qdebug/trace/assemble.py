@@ -17,16 +17,13 @@ from qdebug.vocab import Severity, StageName
 
 from .hooks import Recorder
 from .input_checks import context_limit, image_digest, input_findings
-from .media import item_rows
 from .meta import TraceMeta, TraceRequest
 from .processors import active_processors
 from .schema import ImageInfo, Stage, Trace
-from .stages.encode import encode_stage
+from .stages.inputs import input_stages
 from .stages.layers import layer_stages
 from .stages.logits import logits_stage
-from .stages.preprocess import image_infos, preprocess_stage
 from .stages.steps import step_stages
-from .stages.sync import sync_stage
 
 
 def assemble_trace(loaded, request, prepared, rec: Recorder, generated, queries, options, reached: list[str] | None = None) -> Trace:
@@ -42,30 +39,12 @@ def assemble_trace(loaded, request, prepared, rec: Recorder, generated, queries,
     ids = prepared.inputs["input_ids"][0].tolist()
     audio = loaded.adapter.modality == "audio"
     tensors: dict = {}
-    images = image_infos(loaded, request, prepared)
-    rows, notes = item_rows(loaded, prepared.inputs, prepared.media, rec.encoder_calls)  # every family's encode rows
-    if loaded.adapter.mixed_media:  # several encoders in one request: one EncoderSpan per item (trace.stages.media)
-        from .stages.media import media_stages
-
-        stages = media_stages(loaded, request, prepared, rec, rows, notes, tensors)
-    elif audio:  # audio families have the same three input stages, clip-shaped
-        from .stages.audio import audio_stages
-
-        stages, audio_meta = audio_stages(loaded, request, prepared, rec, rows, notes, tensors)
-    else:
-        encode, encode_rows = encode_stage(rows, notes, images, tensors)
-        videos = None
-        if request.videos:
-            from .stages.video import video_preps
-
-            videos = video_preps(loaded, request, prepared, images)
-        stages = {StageName.PREPROCESS: preprocess_stage(request, prepared, images, videos), StageName.ENCODE: encode,
-                  StageName.SYNC: sync_stage(loaded, images, encode_rows, rec, prepared.inputs, tensors, prepared)}
+    stages, images, audio_meta = input_stages(loaded, request, prepared, rec, tensors)
     n_layers = len(loaded.adapter.decoder_layers(loaded.model))
     run = CapturedRun(
         rec=rec, prompt_text=prepared.text, input_ids=ids, images=images, stages=stages, generated=list(generated),
         num_layers=n_layers, logits=lambda t: logits_stage(loaded, rec, len(ids), tok, options, t),
-        meta=_meta(loaded, options, rec, n_layers, audio_meta if audio else None),
+        meta=_meta(loaded, options, rec, n_layers, audio_meta),
         request=TraceRequest(
             id=request.request_id,
             prompt=request.prompt_text,

@@ -11,9 +11,10 @@ from qdebug.vocab import FindingKind, StageName
 from ..audio import envelope
 from ..media_rows import rows_gap, same_rows
 from ..schema import Check, Stage
-from ..stats import SAME_ROWS, best_block_match, fingerprint, tensor_stats
-from ..summaries import EncodeClip, EncodeSummary, PreprocessSummary, SyncClip, SyncSummary, TensorStats
+from ..stats import SAME_ROWS, best_block_match
+from ..summaries import EncodeClip, EncodeSummary, PreprocessSummary, SyncClip, SyncSummary
 from ..tensor_names import TensorKind as T, tensor_name
+from .encode import kept_rows
 
 
 def audio_stages(loaded, request, prepared, rec, rows: dict, notes: list[str], tensors: dict) -> tuple[dict[str, Stage], list[dict]]:
@@ -67,11 +68,9 @@ def clip_stages(clips: list[dict], rows: dict, padded: int, embeds, position_ids
             continue
         clip_rows = rows[c["index"]]
         encode_rows.append(clip_rows)
-        st = tensor_stats(clip_rows)
-        tensors[tensor_name(T.ENCODE, item=c["index"])] = clip_rows
-        enc_summary.append(EncodeClip(audio=c["index"], rows=clip_rows.shape[0], rows_out=padded or clip_rows.shape[0], dim=clip_rows.shape[1],
-                                      stats=TensorStats(**st), fingerprint=fingerprint(clip_rows)))
-        enc_checks.append(Check(f"clip {c['index']}: no NaN/Inf", st["nan"] == 0 and st["inf"] == 0, f"{st['nan']} NaN, {st['inf']} Inf", FindingKind.NAN_INF))
+        fields, check = kept_rows(clip_rows, c["index"], f"clip {c['index']}", tensors)
+        enc_summary.append(EncodeClip(audio=c["index"], rows_out=padded or clip_rows.shape[0], **fields))
+        enc_checks.append(check)
     stages: dict[str, Stage] = {StageName.ENCODE: Stage(StageName.ENCODE, EncodeSummary(audio=enc_summary), enc_checks)}
 
     checks, per_clip = [], []

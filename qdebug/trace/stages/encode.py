@@ -21,9 +21,17 @@ def encode_stage(rows: dict, notes: list[str], images: list[ImageInfo], tensors:
             if not notes:  # an item whose call was recorded without its rows (an engine request record)
                 checks.append(Check(f"image {img.index}: encoder rows recorded", False, "none recorded", FindingKind.SHAPE_MISMATCH))
             continue
-        st = tensor_stats(mine)
-        tensors[tensor_name(T.ENCODE, item=img.index)] = mine
-        per_image.append(EncodeImage(image=img.index, rows=mine.shape[0], dim=mine.shape[1], stats=TensorStats(**st), fingerprint=fingerprint(mine)))
-        checks.append(Check(f"image {img.index}: no NaN/Inf", st["nan"] == 0 and st["inf"] == 0, f"{st['nan']} NaN, {st['inf']} Inf", FindingKind.NAN_INF))
+        fields, check = kept_rows(mine, img.index, f"image {img.index}", tensors)
+        per_image.append(EncodeImage(image=img.index, **fields))
+        checks.append(check)
     encode_rows = [rows[img.index] for img in images] if all(img.index in rows for img in images) else []
     return Stage(StageName.ENCODE, EncodeSummary(images=per_image), checks), encode_rows
+
+
+def kept_rows(rows, item: int, label: str, tensors: dict) -> tuple[dict, Check]:
+    """One item's encoder rows kept as `encode.<item>`: the summary fields every family's encode entry has (rows, dim,
+    stats, fingerprint) and its NaN/Inf check, named by `label` ("image 0", "clip 1", "video 0")."""
+    st = tensor_stats(rows)
+    tensors[tensor_name(T.ENCODE, item=item)] = rows
+    fields = {"rows": rows.shape[0], "dim": rows.shape[1], "stats": TensorStats(**st), "fingerprint": fingerprint(rows)}
+    return fields, Check(f"{label}: no NaN/Inf", st["nan"] == 0 and st["inf"] == 0, f"{st['nan']} NaN, {st['inf']} Inf", FindingKind.NAN_INF)

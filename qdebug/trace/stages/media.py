@@ -7,9 +7,10 @@ from qdebug.vocab import FindingKind, StageName
 
 from ..media_rows import rows_gap, same_rows
 from ..schema import Check, Stage
-from ..stats import fingerprint, tensor_stats
-from ..summaries import EncodeSummary, EncoderSpan, PreprocessSummary, SyncSummary, TensorStats
+from ..stats import fingerprint
+from ..summaries import EncodeSummary, EncoderSpan, PreprocessSummary, SyncSummary
 from ..tensor_names import TensorKind as T, tensor_name
+from .encode import kept_rows
 
 
 def media_stages(loaded, request, prepared, rec, rows: dict, notes: list[str], tensors: dict) -> dict[str, Stage]:
@@ -27,12 +28,9 @@ def media_stages(loaded, request, prepared, rec, rows: dict, notes: list[str], t
         r = rows.get(m.item)
         if r is None:
             continue
-        st = tensor_stats(r)
-        tensors[tensor_name(T.ENCODE, item=m.item)] = r
-        encode_spans.append(EncoderSpan(modality=m.modality, index=m.index, item=m.item, rows=r.shape[0], dim=r.shape[1],
-                                        stats=TensorStats(**st), fingerprint=fingerprint(r)))
-        encode_checks.append(Check(f"{m.modality} {m.index}: no NaN/Inf", st["nan"] == 0 and st["inf"] == 0,
-                                   f"{st['nan']} NaN, {st['inf']} Inf", FindingKind.NAN_INF))
+        fields, check = kept_rows(r, m.item, f"{m.modality} {m.index}", tensors)
+        encode_spans.append(EncoderSpan(modality=m.modality, index=m.index, item=m.item, **fields))
+        encode_checks.append(check)
     encode = Stage(StageName.ENCODE, EncodeSummary(media=encode_spans), encode_checks)
     return {StageName.PREPROCESS: preprocess, StageName.ENCODE: encode, StageName.SYNC: _sync(loaded, inputs, items, rows, rec, tensors)}
 
@@ -41,6 +39,21 @@ def _span(m) -> EncoderSpan:
     return EncoderSpan(modality=m.modality, index=m.index, item=m.item, source=m.source,
                        grid_thw=list(m.grid_thw) if m.grid_thw else None, frames=m.frames,
                        runs=[list(r) for r in m.runs], expected=m.expected)
+
+
+def item_landed(span: EncoderSpan, rows, positions: list[int], embeds) -> list[Check]:
+    """Where one item's encoder `rows` landed among the decoder's input `embeds`: `span` gets its placeholder count and,
+    at its own `positions`, whether they hold its rows bit for bit (NaN-aware: a NaN row copied into place is in place);
+    returns the item's two checks (counts, and its rows at its own placeholders)."""
+    span.placeholders = len(positions)
+    if rows is not None and embeds is not None and len(positions) == rows.shape[0]:
+        at = embeds[positions]
+        span.rows, span.exact, span.max_abs_diff, span.fingerprint = rows.shape[0], same_rows(at, rows), rows_gap(at, rows), fingerprint(at)
+    name, got = f"{span.modality} {span.index}", None if rows is None else rows.shape[0]
+    return [Check(f"{name}: rows == placeholders == expected", got is not None and got == len(positions) == span.expected,
+                  f"{got} rows, {len(positions)} placeholders, {span.expected} expected", FindingKind.SHAPE_MISMATCH),
+            Check(f"{name}: its rows at its own placeholders", bool(span.exact),
+                  f"max |diff| {span.max_abs_diff}" if span.exact is not None else "not comparable", FindingKind.FINGERPRINT)]
 
 
 def _sync(loaded, inputs, items, rows: dict, rec, tensors: dict) -> Stage:
@@ -53,19 +66,9 @@ def _sync(loaded, inputs, items, rows: dict, rec, tensors: dict) -> Stage:
         tensors[tensor_name(T.SYNC_EMBEDS)] = embeds
     spans, checks = [], []
     for m in items:
-        r = rows.get(m.item)
         span = _span(m)
-        span.placeholders = len(m.positions)
-        if r is not None and embeds is not None and len(m.positions) == r.shape[0]:
-            at = embeds[m.positions]
-            span.rows, span.exact = r.shape[0], same_rows(at, r)  # NaN-aware: a NaN row copied into place is in place
-            span.max_abs_diff = rows_gap(at, r)
-            span.fingerprint = fingerprint(at)
+        checks += item_landed(span, rows.get(m.item), m.positions, embeds)
         spans.append(span)
-        checks.append(Check(f"{m.modality} {m.index}: rows == placeholders == expected", r is not None and r.shape[0] == len(m.positions) == m.expected,
-                            f"{None if r is None else r.shape[0]} rows, {len(m.positions)} placeholders, {m.expected} expected", FindingKind.SHAPE_MISMATCH))
-        checks.append(Check(f"{m.modality} {m.index}: its rows at its own placeholders", bool(span.exact),
-                            f"max |diff| {span.max_abs_diff}" if span.exact is not None else "not comparable", FindingKind.FINGERPRINT))
     summary = SyncSummary(media=spans)
     if rec.position_ids is not None:
         received = rec.position_ids.cpu()
