@@ -8,11 +8,6 @@ from qdebug.trace.tensor_names import TensorKind as T
 from .attention import Peak, held_layers, query_rows, step_query
 
 
-def clips(trace) -> list[dict]:
-    """The trace's audio clips (`meta.audio`), empty for image traces."""
-    return list(trace.meta.audio or [])
-
-
 def clip_items(trace) -> list[TraceItem]:
     """The audio family's clips as TraceItems (the keys attention is kept over), empty for image, video and Omni traces."""
     return [] if trace.mixed_media else items_of(trace, "audio")

@@ -136,14 +136,14 @@ def attn_renderables(result) -> list:
         if grid is not None:
             out.append(heatmap_panel(trace, img, grid, f"image {img.index} ← {what} ({sel})", pil_images[img.index]))
     if trace.meta.audio:
-        from qdebug.analysis.audio_attention import attention_strip
+        from qdebug.analysis.audio_attention import attention_strip, clip_items
 
         from .audio_strip import strip_panel
 
-        for clip in trace.meta.audio:
-            strip = attention_strip(trace, clip["index"], queries=queries, layer=result.layer, head=result.head)
+        for clip in clip_items(trace):
+            strip = attention_strip(trace, clip.index, queries=queries, layer=result.layer, head=result.head)
             if strip is not None and strip.numel():
-                out.append(strip_panel(trace, clip, strip, f"clip {clip['index']} ← {what} ({sel})"))
+                out.append(strip_panel(trace, clip, strip, f"clip {clip.index} ← {what} ({sel})"))
     out.append(findings_panel(trace.findings))
     return out
 

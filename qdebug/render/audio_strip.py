@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from qdebug.trace.items import TraceItem
 from qdebug.trace.tensor_names import TensorKind as T
 from qdebug.vocab import StageName
 
@@ -34,14 +35,14 @@ def _blocks(values: list[float], lo: float, hi: float) -> str:
     return "".join(BLOCKS[round(min(1.0, max(0.0, (v - lo) / span)) * (len(BLOCKS) - 1))] if math.isfinite(v) else " " for v in values)
 
 
-def strip_panel(trace, clip: dict, strip, title: str, width: int = 72):
+def strip_panel(trace, clip: TraceItem, strip, title: str, width: int = 72):
     """A Rich panel: the clip's waveform envelope, its attention strip (block heights), the peak's time."""
     from rich.panel import Panel
     from rich.text import Text
 
     from qdebug.analysis.audio_attention import strip_peak
 
-    env = trace.tensor_or_none(T.AUDIO_ENVELOPE, item=clip["index"])
+    env = trace.tensor_or_none(T.AUDIO_ENVELOPE, item=clip.item)
     text = Text()
     if env is not None and len(env):
         wave = _resample(env.tolist(), width)
@@ -56,12 +57,12 @@ def strip_panel(trace, clip: dict, strip, title: str, width: int = 72):
         text.append(f"attention is not finite at {bad} of {strip.shape[0]} row(s), drawn blank\n", style="bold red")
         if bad == strip.shape[0]:
             return Panel(text, title=title, expand=False)
-    peak = strip_peak(trace, strip.nan_to_num(nan=float("-inf")), clip["index"])
+    peak = strip_peak(trace, strip.nan_to_num(nan=float("-inf")), clip.index)
     col = min(width - 1, peak.row * width // max(1, peak.rows))
     text.append(" " * col + "^ peak", style="bold")
-    seconds = clip["seconds"]
+    seconds, per_row = clip.seconds or 0.0, clip.seconds_per_row or 0.0
     text.append(f"\n0 s{' ' * max(1, width - 10)}{seconds:.2f} s\n", style="dim")
-    text.append(f"peak at {peak.time():.2f} s (row {peak.row} of {peak.rows}, {clip['seconds_per_row'] * 1000:.0f} ms per row)")
+    text.append(f"peak at {peak.time():.2f} s (row {peak.row} of {peak.rows}, {per_row * 1000:.0f} ms per row)")
     return Panel(text, title=title, expand=False)
 
 
@@ -70,11 +71,11 @@ def audio_png(trace, path: str | Path, *, steps: list[int], layer: int | None = 
     import numpy as np
 
     from qdebug.analysis.attention import step_query
-    from qdebug.analysis.audio_attention import attention_strip, clips, strip_peak
+    from qdebug.analysis.audio_attention import attention_strip, clip_items, strip_peak
 
     plt = pyplot()
 
-    info = clips(trace)
+    info = clip_items(trace)
     steps = steps or [0]
     n = max(1, len(info)) * len(steps)
     fig, axes = plt.subplots(n, 1, figsize=(8, 1.9 * n + 0.8), squeeze=False, layout="constrained")  # room for the title
@@ -82,27 +83,27 @@ def audio_png(trace, path: str | Path, *, steps: list[int], layer: int | None = 
     which += f", head {head}" if head is not None else ", mean of heads"
     fig.suptitle(f"attention of {steps_phrase(trace, steps)} over the clip ({which})\n\"{trace.generated_text}\"", fontsize=10)
     for i, clip in enumerate(info):
-        env = trace.tensor_or_none(T.AUDIO_ENVELOPE, item=clip["index"])
+        env = trace.tensor_or_none(T.AUDIO_ENVELOPE, item=clip.item)
+        seconds, per_row = clip.seconds or 0.0, clip.seconds_per_row or 0.0
         for j, k in enumerate(steps):
             ax = axes[i * len(steps) + j][0]
-            seconds = clip["seconds"]
             if env is not None:
                 t = np.linspace(0, seconds, len(env))
                 e = env.numpy() / (float(env.max()) or 1.0)
                 ax.fill_between(t, -e, e, color="steelblue", lw=0)
-            strip = attention_strip(trace, clip["index"], queries=[step_query(trace, k)], layer=layer, head=head)
+            strip = attention_strip(trace, clip.index, queries=[step_query(trace, k)], layer=layer, head=head)
             if strip is not None and strip.numel():
-                span = clip["seconds_per_row"] * strip.shape[0]
+                span = per_row * strip.shape[0]
                 ax.imshow(strip.numpy()[None], cmap=RAMP, aspect="auto", extent=(0, span, -1.6, -1.1), interpolation="nearest")
-                p = strip_peak(trace, strip, clip["index"])
-                ax.axvline(p.time() + clip["seconds_per_row"] / 2, color="cyan", lw=1.5)
+                p = strip_peak(trace, strip, clip.index)
+                ax.axvline(p.time() + per_row / 2, color="cyan", lw=1.5)
                 ax.text(p.time(), 1.05, f"peak {p.time():.2f} s", fontsize=8, color="black")
             ax.set_xlim(0, max(seconds, 1e-3))
             ax.set_ylim(-1.7, 1.3)
             ax.set_yticks([])
             ax.set_xlabel("seconds", fontsize=8)
             token = trace.steps[k].token if k < len(trace.steps) else "?"
-            ax.set_title(f"step {k}: {token!r} · clip {clip['index']}", fontsize=9)
+            ax.set_title(f"step {k}: {token!r} · clip {clip.index}", fontsize=9)
     wrap_to_fit(fig)
     return save_png(fig, path)
 

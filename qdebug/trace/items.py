@@ -36,6 +36,7 @@ class TraceItem:
     grid: tuple[int, int] | None = None  # image, video: the merged-patch grid (rows, cols) of one temporal slice
     image: int | None = None  # its place in `trace.images` (the grid attention is kept over), None when it has none
     seconds_per_row: float | None = None  # audio (Qwen2-Audio): seconds of the clip each row covers
+    seconds: float | None = None  # audio (Qwen2-Audio): the clip's length
     frame_times: tuple[float, ...] | None = None  # video: each sampled frame's time in the source, seconds
     slice_times: tuple[float, ...] | None = None  # video: each temporal slice's time, seconds
 
@@ -83,11 +84,12 @@ def _clip_item(n: int, clip: dict) -> TraceItem:
     span = clip.get("span")
     index = int(clip.get("index", n))
     rows = clip.get("rows")
-    spr = clip.get("seconds_per_row")
+    spr, seconds = clip.get("seconds_per_row"), clip.get("seconds")
+    n_rows = int(rows) if rows is not None else (span[1] - span[0] if span else 0)
     return TraceItem(modality="audio", index=index, item=index, source=str(clip.get("path", f"<audio {index}>")),
-                     span=_pair(span) if span else None, runs=(_pair(span),) if span else (),
-                     rows=int(rows) if rows is not None else (span[1] - span[0] if span else 0),
-                     seconds_per_row=float(spr) if spr is not None else None)
+                     span=_pair(span) if span else None, runs=(_pair(span),) if span else (), rows=n_rows,
+                     seconds_per_row=float(spr) if spr is not None else None,
+                     seconds=float(seconds) if seconds is not None else (n_rows * float(spr) if spr is not None else None))
 
 
 def _media_item(trace: Trace, m: EncoderSpan, n: int) -> TraceItem:

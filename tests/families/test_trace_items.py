@@ -89,6 +89,7 @@ def test_an_audio_trace(qwen2_audio, clip_wav):
     assert [p for i in items for p in _positions(i)] == _placeholders(trace, qwen2_audio.config.audio_token_id)
     for item, clip in zip(items, trace.meta.audio):
         assert item.rows == 25 == item.span[1] - item.span[0] and item.seconds_per_row == pytest.approx(0.04)
+        assert item.seconds == clip["seconds"] == pytest.approx(1.0)
     assert step_peak(trace, 0) is None  # no grid to peak on: the clips' peaks are audio_step_peak's
 
     from qdebug.tui.widgets.stage_detail import placeholder_runs
@@ -96,7 +97,20 @@ def test_an_audio_trace(qwen2_audio, clip_wav):
     assert sorted(placeholder_runs(trace).items()) == [(i.span[0], (i.span[1], f"clip {i.index}")) for i in items]
     trace.meta.audio = [{"index": 0, "span": list(items[0].span)}]  # an entry lacking the newer keys still reads
     (old,) = trace_items(trace)
-    assert (old.rows, old.seconds_per_row, old.source) == (25, None, "<audio 0>")
+    assert (old.rows, old.seconds_per_row, old.seconds, old.source) == (25, None, None, "<audio 0>")
+    trace.meta.audio = [{"index": 0, "span": list(items[0].span), "seconds_per_row": 0.04}]  # no "seconds": rows × seconds per row
+    (old,) = trace_items(trace)
+    assert old.seconds == pytest.approx(1.0)
+
+    from rich.console import Console
+
+    from qdebug.analysis.audio_attention import attention_strip
+    from qdebug.render.audio_strip import strip_panel
+
+    console = Console(width=100, record=True)  # the clip's strip panel draws from the item, not from keys the entry lacks
+    console.print(strip_panel(trace, old, attention_strip(trace, 0, queries=[trace.attn_queries[-1]]), "clip 0"))
+    drawn = console.export_text()
+    assert "1.00 s" in drawn and "40 ms per row" in drawn
 
 
 def test_an_omni_trace_lists_every_encoder_item(family_model, tmp_path):

@@ -8,16 +8,16 @@ from rich.text import Text
 
 def audio_attention_renderable(view, width: int):
     """Strip over the clip's rows for the selected query, layer and head (or why there is none)."""
-    from qdebug.analysis.audio_attention import attention_strip, clips
+    from qdebug.analysis.audio_attention import attention_strip, clip_items
     from qdebug.render.audio_strip import strip_panel
 
     doc, trace = view.doc, view.doc.trace
-    info = clips(trace)
+    info = clip_items(trace)
     index = min(view.sel.image, len(info) - 1)
     pos = view.pos
     layer = "layer mean" if view.sel.layer is None else f"layer {view.sel.layer}"
     head = "head mean" if view.sel.head is None else f"head {view.sel.head}"
-    title = Text(f"clip {index} ({info[index]['rows']} rows, {info[index]['seconds']:.2f} s) · {layer} · {head} · query pos {pos} {doc.token_at(pos)!r}",
+    title = Text(f"clip {index} ({info[index].rows} rows, {info[index].seconds or 0.0:.2f} s) · {layer} · {head} · query pos {pos} {doc.token_at(pos)!r}",
                  style="bold")
     strip = attention_strip(trace, index, queries=[pos], layer=view.sel.layer, head=view.sel.head) if pos in trace.attn_queries else None
     if strip is None or not strip.numel():
