@@ -32,7 +32,9 @@ AttnKernelOpt = Annotated[str, typer.Option("--attn", help="Attention kernel eve
 
 
 def _fail(message: str, code: int) -> None:
-    typer.echo(f"qdebug: error: {message}", err=True)
+    from qdebug.shown import shown
+
+    typer.echo(f"qdebug: error: {shown(message, None)}", err=True)  # a message may quote a server, a log or a file name
     raise typer.Exit(code)
 
 
@@ -220,12 +222,13 @@ def replay(
         for renderable in replay_renderables(report):
             report_console.print(renderable)
         if report.kind == "runtime-log":
-            status.print(f"{report.unknown_lines} unrecognised line(s) kept and counted")
+            status.print(f"{report.unknown_lines:,} unrecognised line(s) kept and counted")
     say_wrote(status, emit_log, timeline_png, save, json_out, jsonl)
     if report.interrupted:
+        from qdebug.render.data_text import data
         from qdebug.render.replay_report import interrupted_note
 
-        status.print(interrupted_note(report, "terminated" if terminated.is_set() else "interrupted"))
+        status.print(data(interrupted_note(report, "terminated" if terminated.is_set() else "interrupted")))
         if written is not report and (json_out or jsonl or emit_log):
             status.print("SIGTERM asks for a prompt stop: the files hold the requests, events and findings kept in memory "
                           f"(up to {len(report.events):,} events); Ctrl-C, or a run to the end, writes all that was read")
@@ -304,13 +307,14 @@ def export_onnx(
     """Export the model as ONNX the way real exports are split: vision encoder + language-model prefill (every layer's output exposed)."""
     from qdebug.commands.common import consoles, progress
     from qdebug.commands.export import ExportArgs, run_export_onnx
+    from qdebug.render.data_text import data
     from qdebug.render.export_report import export_lines
 
     status = consoles(json_to_stdout=False)[1]
     with progress(status, f"exporting {model}…"):
         result = run_export_onnx(ExportArgs(out=out, model=model, inject=inject, opset=opset))
     for line in export_lines(result):
-        status.print(line)
+        status.print(data(line, limit=None))
 
 
 @app.command()
@@ -367,12 +371,13 @@ def estimate(
     from qdebug.commands.common import emit_json, say_wrote
     from qdebug.commands.estimate import EstimateArgs, run_estimate
     from qdebug.render.estimate_report import estimate_lines
+    from qdebug.shown import shown
 
     est = run_estimate(EstimateArgs(model=model, image_tokens=image_tokens, dtype=dtype, device=device, max_new_tokens=max_new_tokens,
                                     layers=layers, queries=queries, keep_hidden="hidden" in (keep or [])))
     emit_json(est.to_json(), json_out)
     for line in estimate_lines(est):
-        typer.echo(line, err=json_out == "-")  # stdout carries the JSON alone
+        typer.echo(shown(line), err=json_out == "-")  # stdout carries the JSON alone
     say_wrote(None, json_out)
 
 
@@ -428,7 +433,9 @@ def watch(
     if json_out != "-":
         from qdebug.render.watch_report import watch_lines
 
-        typer.echo("\n".join(watch_lines(doc)))
+        from qdebug.shown import shown
+
+        typer.echo("\n".join(shown(line) for line in watch_lines(doc)))  # a server's findings: ids and evidence are data
     say_wrote(None, json_out)
     if doc["violations"]:
         raise typer.Exit(1)
@@ -478,8 +485,8 @@ def demo_eval(
 
     quiet_transformers()
     result = evaluate(load_model(model, "cpu"), scenes, seed)
-    typer.echo(f"exact captions: {result.exact}/{result.scenes} ({result.exact_rate:.1%})")
-    typer.echo(f"attention peak in the shape's quadrant: {result.peak_in_quadrant}/{result.scenes} ({result.peak_rate:.1%})")
+    typer.echo(f"exact captions: {result.exact:d}/{result.scenes:d} ({result.exact_rate:.1%})")
+    typer.echo(f"attention peak in the shape's quadrant: {result.peak_in_quadrant:d}/{result.scenes:d} ({result.peak_rate:.1%})")
     for expected, got in result.misses[:10]:
         typer.echo(f"  expected {expected!r}, got {got!r}")
 
@@ -496,7 +503,9 @@ def main() -> None:
             names.insert(0, ctx.info_name)
             ctx = ctx.parent
         hint = f" (see `qdebug {' '.join(names)} --help`)" if names else ""
-        typer.echo(f"qdebug: error: {exc.format_message()}{hint}", err=True)
+        from qdebug.shown import shown
+
+        typer.echo(f"qdebug: error: {shown(exc.format_message(), None)}{hint}", err=True)
         sys.exit(2)
     except typer.Abort:
         typer.echo("qdebug: error: interrupted", err=True)

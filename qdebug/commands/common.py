@@ -7,6 +7,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
+from qdebug.shown import shown
+
 if TYPE_CHECKING:
     from qdebug.findings import Finding
 
@@ -14,14 +16,15 @@ if TYPE_CHECKING:
 def consoles(json_to_stdout: bool):
     """(report console, status console): the report goes to stderr when stdout carries JSON, terminal or not.
 
-    Rich colours only a terminal, so a redirected report is plain text.
+    Rich colours only a terminal, so a redirected report is plain text. Neither reads markup or emoji codes: a `str`
+    printed is shown as it is (what is styled on purpose is a `Text`), so a request id of `[/x]` is never a tag.
     """
     from rich.console import Console
 
-    report = Console(stderr=json_to_stdout, highlight=False)
+    report = Console(stderr=json_to_stdout, highlight=False, markup=False, emoji=False)
     if not report.is_terminal:  # piped or captured: wide enough that tables don't fold every word
-        report = Console(stderr=json_to_stdout, highlight=False, width=160)
-    return report, Console(stderr=True, highlight=False)
+        report = Console(stderr=json_to_stdout, highlight=False, markup=False, emoji=False, width=160)
+    return report, Console(stderr=True, highlight=False, markup=False, emoji=False)
 
 
 def say_wrote(console, *targets) -> None:
@@ -30,16 +33,18 @@ def say_wrote(console, *targets) -> None:
         if target is None or str(target) == "-":
             continue
         if console is None:
-            print(f"wrote {target}", file=sys.stderr)
+            print(f"wrote {shown(target, None)}", file=sys.stderr)
         else:
-            console.print(f"wrote {target}", markup=False, highlight=False, soft_wrap=True)  # one line, however long the path
+            console.print(f"wrote {shown(target, None)}", markup=False, highlight=False, soft_wrap=True)  # one line, however long the path
 
 
 @contextmanager
 def progress(console, description: str):
     """A Rich spinner on a terminal; silent otherwise."""
+    from qdebug.render.data_text import data
+
     if console.is_terminal:
-        with console.status(description):
+        with console.status(data(description)):
             yield
     else:
         yield

@@ -182,18 +182,19 @@ def index_only_command(files: list[Path], index_only: bool, out: Path | None, ho
         raise InputError(f"--host {host!r}: not a host name (expected a name without '/', as ids are shown host/id)")
     if any(p.is_dir() for p in files):
         raise InputError("--index-only reads runtime logs (expected log files, not index folders)")
+    from qdebug.render.data_text import data
     from qdebug.signals import interrupt_exit_code
 
     index, interrupted, stats = run_index_only(files, out, host, status)
     if interrupted:
         code = interrupt_exit_code()
-        status.print(f"{'terminated (SIGTERM)' if code == 143 else 'interrupted'} after {stats.total_lines:,} lines: "
-                     f"no index written to {out} (what was there is as it was)")
+        status.print(data(f"{'terminated (SIGTERM)' if code == 143 else 'interrupted'} after {stats.total_lines:,} lines: "
+                          f"no index written to {out} (what was there is as it was)", limit=None))
         return code
     meta = index.meta
-    status.print(f"indexed {meta['total_lines']:,} lines ({meta['events']:,} events, {index.request_count():,} requests) "
-                 f"of host {meta['host']} into {out}")
+    status.print(data(f"indexed {meta['total_lines']:,} lines ({meta['events']:,} events, {index.request_count():,} requests) "
+                      f"of host {meta['host']} into {out}", limit=None))
     if not meta["events"]:
-        status.print(no_event_text(meta["total_lines"], "its logs"))
+        status.print(data(no_event_text(meta["total_lines"], "its logs")))
     index.close()
     return 0

@@ -11,6 +11,7 @@ from rich.text import Text
 from qdebug.trace.summaries import TensorStats
 from qdebug.vocab import StageName, is_layer_stage, is_step_stage
 
+from .data_text import data
 from .findings import findings_panel
 from .heatmap import heatmap, legend, thumbnail
 from .media_words import is_video
@@ -23,7 +24,7 @@ def stage_table(trace) -> Table:
     table.add_column("what")
     table.add_column("checks")
     for stage in trace.stages.values():
-        table.add_row(stage.name, _stage_what(trace, stage), _checks_text(stage))
+        table.add_row(data(stage.name), data(_stage_what(trace, stage)), _checks_text(stage))
     return table
 
 
@@ -73,7 +74,7 @@ def _checks_text(stage) -> Text:
     bad = [c for c in stage.checks if not c.ok]
     if not bad:
         return Text(f"{len(stage.checks)} ok", style="green")
-    return Text("; ".join(f"✗ {c.name} ({c.detail})" for c in bad), style="bold red")
+    return data("; ".join(f"✗ {c.name} ({c.detail})" for c in bad), "bold red")
 
 
 def topk_table(trace, limit: int | None = None) -> Table:
@@ -86,7 +87,7 @@ def topk_table(trace, limit: int | None = None) -> Table:
     table.add_column("top-k")
     for step in trace.steps[:limit]:
         alts = "  ".join(f"{t!r} {p:.2f}" for t, p in zip(step.topk.tokens, step.topk.probs))
-        table.add_row(str(step.index), repr(step.token), f"{step.prob:.3f}", f"{step.entropy:.2f}", alts)
+        table.add_row(f"{step.index:d}", data(repr(step.token)), f"{step.prob:.3f}", f"{step.entropy:.2f}", data(alts))
     return table
 
 
@@ -101,9 +102,9 @@ def heatmap_panel(trace, image, grid, title: str, pil_image=None) -> Panel:
     body = Group(
         Columns(pictures, padding=(0, 2)),
         legend(float(grid.min()), float(grid.max())),
-        Text(f"peak: row {peak.row}, col {peak.col} of {peak.rows}×{peak.cols}"),
+        Text(f"peak: row {peak.row:d}, col {peak.col:d} of {peak.rows:d}×{peak.cols:d}"),
     )
-    return Panel(body, title=title, expand=False)
+    return Panel(body, title=data(title), expand=False)
 
 
 def attn_renderables(result) -> list:
@@ -114,10 +115,11 @@ def attn_renderables(result) -> list:
     model = trace.meta.model
     about = f"{model['spec']} · {model['architecture']} · {model['device']} · {model['dtype']}"
     text = trace.generated_text or "(empty)"
+    body, subtitle = data(text, "bold", newlines=True), data(about)
     out = [
-        Panel(Text(text, style="bold"), title="generated", subtitle=about, width=max(len(text), len(about)) + 6),
-        Text(trace.meta.attn_capture or "", style="dim"),
-        Text(_processors_line(trace), style="dim"),
+        Panel(body, title="generated", subtitle=subtitle, width=max(body.cell_len, subtitle.cell_len) + 6),
+        data(trace.meta.attn_capture or "", "dim"),
+        data(_processors_line(trace), "dim"),
         stage_table(trace),
         topk_table(trace),
     ]

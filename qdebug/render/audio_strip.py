@@ -42,28 +42,31 @@ def strip_panel(trace, clip: TraceItem, strip, title: str, width: int = 72):
 
     from qdebug.analysis.audio_attention import strip_peak
 
+    from .data_text import data
+
+    heading = data(title)
     env = trace.tensor_or_none(T.AUDIO_ENVELOPE, item=clip.item)
     text = Text()
     if env is not None and len(env):
         wave = _resample(env.tolist(), width)
         finite = [v for v in wave if math.isfinite(v)]
-        text.append(_blocks(wave, 0.0, max(finite, default=0.0)) + "  waveform\n", style="cyan")
+        text.append(data(_blocks(wave, 0.0, max(finite, default=0.0)) + "  waveform\n", "cyan", newlines=True))
     att = _resample(strip.tolist(), width)
     finite = [v for v in att if math.isfinite(v)]
     # min..max so a nearly flat strip still shows where it rises
-    text.append(_blocks(att, min(finite, default=0.0), max(finite, default=0.0)) + "  attention\n", style="bold yellow")
+    text.append(data(_blocks(att, min(finite, default=0.0), max(finite, default=0.0)) + "  attention\n", "bold yellow", newlines=True))
     bad = int((~strip.isfinite()).sum())
     if bad:  # the model computed NaN/Inf here (its own checks say where it started): no peak to point at among them
-        text.append(f"attention is not finite at {bad} of {strip.shape[0]} row(s), drawn blank\n", style="bold red")
+        text.append(f"attention is not finite at {bad:,} of {strip.shape[0]:,} row(s), drawn blank\n", style="bold red")
         if bad == strip.shape[0]:
-            return Panel(text, title=title, expand=False)
+            return Panel(text, title=heading, expand=False)
     peak = strip_peak(trace, strip.nan_to_num(nan=float("-inf")), clip.index)
     col = min(width - 1, peak.row * width // max(1, peak.rows))
     text.append(" " * col + "^ peak", style="bold")
     seconds, per_row = clip.seconds or 0.0, clip.seconds_per_row or 0.0
     text.append(f"\n0 s{' ' * max(1, width - 10)}{seconds:.2f} s\n", style="dim")
-    text.append(f"peak at {peak.time():.2f} s (row {peak.row} of {peak.rows}, {per_row * 1000:.0f} ms per row)")
-    return Panel(text, title=title, expand=False)
+    text.append(f"peak at {peak.time():.2f} s (row {peak.row:d} of {peak.rows:d}, {per_row * 1000:.0f} ms per row)")
+    return Panel(text, title=heading, expand=False)
 
 
 def audio_png(trace, path: str | Path, *, steps: list[int], layer: int | None = None, head: int | None = None) -> Path:

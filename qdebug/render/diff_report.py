@@ -9,6 +9,7 @@ from rich.text import Text
 
 from qdebug.vocab import StageVerdict
 
+from .data_text import data
 from .findings import findings_panel
 from .media_words import order_label, visual_word
 
@@ -42,7 +43,7 @@ def where(stage) -> str:
 def stages_table(result) -> Table:
     """One row per stage in canonical order; the first divergent stage highlighted."""
     first = result.first_divergence.name if result.first_divergence else None
-    table = Table(title=f"{result.a_label}  vs  {result.b_label}   (atol {result.tolerance.atol:g}, rtol {result.tolerance.rtol:g})")
+    table = Table(title=data(f"{result.a_label}  vs  {result.b_label}   (atol {result.tolerance.atol:g}, rtol {result.tolerance.rtol:g})"))
     columns: tuple[tuple[str, JustifyMethod], ...] = (("stage", "left"), ("max |a-b|", "right"), ("rel", "right"), ("cosine", "right"),
                                                       ("verdict", "left"), ("where", "left"))
     for col, justify in columns:
@@ -52,8 +53,9 @@ def stages_table(result) -> Table:
         at = where(s)
         if s.detail and s.verdict != StageVerdict.OK:
             at = f"{at} {s.detail}".strip()
-        verdict = ("◀ first divergence" if s.name == first else s.verdict)
-        table.add_row(s.name, _num(s.max_abs), _num(s.rel), "–" if s.cosine != s.cosine else f"{s.cosine:.6f}", verdict, at, style=style)
+        verdict = data("◀ first divergence" if s.name == first else s.verdict)
+        table.add_row(data(s.name), data(_num(s.max_abs)), data(_num(s.rel)), "–" if s.cosine != s.cosine else f"{s.cosine:.6f}", verdict, data(at),
+                      style=style)
     return table
 
 
@@ -64,22 +66,22 @@ def steps_table(result, limit: int = 12) -> Table:
         table.add_column(col)
     for s in result.steps[:limit]:
         fmt = lambda rows: "  ".join(f"{r['token']!r} {r['prob']:.2f}" for r in rows[:3])
-        table.add_row(str(s.index), _token(s.a_token), _token(s.b_token), _num(s.kl), _num(s.topk_overlap), fmt(s.a_topk), fmt(s.b_topk),
-                      style="" if s.agree else "bold red")
+        table.add_row(f"{s.index:d}", data(_token(s.a_token)), data(_token(s.b_token)), data(_num(s.kl)), data(_num(s.topk_overlap)),
+                      data(fmt(s.a_topk)), data(fmt(s.b_topk)), style="" if s.agree else "bold red")
     return table
 
 
 def images_table(result, word: str = "image") -> Table:
     """One row per image (or video, `word`): placeholder span, where each run's rows landed, each run's attention peak."""
-    table = Table(title=f"{word}s")
-    for col in (word, "span", "A visual offset", "B visual offset", "A attention peak", "B attention peak"):
+    table = Table(title=data(f"{word}s"))
+    for col in (data(word), "span", "A visual offset", "B visual offset", "A attention peak", "B attention peak"):
         table.add_column(col)
     cell = lambda p: f"row {p['row']}, col {p['col']} of {p['rows']}×{p['cols']}" if p else "–"
     for img in result.images:
         # An offset a run did not record (an ONNX run keeps no sync summary) is unknown, not a misplaced image.
         ok = all(img[k] is None or img[k] == img["text_offset"] for k in ("a_visual_offset", "b_visual_offset"))
-        table.add_row(str(img["index"]), f"{img['span'][0]}..{img['span'][1]}" if img["span"] else "–", _cell(img["a_visual_offset"]),
-                      _cell(img["b_visual_offset"]), cell(img["a_attention_peak"]), cell(img["b_attention_peak"]), style="" if ok else "red")
+        table.add_row(data(img["index"]), data(f"{img['span'][0]}..{img['span'][1]}" if img["span"] else "–"), data(_cell(img["a_visual_offset"])),
+                      data(_cell(img["b_visual_offset"])), data(cell(img["a_attention_peak"])), data(cell(img["b_attention_peak"])), style="" if ok else "red")
     return table
 
 
@@ -101,17 +103,17 @@ def heatmap_panels(trace_a, trace_b, labels: tuple[str, str]) -> list:
 def diff_renderables(order: str, result, trace=None) -> list:
     """What the terminal report shows for one comparison (`trace`: run A's, whose modality names the visual items)."""
     texts = Text()
-    texts.append(f"{result.a_label}: ", style="bold")
+    texts.append(data(f"{result.a_label}: ", "bold"))
     texts.append(f"{result.a_text!r}\n")
-    texts.append(f"{result.b_label}: ", style="bold")
+    texts.append(data(f"{result.b_label}: ", "bold"))
     texts.append(f"{result.b_text!r}", style="" if result.a_text == result.b_text else "red")
     fd = result.first_divergence
-    head = Text(f"first divergence: {fd.name}" if fd else "no stage beyond tolerance", style="bold red" if fd else "bold green")
+    head = data(f"first divergence: {fd.name}" if fd else "no stage beyond tolerance", "bold red" if fd else "bold green")
     if fd is not None and where(fd):  # the row the table and the finding name: the first that parts, not the most moved
-        head.append(f" at {where(fd)}" + (f", channel {fd.channel}" if fd.channel is not None else ""), style="")
+        head.append(data(f" at {where(fd)}" + (f", channel {fd.channel}" if fd.channel is not None else "")))
     shown = order_label(order, trace) if trace is not None else order
     title = f"diff ({shown})" if order not in ("traces",) else "diff of two traces"
-    out = [Panel(Group(head, texts), title=title, expand=False), stages_table(result)]
+    out = [Panel(Group(head, texts), title=data(title), expand=False), stages_table(result)]
     if result.images:
         out.append(images_table(result, visual_word(trace) if trace is not None else "image"))
     return out + [steps_table(result), findings_panel(result.findings)]

@@ -7,15 +7,18 @@ from rich.text import Text
 
 from qdebug.vocab import Severity
 
+from .data_text import data
+
 
 def findings_text(findings, empty: str = "all checks passed") -> Text:
     """One `[severity] kind: message` line per finding (errors in red, the rest yellow); `empty` in green when none."""
     if not findings:
-        return Text(empty, style="green")
+        return data(empty, "green")
     lines = Text()
-    for f in findings:
-        lines.append(f"[{f.severity}] {f.kind}: ", style="bold red" if f.severity == Severity.ERROR else "yellow")
-        lines.append(f"{f.message}\n")
+    for f in findings:  # a finding's message quotes what it saw (ids, evidence, a server's text): data, never markup
+        lines.append(data(f"[{f.severity}] {f.kind}: ", "bold red" if f.severity == Severity.ERROR else "yellow"))
+        lines.append(data(f.message))
+        lines.append("\n")
     lines.rstrip()
     return lines
 

@@ -9,6 +9,7 @@ from rich.style import Style
 from rich.text import Text
 
 from .colors import scale_color
+from .data_text import data
 
 
 @lru_cache(maxsize=4096)
@@ -71,8 +72,8 @@ def image_text(image, rows: int, cols: int, *, width: int = 32) -> Text:
     s = cell_scale(rows, cols, width)
     w, h = max(1, cols * s), max(1, rows * s)
     small = image.convert("RGB").resize((w, h))
-    data = list(small.getdata())
-    pixels = [data[y * w : (y + 1) * w] for y in range(h)]
+    flat = list(small.getdata())
+    pixels = [flat[y * w : (y + 1) * w] for y in range(h)]
     return _half_blocks(pixels)
 
 
@@ -131,17 +132,17 @@ def image_ramp(image, rows: int, cols: int, *, width: int = 32) -> Text:
     s = cell_scale(rows, cols, width)
     small = image.convert("L").resize((max(1, cols * s), max(1, rows * ((s + 1) // 2))))
     w = small.width
-    data = list(small.getdata())
+    pixels = list(small.getdata())
     text = Text()
     for y in range(small.height):
-        text.append("".join(_ramp_char(v / 255, IMAGE_RAMP) for v in data[y * w : (y + 1) * w]) + "\n")
+        text.append(data("".join(_ramp_char(v / 255, IMAGE_RAMP) for v in pixels[y * w : (y + 1) * w]) + "\n", newlines=True))
     text.rstrip()
     return text
 
 
 def legend_ramp(lo: float, hi: float) -> Text:
     """The ramp with its low and high values."""
-    return Text(f"{lo:.3g} {RAMP.replace(' ', '·', 1)} {hi:.3g}")
+    return data(f"{lo:.3g} {RAMP.replace(' ', '·', 1)} {hi:.3g}")
 
 
 def colourless(console) -> bool:

@@ -10,6 +10,7 @@ from rich.text import Text
 
 from qdebug.vocab import Verdict
 
+from .data_text import data
 from .findings import findings_panel
 from .palette import verdict_style
 from .replay_tables import matrix_table, requests_table, timeline_table
@@ -30,18 +31,18 @@ def counts_table(report) -> Table:
     """Lines, events, requests per verdict and findings per kind."""
     index = report.log_index
     meta = index.meta
-    table = Table(title=f"runtime log: {report.source}", show_header=False)
+    table = Table(title=data(f"runtime log: {report.source}"), show_header=False)
     table.add_column("what")
     table.add_column("count", justify="right")
     first, last = index.time_range()
     table.add_row("lines read", f"{meta.get('total_lines', 0):,}" + (" (interrupted)" if report.interrupted else ""))
     table.add_row("unrecognised lines", f"{meta.get('unknown_lines', 0):,}")
     table.add_row("events", f"{meta.get('events', 0):,}")
-    table.add_row("time span", f"{_when(first)} → {_when(last)} UTC" if first is not None else "no timestamps")
+    table.add_row("time span", data(f"{_when(first)} → {_when(last)} UTC" if first is not None else "no timestamps"))
     for verdict, n in sorted(index.verdict_counts().items(), key=lambda kv: -kv[1]):
-        table.add_row(Text(f"requests {verdict}", style=verdict_style(verdict)), f"{n:,}")
+        table.add_row(data(f"requests {verdict}", verdict_style(verdict)), f"{n:,}")
     for kind, n in index.finding_counts().items():
-        table.add_row(f"findings: {kind}", f"{n:,}")
+        table.add_row(data(f"findings: {kind}"), f"{n:,}")
     if report.event_filter is not None and report.event_filter.active:
         table.add_row("events shown (filter)", f"{index.count_events(report.event_filter):,}")
     return table
@@ -55,8 +56,8 @@ def worst_table(report, limit: int = WORST) -> Table:
     for rid, verdict, donor, text_at, visual_at, line in report.log_index.requests(worst_first=True, limit=limit):
         if verdict == Verdict.OK:
             break
-        table.add_row(rid, Text(verdict, style=verdict_style(verdict)), donor or "",
-                      "–" if text_at is None else str(text_at), "–" if visual_at is None else str(visual_at), str(line))
+        table.add_row(data(rid), data(verdict, verdict_style(verdict)), data(donor or ""),
+                      "–" if text_at is None else f"{text_at:d}", "–" if visual_at is None else f"{visual_at:d}", "–" if line is None else f"{line:d}")
     return table
 
 
@@ -72,7 +73,7 @@ def histogram(report, rows: int = HISTOGRAM_ROWS) -> Table | Text:
         key = lo + (minute - lo) // width * width
         bins[key] = bins.get(key, 0) + n
     top = max(bins.values())
-    table = Table(title=f"contaminating overwrites per {'minute' if width == 1 else f'{width} minutes'} (UTC)", show_header=False)
+    table = Table(title=f"contaminating overwrites per {'minute' if width == 1 else f'{width:d} minutes'} (UTC)", show_header=False)
     table.add_column("from")
     table.add_column("count", justify="right")
     table.add_column("bar")
@@ -80,7 +81,7 @@ def histogram(report, rows: int = HISTOGRAM_ROWS) -> Table | Text:
         n = bins.get(key, 0)
         eighths = round(40 * 8 * n / top)
         bar = "█" * (eighths // 8) + (_BLOCKS[eighths % 8] if eighths % 8 else "")
-        table.add_row(_when(key * 60)[:-3], str(n), Text(bar, style="red"))
+        table.add_row(data(_when(key * 60)[:-3]), f"{n:,}", Text(bar, style="red"))
     return table
 
 
@@ -92,8 +93,8 @@ def filtered_events_table(report, limit: int = SMALL_EVENTS) -> Table:
     for col in ("line", "time (UTC)", "kind", "request", "donor", "offset", "message"):
         table.add_column(col, no_wrap=col != "message", overflow="fold")
     for e in report.events[:limit]:
-        table.add_row(str(e.line or ""), _when(e.t)[11:] if e.t is not None else "–", e.kind, e.request_id or "",
-                      e.donor or "", "" if e.offset is None else str(e.offset), e.message)
+        table.add_row("" if e.line is None else f"{e.line:d}", data(_when(e.t)[11:] if e.t is not None else "–"), data(e.kind), data(e.request_id or ""),
+                      data(e.donor or ""), "" if e.offset is None else f"{e.offset:d}", data(e.message))
     if total > limit:
         table.caption = f"first {min(limit, len(report.events)):,} of {total:,}; --jsonl for all of them"
     return table

@@ -8,6 +8,7 @@ from rich.text import Text
 from qdebug.vocab import EventKind
 
 from .colors import scale_color
+from .data_text import data
 from .landed import donor_cell, drawn_events, labels_note, measured, offset_cells
 from .palette import EVENT_LOOK, kind_look, verdict_style
 
@@ -30,9 +31,9 @@ def requests_table(report) -> Table:
             title += f" · {engine['said']}"
     else:
         title = f"{report.kind}: {report.source}" + (f" · mode {report.mode} · inject {report.inject} · seed {report.seed}" if report.mode else "")
-    table = Table(title=title)
+    table = Table(title=data(title))  # the source's name, the endpoint's URL, what the server's traces said: data
     replayed = report.kind == "capture"
-    columns = ["id", "image", "reference", "replayed", "observed"] if replayed else ["id"]
+    columns = ("id", "image", "reference", "replayed", "observed") if replayed else ("id",)
     for col in columns:
         table.add_column(col, overflow="fold")
     if replayed:  # what production's answer says on its own: never the verdict, which is this replay's
@@ -44,17 +45,19 @@ def requests_table(report) -> Table:
     if replayed:  # how far the replayed first token's distribution moved from the reference's
         table.add_column("KL₀", no_wrap=True, justify="right")
     for r in report.requests:
-        verdict = Text(r.verdict, style=verdict_style(r.verdict))
-        if r.error:
-            verdict.append(f" ({_short(r.error, 48)})", style="dim")
+        verdict = data(r.verdict, verdict_style(r.verdict))
+        if r.error:  # a server's or a worker's words: data, cut short
+            verdict.append(data(f" ({_short(r.error, 48)})", "dim"))
         if getattr(r, "stage", None):  # the first divergent stage behind the verdict (endpoint replays with engine traces)
-            verdict.append(f" @{r.stage}", style="bold")
+            verdict.append(data(f" @{r.stage}", "bold"))
         for label in getattr(r, "injected", None) or []:
-            verdict.append(f" [{_short(label, 40)}]", style="dim italic")
-        cells = [r.id, _short(r.image, 18), _short(r.reference), _short(r.replayed), _short(r.observed), _observed_says(r)] if replayed else [r.id]
-        row = [*cells, verdict, donor_cell(r), *offset_cells(r)]
+            verdict.append(data(f" [{_short(label, 40)}]", "dim italic"))
+        cells = ([data(r.id), data(_short(r.image, 18)), data(_short(r.reference)), data(_short(r.replayed)), data(_short(r.observed)),
+                  _observed_says(r)] if replayed else [data(r.id)])
+        text_at, visual_at = offset_cells(r)
+        row = [*cells, verdict, data(donor_cell(r)), data(text_at), data(visual_at)]
         if replayed:
-            row.append("–" if r.first_token_kl is None else f"{r.first_token_kl:.2g}")
+            row.append(Text("–" if r.first_token_kl is None else f"{r.first_token_kl:.2g}"))
         table.add_row(*row)
     return table
 
@@ -64,7 +67,7 @@ def _observed_says(r) -> Text:
     says = getattr(r, "observed_verdict", None)
     if says is None:
         return Text("–", style="dim")
-    return Text(says + (f" {r.observed_donor}" if getattr(r, "observed_donor", None) else ""), style=verdict_style(says))
+    return data(says + (f" {r.observed_donor}" if getattr(r, "observed_donor", None) else ""), verdict_style(says))
 
 
 def matrix_table(report, limit: int = 24) -> Table | Text:
@@ -81,7 +84,7 @@ def matrix_table(report, limit: int = 24) -> Table | Text:
     table = Table(title=title, show_lines=False)
     table.add_column("request \\ answer of" if getattr(report, "endpoint", None) else "stream \\ rows of")
     for d in ids:
-        table.add_column(d, justify="right")
+        table.add_column(data(d), justify="right")
     for i, r in enumerate(ids):
         cells = []
         for j, _ in enumerate(ids):
@@ -92,7 +95,7 @@ def matrix_table(report, limit: int = 24) -> Table | Text:
             colour = scale_color(max(0.0, min(1.0, v)))
             fg = "black" if v > 0.6 else "white"
             cells.append(Text(f"{v:.2f}", style=f"{fg} on rgb{colour}" + (" bold" if i != j and v >= 0.9999 else "")))
-        table.add_row(r, *cells)
+        table.add_row(data(r), *cells)
     return table
 
 
@@ -105,7 +108,7 @@ def timeline_table(report, limit: int = 40) -> Table:
     legend = " · ".join(f"{look.glyph} {look.label}" for look in EVENT_LOOK.values())
     if report.kind == "capture":
         legend += f" · {EVENT_LOOK[EventKind.SYNC].glyph}@v←d d's rows landed at v (measured)"
-    table = Table(title=f"offset timeline ({legend})", caption=labels_note(report) or None)
+    table = Table(title=data(f"offset timeline ({legend})"), caption=data(labels_note(report)) if labels_note(report) else None)
     table.add_column("request")
     table.add_column("events in time order")
     by_request: dict[str, list] = {}
@@ -128,9 +131,9 @@ def timeline_table(report, limit: int = 40) -> Table:
                 label += f"←{e.donor}@{e.offset}"
             if e.kind == EventKind.DESYNC:
                 label += f" v{e.offset}≠t{e.text_offset}"
-            line.append(label, style=style)
+            line.append(data(label, style))
             line.append(" ")
-        table.add_row(rid, line)
+        table.add_row(data(rid), line)
     return table
 
 
@@ -143,7 +146,7 @@ def cells_table(report, limit: int = 24) -> Table | Text:
     for col in ("request", "rows of", "score", "evidence"):
         table.add_column(col, overflow="fold", no_wrap=col != "evidence")
     for cell in cells[:limit]:
-        table.add_row(cell["request_id"], Text(cell["donor"], style="bold red"), f"{cell['score']:.2f}", cell["evidence"])
+        table.add_row(data(cell["request_id"]), data(cell["donor"], "bold red"), f"{cell['score']:.2f}", data(cell["evidence"]))
     if len(cells) > limit:
-        table.caption = f"first {limit} of {len(cells)}"
+        table.caption = f"first {limit:,} of {len(cells):,}"
     return table

@@ -9,6 +9,7 @@ from rich.text import Text
 
 from qdebug.vocab import StageName
 
+from .data_text import data
 from .heatmap import heatmap, legend
 
 
@@ -44,5 +45,5 @@ def video_panel(trace, img, title: str, *, layer: int | None = None, head: int |
         when = f" t={times[k]:.2f} s" if times and k < len(times) else ""
         pictures.append(Group(Text(f"slice {k}{when}"), heatmap(grids[k], width=16, marker=marker)))
     body = Group(Columns(pictures, padding=(0, 2)), legend(float(grids.min()), float(grids.max())),
-                 Text(f"peak: {peak.label()} (slice {peak.slice}) of {peak.rows}×{peak.cols}" if peak else "peak: none"))
-    return Panel(body, title=title, expand=False)
+                 data(f"peak: {peak.label()} (slice {peak.slice}) of {peak.rows}×{peak.cols}" if peak else "peak: none"))
+    return Panel(body, title=data(title), expand=False)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from qdebug.render.data_text import data
+
 from .controllers.run import RunController
 from .state import TraceDoc
 
@@ -14,25 +16,25 @@ def info_text(doc: TraceDoc | None, paired: bool, runs: RunController, model_nam
     text = Text()
     if paired:
         other = doc.counterpart
-        text.append(f"request {doc.trace.request.id or '?'} · {doc.role} → {doc.trace.generated_text!r}", style="bold magenta")
-        text.append(f"   (t: {other.role} → {other.trace.generated_text!r})", style="dim")
+        text.append(data(f"request {doc.trace.request.id or '?'} · {doc.role} → {doc.trace.generated_text!r}", "bold magenta"))
+        text.append(data(f"   (t: {other.role} → {other.trace.generated_text!r})", "dim"))
         return text
     live = model_name is not None
     if live:
         if runs.loaded is not None:
-            text.append(f"model {runs.loaded.spec} ({runs.loaded.device}, {runs.loaded.dtype}) · ", style="bold")
+            text.append(data(f"model {runs.loaded.spec} ({runs.loaded.device}, {runs.loaded.dtype}) · ", "bold"))
         else:
-            text.append(f"model {model_name} {'failed' if runs.model_error else 'loading…'} · ", style="bold")
+            text.append(data(f"model {model_name} {'failed' if runs.model_error else 'loading…'} · ", "bold"))
         line = runs.line()
         if line:
-            text.append(f"{line} · ", style="bold black on yellow" if runs.paused else "bold yellow")
+            text.append(data(f"{line} · ", "bold black on yellow" if runs.paused else "bold yellow"))
         elif doc is None:
             ready = "runs when the model is loaded" if runs.run_when_loaded else "`run` starts it"
-            text.append(f"no run yet · next request: {runs.pending.describe()} ({ready})", style="dim")
+            text.append(data(f"no run yet · next request: {runs.pending.describe()} ({ready})", "dim"))
     if doc is not None:
         trace = doc.trace
         if doc.source and not (live and runs.session is not None):
-            text.append(f"{doc.source} · ", style="bold")
+            text.append(data(f"{doc.source} · ", "bold"))
         text.append(f"prompt {trace.request.prompt!r} · ", style="dim")
         if trace.generated_text or doc.complete:
             text.append(f"→ {trace.generated_text!r}", style="bold green")

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
 
 PAGE = 500  # events a page draws: about 120 lanes of a busy log, a few tenths of a second to build and render
 INLINE_EVENTS = 400  # a report this small is drawn on the UI thread at once (one page, a few ms)
@@ -17,7 +21,7 @@ INLINE_EVENTS = 400  # a report this small is drawn on the UI thread at once (on
 class TimelinePage:
     """What one page shows: the lanes and per-request glyphs (a Rich renderable) and the heading line."""
 
-    body: object
+    body: RenderableType
     heading: str
     page: int
     pages: int

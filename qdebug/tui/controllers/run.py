@@ -132,7 +132,7 @@ class RunController:
         if previous is not None:  # a restart must be seen: the screen looks the same when it pauses again
             say(f"run {self.session.id} started from the top (run {previous.id} {'cancelled' if not previous.finished else 'ended'}): "
                 f"{request.prompt_text!r}, up to {request.max_new_tokens} tokens")
-            self.host.notify(f"run {self.session.id} started; run {previous.id} was replaced", title="new run", timeout=4)
+            self.host.notify(f"run {self.session.id:d} started; run {previous.id:d} was replaced", title="new run", timeout=4)
         else:
             say(f"run {self.session.id} started: {request.prompt_text!r}, up to {request.max_new_tokens} tokens")
         self.host.refresh_view()

@@ -15,6 +15,8 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
+from qdebug.render.data_text import data
+
 from ..command_language import CommandError, parse
 from ..images import image_dirs_for
 from ..page_keys import PAGE_BINDINGS
@@ -108,8 +110,8 @@ class BatchScreen(Screen):
         t = self.totals
         self.query_one("#info", Static).update(self._title())
         shown = len(self.report.requests)
-        self.query_one("#requests").border_title = (requests_heading(t) if t is not None else
-                                                    f"requests 1–{shown:,} of … (counting the log) · Enter opens one")
+        self.query_one("#requests").border_title = data(requests_heading(t) if t is not None else
+                                                        f"requests 1–{shown:,} of … (counting the log) · Enter opens one")
         box = self.query_one("#matrix-box")
         box.border_title = "contamination"
         if t is not None and t.requests_paged and t.contaminated:
@@ -134,8 +136,8 @@ class BatchScreen(Screen):
 
     def _title(self) -> Text:
         r = self.report
-        text = Text(f"replay {self.source}", style="bold")
-        text.append(f" · {r.kind}" + (f" · mode {r.mode}" if r.mode else "") + (f" · inject {r.inject}" if r.inject else ""), style="dim")
+        text = data(f"replay {self.source}", "bold")  # a file's name, a .qdr's fields: data
+        text.append(data(f" · {r.kind}" + (f" · mode {r.mode}" if r.mode else "") + (f" · inject {r.inject}" if r.inject else ""), "dim"))
         t = self.totals
         if t is None:  # a large log, still being counted: say what the table shows, never as the total
             text.append(f" · {len(r.requests):,} requests shown, counting the log's…", style="dim")
@@ -151,7 +153,7 @@ class BatchScreen(Screen):
         text = findings_text(self.report.findings, empty="no findings")
         heading = findings_heading(self.totals) if self.totals is not None else ""
         if heading:
-            text = Text(heading + "\n", style="dim").append_text(text)
+            text = data(heading + "\n", "dim", newlines=True).append_text(text)
         return text
 
     def say(self, text: str, error: bool = False) -> None:

@@ -9,6 +9,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from qdebug.render.data_text import data
+
 from ..command_language import COMMANDS
 
 KEYS = [
@@ -67,15 +69,15 @@ def help_table(context: str | None = None, keys: dict[str, str] | None = None) -
     table.add_column()
     if context in PANELS:
         name, text = PANELS[context]
-        table.add_row(f"▸ {name}", text, style="bold")
+        table.add_row(data(f"▸ {name}"), data(text), style="bold")
         table.add_row("", "")
-    for action, key in (keys or {}).items():
-        table.add_row(key, f"your keymap: {action}")
+    for action, key in (keys or {}).items():  # the user's keymap file: data
+        table.add_row(data(key), data(f"your keymap: {action}"))
     for key, what in KEYS:
-        table.add_row(key, what)
+        table.add_row(data(key), data(what))
     table.add_row("", "")
     for name, (args, what) in COMMANDS.items():
-        table.add_row(f"{name} {args}".strip(), what)
+        table.add_row(data(f"{name} {args}".strip()), data(what))
     return table
 
 

@@ -21,6 +21,8 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, ProgressBar, Static
 
+from qdebug.render.data_text import data
+
 from ..page_keys import PAGE_BINDINGS
 from ..timeline_page import TimelinePage, build_page, is_small
 from ..widgets.prerendered import PrerenderedLines, render_lines
@@ -91,8 +93,8 @@ class TimelinePictureScreen(Screen):
         small = self.app.pixels is None and is_small(self.report)
         first = build_page(self.report, 0, self._width()) if small else None  # a few ms: no worker, no bar
         if self.app.pixels is None:
-            yield Static(self._as_text_note(), id="picture-status")
-            yield Static(first.heading if first else "", id="timeline-heading")
+            yield Static(data(self._as_text_note()), id="picture-status")
+            yield Static(data(first.heading) if first else "", id="timeline-heading")
         else:
             yield Static("drawing the offset timeline…", id="picture-status")
         yield ProgressBar(total=None, show_eta=False, id="picture-progress")
@@ -164,7 +166,7 @@ class TimelinePictureScreen(Screen):
     def _show_step(self, event: Step) -> None:
         self.query_one("#picture-progress", ProgressBar).update(total=event.total, progress=event.done - 1)
         if self.app.pixels is not None:
-            self.query_one("#picture-status", Static).update(f"{event.what}… ({event.done}/{event.total}) · Escape goes back")
+            self.query_one("#picture-status", Static).update(data(f"{event.what}… ({event.done}/{event.total}) · Escape goes back"))
 
     @on(PageDrawn)
     async def _show_page(self, event: PageDrawn) -> None:
@@ -172,14 +174,14 @@ class TimelinePictureScreen(Screen):
             return
         page = event.page
         self.page, self.pages = page.page, page.pages
-        self.query_one("#timeline-heading", Static).update(page.heading)
+        self.query_one("#timeline-heading", Static).update(data(page.heading))
         self.query_one(PrerenderedLines).show(event.lines, event.width)
         await self._done()
 
     @on(PictureDrawn)
     async def _show_picture(self, event: PictureDrawn) -> None:
         if event.image is None:
-            self.query_one("#picture-status", Static).update(f"the offset timeline could not be drawn: {event.error}")
+            self.query_one("#picture-status", Static).update(data(f"the offset timeline could not be drawn: {event.error}"))
         else:
             self._show(event.image)
         await self._done()
@@ -190,7 +192,7 @@ class TimelinePictureScreen(Screen):
         self.picture = image
         widget_type = Image if self.app.is_headless is False else HalfcellImage  # tests: a renderer that needs no terminal
         self.query_one("#picture-status", Static).update(
-            f"offset timeline of {self.report.source} ({image.width}×{image.height} px; `--timeline-png` writes the same picture)")
+            data(f"offset timeline of {self.report.source} ({image.width}×{image.height} px; `--timeline-png` writes the same picture)"))
         self.mount(widget_type(image, id="picture"), before=self.query_one(Footer))
 
     async def _done(self) -> None:

@@ -7,6 +7,9 @@ from pathlib import Path
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
+
+from qdebug.render.data_text import data
+
 from ..images import missing_image_note, pil_image
 from ..state import View
 from .view_panel import ViewPanel
@@ -26,12 +29,13 @@ def _scale(rows: int, cols: int, width: int, height: int) -> int:
     return max(1, min(by_width, by_height, 8))
 
 
-def _placeholder(img, s: int, reason: str):
-    """A dim box the thumbnail's size, saying why there are no pixels."""
+def _placeholder(img, s: int, name: str):
+    """A dim box the thumbnail's size, saying that the image file `name` is not available."""
     from rich.panel import Panel
 
-    return Panel(Text(reason, style="dim", justify="center"), width=max(14, img.cols * s), height=max(3, (img.rows * s + 1) // 2),
-                 border_style="dim")
+    note = Text("image not available\n", style="dim", justify="center")
+    note.append(data(name, "dim"))  # a trace's file name: data
+    return Panel(note, width=max(14, img.cols * s), height=max(3, (img.rows * s + 1) // 2), border_style="dim")
 
 
 _thumbs: dict = {}
@@ -48,7 +52,7 @@ def _thumbnail(doc, index: int, img, size: int, s: int, plain: bool = False):
             _thumbs.clear()
         pil = pil_image(doc, index)
         draw = image_ramp if plain else image_text
-        _thumbs[key] = draw(pil, img.rows, img.cols, width=size) if pil is not None else _placeholder(img, s, f"image not available\n{Path(img.path).name}")
+        _thumbs[key] = draw(pil, img.rows, img.cols, width=size) if pil is not None else _placeholder(img, s, Path(img.path).name)
     return _thumbs[key]
 
 
@@ -119,19 +123,19 @@ def attention_renderable(view: View, width: int, height: int, plain: bool = Fals
     index = min(view.sel.image, len(trace.images) - 1)
     img = trace.images[index]
     pos = view.pos
-    head = Text(f"image {index} ({img.rows}×{img.cols} patches) · {_choice(view)} · query pos {pos} {doc.token_at(pos)!r}", style="bold")
+    head = data(f"image {index} ({img.rows}×{img.cols} patches) · {_choice(view)} · query pos {pos} {doc.token_at(pos)!r}", "bold")
     step = doc.step_chosen_at(pos)
     if step is not None:
-        head.append(f" → step {step} {trace.steps[step].token!r}", style="green")
+        head.append(data(f" → step {step} {trace.steps[step].token!r}", "green"))
     grid = None
     if pos in trace.attn_queries:
         grid = attention_grid(trace, index, queries=[pos], layer=view.sel.layer, head=view.sel.head)
     if grid is None and trace.meta.engine and not trace.attn_queries:  # a serving engine's trace: there are none to show
         name = trace.meta.engine.get("name", "the engine")
-        return Group(head, Text(f"no attention: an engine trace ({name} exposes no attention weights); "
-                                "`qdebug attn … --save` records them for the same request", style="dim"))
+        return Group(head, data(f"no attention: an engine trace ({name} exposes no attention weights); "
+                                "`qdebug attn … --save` records them for the same request", "dim"))
     if grid is None:
-        return Group(head, Text(f"no attention: {why_no_attention(view)} (←/→ move between query tokens, [/] change layer)", style="dim"))
+        return Group(head, data(f"no attention: {why_no_attention(view)} (←/→ move between query tokens, [/] change layer)", "dim"))
     frame = 2 if plain else 0  # the ramp is framed (its blank low end must not hide the grid)
     s = _scale(img.rows, img.cols, max(8, (width - 4) // 2), max(3, height - 3 - frame))  # title, legend, note
     size = s * max(img.rows, img.cols)
@@ -145,12 +149,12 @@ def attention_renderable(view: View, width: int, height: int, plain: bool = Fals
     pictures.add_row(*cells)
     bar = Table.grid(padding=(0, 3))
     bar.add_row(legend(float(grid.min()), float(grid.max()), width=min(24, max(8, size - 10)), plain=plain),
-                Text(f"peak row {peak.row}, col {peak.col}", style="bold"))
+                Text(f"peak row {peak.row:d}, col {peak.col:d}", style="bold"))
     parts = [head, pictures, bar]
     if thumbnail and pil_image(doc, index) is None:  # say where it looked: the user can put the file there
-        parts.append(Text(missing_image_note(doc, index), style="yellow"))
+        parts.append(data(missing_image_note(doc, index), "yellow"))
     if trace.meta.attn_capture:
-        parts.append(Text(trace.meta.attn_capture, style="dim"))
+        parts.append(data(trace.meta.attn_capture, "dim"))
     return Group(*parts)
 
 

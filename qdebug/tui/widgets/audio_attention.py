@@ -5,6 +5,8 @@ from __future__ import annotations
 from rich.console import Group
 from rich.text import Text
 
+from qdebug.render.data_text import data
+
 
 def audio_attention_renderable(view, width: int):
     """Strip over the clip's rows for the selected query, layer and head (or why there is none)."""
@@ -17,8 +19,8 @@ def audio_attention_renderable(view, width: int):
     pos = view.pos
     layer = "layer mean" if view.sel.layer is None else f"layer {view.sel.layer}"
     head = "head mean" if view.sel.head is None else f"head {view.sel.head}"
-    title = Text(f"clip {index} ({info[index].rows} rows, {info[index].seconds or 0.0:.2f} s) · {layer} · {head} · query pos {pos} {doc.token_at(pos)!r}",
-                 style="bold")
+    title = data(f"clip {index} ({info[index].rows} rows, {info[index].seconds or 0.0:.2f} s) · {layer} · {head} · query pos {pos} {doc.token_at(pos)!r}",
+                 "bold")
     strip = attention_strip(trace, index, queries=[pos], layer=view.sel.layer, head=view.sel.head) if pos in trace.attn_queries else None
     if strip is None or not strip.numel():
         why = "not captured for this query" if pos not in trace.attn_queries else "not captured for this layer"

@@ -7,6 +7,8 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from qdebug.render.colors import scale_color
+from qdebug.render.data_text import data
+from qdebug.shown import shown
 from qdebug.vocab import Verdict
 
 CELL = 4  # a cell: " .93": the space keeps neighbouring values apart without colour
@@ -28,7 +30,8 @@ def _layout(n: int, name_width: int, width: int | None) -> tuple[int, int]:
 
 
 def _short(rid: str, width: int) -> str:
-    """An id in `width` characters: its end, which is where ids of one burst differ (req-01, req-02)."""
+    """An id in `width` characters, hidden characters escaped: its end, which is where ids of one burst differ (req-01, req-02)."""
+    rid = shown(rid, None)
     return rid if len(rid) <= width else "…" + rid[-(width - 1):]
 
 
@@ -44,7 +47,7 @@ def matrix_text(report, width: int | None = None) -> Text:
     lo, hi = min(values), max(values)
     span = (hi - lo) or 1.0
     cell = CELL
-    name_width, per_block = _layout(len(ids), min(10, max(len(i) for i in ids)), width)
+    name_width, per_block = _layout(len(ids), min(10, max(len(shown(i, None)) for i in ids)), width)
     donors = {}
     for rid in ids:
         outcome = report.outcome(rid)
@@ -61,10 +64,10 @@ def matrix_text(report, width: int | None = None) -> Text:
             out.append(label + "\n", style="dim")
         out.append(f"{label if first == 0 and len(label) <= prefix else '':>{prefix}}", style="dim")
         for j in cols:
-            out.append(f"{j + 1:^{cell}}", style="bold")
+            out.append(f"{j + 1:^{cell}d}", style="bold")
         out.append("\n")
         for i, (rid, row) in enumerate(zip(ids, matrix)):
-            out.append(f"{i + 1:>2} {_short(rid, name_width):>{name_width}} ", style="bold")
+            out.append(data(f"{i + 1:>2} {_short(rid, name_width):>{name_width}} ", "bold"))
             for j in cols:
                 v = row[j]
                 if v is None:
@@ -80,9 +83,11 @@ def matrix_text(report, width: int | None = None) -> Text:
     for i, rid in enumerate(ids):
         donor = donors.get(rid)
         if donor and report.outcome(rid).verdict == Verdict.CONTAMINATED:
-            out.append(f"\n{i + 1} {rid} ◀ {donor}'s rows", style="bold red")
+            out.append("\n")
+            out.append(data(f"{i + 1} {rid} ◀ {donor}'s rows", "bold red"))
         elif donor:
-            out.append(f"\n{i + 1} {rid} ◀ a mix, partly {donor}'s rows", style="bold yellow")
+            out.append("\n")
+            out.append(data(f"{i + 1} {rid} ◀ a mix, partly {donor}'s rows", "bold yellow"))
     out.no_wrap, out.overflow = True, "ellipsis"
     return out
 
@@ -94,8 +99,9 @@ def cells_text(report, limit: int = 200) -> Text:
         return Text("no request received another request's visual rows", style="green")
     out = Text(f"{len(cells):,} request(s) received another request's rows\n", style="bold")
     for cell in cells[:limit]:
-        out.append(f"{cell['request_id']} ◀ {cell['donor']}'s rows", style="bold red")
-        out.append(f"  {cell['evidence']}\n", style="dim")
+        out.append(data(f"{cell['request_id']} ◀ {cell['donor']}'s rows", "bold red"))
+        out.append(data(f"  {cell['evidence']}", "dim"))
+        out.append("\n")
     if len(cells) > limit:
         out.append(f"… {len(cells) - limit:,} more (qdebug replay --json for all)", style="dim")
     out.rstrip()

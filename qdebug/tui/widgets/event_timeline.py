@@ -6,9 +6,11 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from qdebug.render.data_text import data
 from qdebug.render.event_clock import since_first
 from qdebug.render.landed import donor_cell, drawn_events, labels_note, measured, offset_cells
 from qdebug.render.palette import EVENT_LOOK, kind_look
+from qdebug.shown import shown
 from qdebug.vocab import EventKind
 
 
@@ -32,7 +34,7 @@ def timeline_text(report, width: int, selected: str | None, listed: bool = True)
     ids = [r.id for r in report.requests] + sorted({e.request_id for e in events if e.request_id} - {r.id for r in report.requests})
     if not events:
         return Text("no events in this report", style="dim")
-    label_width = max(len(i) for i in ids) + 2
+    label_width = min(40, max(len(shown(i, None)) for i in ids)) + 2  # ids are data: escaped, and a long one cut
     t0, t1 = _when(events[0]), _when(events[-1])
     cells = max(20, width - label_width - 10)
     scale = (cells - 1) / ((t1 - t0) or 1.0)
@@ -47,23 +49,28 @@ def timeline_text(report, width: int, selected: str | None, listed: bool = True)
             if look.rank >= lane[x][2]:  # one glyph per event: offsets and donors are in the list below
                 lane[x] = (look.glyph, look.style, look.rank)
         mark = "▶" if rid == selected else " "
-        out.append(f"{mark}{rid:<{label_width - 1}}", style="bold reverse" if rid == selected else "bold")
+        name = shown(rid, None)
+        name = name if len(name) < label_width else name[: label_width - 2] + "…"
+        out.append(f"{mark}{name:<{label_width - 1}}", style="bold reverse" if rid == selected else "bold")
         for ch, style, _ in lane:
-            out.append(ch, style=style)
+            out.append(data(ch, style))
         out.append("\n")
     axis = f"{unit}{t0:.0f}" if unit == "#" else f"{t0:.0f}{unit}"
     end = f"{unit}{t1:.0f}" if unit == "#" else f"{t1:.0f}{unit}"
-    out.append(" " * label_width + axis + " " * max(1, cells - len(axis) - len(end) + 1) + end + "\n", style="dim")
+    out.append(data(" " * label_width + axis + " " * max(1, cells - len(axis) - len(end) + 1) + end, "dim"))
+    out.append("\n")
     if heading:
-        out.append(" " * label_width + heading + "\n", style="dim")
+        out.append(data(" " * label_width + heading, "dim"))
+        out.append("\n")
     for i, look in enumerate(EVENT_LOOK.values()):
         if i == 5:
             out.append("\n")
-        out.append(look.glyph, style=look.style)
-        out.append(f" {look.label}  ", style="dim")
+        out.append(data(look.glyph, look.style))
+        out.append(data(f" {look.label}  ", "dim"))
     out.append("\n")
     if labels_note(report):
-        out.append(labels_note(report) + "\n", style="dim italic")
+        out.append(data(labels_note(report), "dim italic"))
+        out.append("\n")
     for e in events if listed else ():
         bad = kind_look(e.kind).alarm
         style = "bold red" if bad else ("bold" if e.request_id == selected else "dim")
@@ -81,7 +88,8 @@ def timeline_text(report, width: int, selected: str | None, listed: bool = True)
                 f"donor {e.donor}" if e.donor else "",
                 e.message,
             ) if p)
-        out.append(f"{when}  {e.request_id or '–':<4} {e.kind:<20} {detail}\n", style=style)
+        out.append(data(f"{when}  {e.request_id or '–':<4} {e.kind:<20} {detail}", style))  # ids, kinds, a log's message: data
+        out.append("\n")
     out.rstrip()
     out.no_wrap, out.overflow = True, "ellipsis"  # one line per event, cut at the panel's edge
     return out

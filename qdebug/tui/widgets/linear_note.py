@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Group
 from rich.text import Text
 
+from qdebug.render.data_text import data
 from qdebug.vocab import layer_stage
 
 
@@ -23,7 +24,7 @@ def linear_note(trace, layer: int):
              style="bold"),
     ]
     if info:
-        lines.append(Text(f"kernel {info['kernel']} · q {info['query_shape']} k {info['key_shape']} v {info['value_shape']} "
+        lines.append(data(f"kernel {info['kernel']} · q {info['query_shape']} k {info['key_shape']} v {info['value_shape']} "
                           f"(expected [B,T,H,D])"))
         lines.append(Text(f"gate g mean {info['g']['mean']:.3g} [{info['g']['min']:.3g}, {info['g']['max']:.3g}] · "
                           f"beta mean {info['beta']['mean']:.3g} [{info['beta']['min']:.3g}, {info['beta']['max']:.3g}]"))

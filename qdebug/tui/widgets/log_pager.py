@@ -6,6 +6,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from qdebug.render.data_text import data
 from qdebug.render.palette import kind_look
 
 PAGE = 200
@@ -29,7 +30,8 @@ def page_text(index, flt, page: int, size: int, selected: str | None) -> tuple[T
             f"{e.tokens} tokens" if e.tokens is not None else "",
             f"donor {e.donor}" if e.donor else "",
         ) if p)
-        out.append(f"{where:>12}  {e.request_id or '–':<8} {e.kind:<20} {detail}\n", style=style)
+        out.append(data(f"{where:>12}  {e.request_id or '–':<8} {e.kind:<20} {detail}", style))  # a log's ids and kinds: data
+        out.append("\n")
     head = Text(f"events {first + 1:,}–{first + shown:,} of {total:,} · page {page + 1:,}/{pages:,} · ] next  [ previous  }} last  {{ first\n",
                 style="bold")
     head.append_text(out)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
+
+from qdebug.render.data_text import data
 
 
 class MessageLine(Widget):
@@ -18,7 +19,7 @@ class MessageLine(Widget):
 
     def render(self):
         """Draw the message."""
-        text, error = self.message
+        text, error = self.message  # often quotes a file, a server or a trace: data, never markup
         if error:
-            return Text("✗ " + text, style="bold red")
-        return Text(text, style="italic")
+            return data("✗ " + text, "bold red")
+        return data(text, "italic")

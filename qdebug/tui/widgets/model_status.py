@@ -6,6 +6,8 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Static
 
+from qdebug.render.data_text import data
+
 
 class ModelStatus(Horizontal):
     """A label and a pulsing bar while the model loads in its worker (the bar joins right after the first frame,
@@ -17,7 +19,7 @@ class ModelStatus(Horizontal):
 
     def compose(self) -> ComposeResult:
         """The label (the bar follows once the first frame is out)."""
-        yield Static(self._text, id="model-label")  # a Static, not a Label: a new widget class re-parses the stylesheet before the first frame
+        yield Static(data(self._text), id="model-label")  # a Static, not a Label: a new widget class re-parses the stylesheet before the first frame
 
     def on_mount(self) -> None:
         """Add the pulsing bar after the first frame (the app's Ready: the request screen calls `add_bar` then)."""

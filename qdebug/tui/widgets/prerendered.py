@@ -13,7 +13,7 @@ def render_lines(renderable, width: int) -> list[list[Segment]]:
     """`renderable` as lines of segments at `width` cells (any thread: a console of its own, colours kept)."""
     from rich.console import Console
 
-    console = Console(width=width, color_system="truecolor", force_terminal=True, legacy_windows=False, no_color=False)
+    console = Console(width=width, color_system="truecolor", force_terminal=True, legacy_windows=False, no_color=False, markup=False, emoji=False)
     return console.render_lines(renderable, console.options.update(width=width), pad=False)
 
 

@@ -6,6 +6,8 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Label
 
+from qdebug.render.data_text import data
+
 
 class ReplayStatus(Horizontal):
     """A label and a bar (references + replays) while `replay FILE` runs; hidden otherwise. The bar is made when a
@@ -28,7 +30,7 @@ class ReplayStatus(Horizontal):
         self.display = True
         self.line = line
         self.lines.append(line)
-        self.query_one(Label).update(line)
+        self.query_one(Label).update(data(line))
         bars = self.query(ProgressBar)
         bar = bars.first() if bars else None
         if bar is None:

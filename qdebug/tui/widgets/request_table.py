@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rich.text import Text
 from textual import on
 from textual.message import Message
 from textual.widgets import DataTable
 
+from qdebug.render.data_text import data
 from qdebug.render.landed import donor_cell, offset_cells
+from qdebug.shown import shown
 from qdebug.render.palette import verdict_style
 from qdebug.vocab import Verdict
 
@@ -53,8 +54,10 @@ class RequestTable(DataTable):
         self._widths: list[int] | None = None
 
     def _cells(self, r) -> list[str]:
-        """A request's cells as plain text, before any cut."""
-        return [r.id, r.verdict, donor_cell(r) or "–", *offset_cells(r), (r.image or "–").rsplit("/", 1)[-1],  # as `qdebug replay`'s table
+        """A request's cells as plain text, before any cut: a report's ids, answers and file names are data, hidden
+        characters escaped (the answers are quoted: repr escapes them)."""
+        return [shown(r.id, None), shown(r.verdict), shown(donor_cell(r) or "–", None), *offset_cells(r),
+                shown((r.image or "–").rsplit("/", 1)[-1], None),  # as `qdebug replay`'s table
                 _quoted(r.reference), _quoted(r.replayed if r.replayed is not None else r.observed)]
 
     def _fit(self, report) -> list[int]:
@@ -79,14 +82,14 @@ class RequestTable(DataTable):
             cells = [_cut(c, w) for c, w in zip(self._cells(r), self._widths)]
             offsets_differ = r.text_offset is not None and r.visual_offset is not None and r.text_offset != r.visual_offset
             self.add_row(
-                Text(cells[0], style="bold"),
-                Text(cells[1], style=verdict_style(r.verdict)),
-                Text(cells[2], style="bold red" if r.donor else "dim"),
-                cells[3],
-                Text(cells[4], style="bold red" if offsets_differ else ""),
-                cells[5],
-                Text(cells[6], style="dim"),
-                Text(cells[7], style="bold red" if r.verdict != Verdict.OK else ""),
+                data(cells[0], "bold", None),  # DataTable reads a str cell holding "[" as markup: every cell is a Text
+                data(cells[1], verdict_style(r.verdict), None),
+                data(cells[2], "bold red" if r.donor else "dim", None),
+                data(cells[3], limit=None),
+                data(cells[4], "bold red" if offsets_differ else "", None),
+                data(cells[5], limit=None),
+                data(cells[6], "dim", None),
+                data(cells[7], "bold red" if r.verdict != Verdict.OK else "", None),
                 key=r.id,
             )
         if current is not None and current in self.rows:

@@ -7,6 +7,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.segment import Segment
 
+from qdebug.render.data_text import data
 from qdebug.render.findings import findings_text
 from qdebug.vocab import StageName
 
@@ -53,16 +54,16 @@ def _records_table(records: list[dict]) -> Table:
     table = Table(box=None, padding=(0, 1), show_header=True, header_style="bold")
     table.add_column("", style="dim")
     for rec in records:
-        table.add_column(record_label(rec), overflow="fold")
+        table.add_column(data(record_label(rec)), overflow="fold")
     keys = [k for k in dict.fromkeys(k for r in records for k in r) if k not in _SKIP and k not in _IDENTITY]
-    for key in keys:
+    for key in keys:  # a trace's keys and values (a .qdt from anywhere): data
         cells = []
         for rec in records:
-            cell = Text(fmt(rec.get(key)))
+            cell = data(fmt(rec.get(key)))
             if key in ("nan", "inf") and rec.get(key):
                 cell.stylize("bold red")
             cells.append(cell)
-        table.add_row(key, *cells)
+        table.add_row(data(key), *cells)
     return table
 
 
@@ -80,15 +81,15 @@ def summary_renderables(summary: dict) -> list:
         if key == "text":
             value = value.replace("\n", "⏎")
             value = value if len(value) <= 160 else value[:157] + "…"
-            grid.add_row("prompt", Text(value))
+            grid.add_row("prompt", data(value))
             continue
-        grid.add_row(key, Text(fmt(value)))
+        grid.add_row(data(key), data(fmt(value)))
     out.append(grid)
     for key, value in summary.items():
         if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
             out.append(_records_table(value))
     if "note" in summary:
-        out.append(Text(summary["note"], style="dim italic"))
+        out.append(data(summary["note"], "dim italic"))
     return out
 
 
@@ -114,10 +115,10 @@ def tokens_text(trace, limit: int = 400) -> Text:
         run = runs.get(pos)
         if run is not None:
             end, label = run
-            text.append(f"<{label}: {end - pos} tokens @{pos}>", style="bold cyan")
+            text.append(data(f"<{label}: {end - pos} tokens @{pos}>", "bold cyan"))
             pos = end
         else:
-            text.append(trace.tokens[pos].replace("\n", "⏎").replace("Ċ", "⏎").replace("Ġ", "·"))
+            text.append(data(trace.tokens[pos].replace("\n", "⏎").replace("Ċ", "⏎").replace("Ġ", "·")))
             pos += 1
         text.append(" ")
         shown += 1
@@ -131,9 +132,9 @@ def checks_text(checks) -> Text:
     text = Text()
     for c in checks:
         text.append("✓ " if c.ok else "✗ ", style="green" if c.ok else "bold red")
-        text.append(c.name, style="" if c.ok else "bold red")
+        text.append(data(c.name, "" if c.ok else "bold red"))
         if c.detail:
-            text.append(f"  {c.detail}", style="dim" if c.ok else "red")
+            text.append(data(f"  {c.detail}", "dim" if c.ok else "red"))
         text.append("\n")
     text.rstrip()
     return text
@@ -162,7 +163,7 @@ def _differs(a, b) -> bool:
 def compare_text(stage, other, role: str, limit: int = 6, own_rows: bool = False) -> Text:
     """What differs at this stage from the counterpart trace (the isolated reference or the replayed run); `own_rows`:
     the traces' `visual_offset` is named `own_rows_at`, as the detail above names it beside the replay's measure."""
-    text = Text(f"vs {role}: ", style="bold")
+    text = data(f"vs {role}: ", "bold")
     if other is None:
         return text.append("stage missing there", style="yellow")
     mine, theirs = _flat(stage.summary.to_json()), _flat(other.summary.to_json())
@@ -173,7 +174,8 @@ def compare_text(stage, other, role: str, limit: int = 6, own_rows: bool = False
     if not diffs:
         return text.append("the same ✓", style="green")
     for k in diffs[:limit]:
-        text.append(f"\n  {k}: {fmt(mine[k])} ≠ {fmt(theirs[k])}", style="bold red")
+        text.append("\n")
+        text.append(data(f"  {k}: {fmt(mine[k])} ≠ {fmt(theirs[k])}", "bold red"))
     if len(diffs) > limit:
         text.append(f"\n  … {len(diffs) - limit} more", style="red")
     return text
@@ -201,13 +203,15 @@ def landed_text(outcome) -> Text:
     text = Text("replay measured ", style="bold")
     for im in outcome.images:
         where = "nowhere as a block" if im["visual_offset"] is None else f"visual@{im['visual_offset']}"
+        text.append("\n")
         if im["donor"]:
-            text.append(f"\n  image {im['index']}: rows of {im['donor']} ({where}, text@{im['text_offset']})", style="bold red")
+            text.append(data(f"  image {im['index']}: rows of {im['donor']} ({where}, text@{im['text_offset']})", "bold red"))
         else:
-            text.append(f"\n  image {im['index']}: its own rows ({where}, text@{im['text_offset']})",
-                        style="green" if im["visual_offset"] == im["text_offset"] else "bold red")
+            text.append(data(f"  image {im['index']}: its own rows ({where}, text@{im['text_offset']})",
+                             "green" if im["visual_offset"] == im["text_offset"] else "bold red"))
     if outcome.donor:
-        text.append(f"\n  verdict {outcome.verdict}, donor {outcome.donor}", style="bold red")
+        text.append("\n")
+        text.append(data(f"  verdict {outcome.verdict}, donor {outcome.donor}", "bold red"))
     return text
 
 
@@ -216,14 +220,14 @@ def detail_renderable(view: View):
     name = view.sel.stage
     if view.doc is None or name is None:
         if view.run_line:  # a run started but has nothing to show yet
-            return Text(f"{view.run_line}…", style="yellow")
+            return data(f"{view.run_line}…", "yellow")
         return Text("no request yet: `image PATH`, `prompt TEXT`, then `run` (or `open FILE.qdt`)", style="dim")
     stage = view.doc.trace.stages.get(name)
-    title = Text(name, style="bold")
+    title = data(name, "bold")
     parts: list = [title]
     if view.stage_status == "paused" and view.run_line:
         why = _AT_START if name == StageName.PREPROCESS else _WAITING["paused"]
-        parts[0] = Text(view.run_line, style="bold black on yellow")
+        parts[0] = data(view.run_line, "bold black on yellow")
         parts.append(Text(why, style="yellow"))
     elif view.stage_status in _WAITING:
         parts.append(Text(_WAITING[view.stage_status], style="yellow" if view.stage_status != "pending" else "dim"))

@@ -12,6 +12,8 @@ from textual.reactive import reactive
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
+from qdebug.render.data_text import data
+
 from ..state import StageRow
 from .typeahead import FollowsFocus
 
@@ -30,7 +32,7 @@ def row_text(row: StageRow) -> Text:
     text = Text()
     text.append("●" if row.breakpoint else " ", style="bold red")
     text.append(f" {mark} ", style=style)
-    text.append(f"{row.name:<10}", style="bold" if row.status == "paused" else ("dim" if row.status == "pending" else ""))
+    text.append(data(f"{row.name:<10}", "bold" if row.status == "paused" else ("dim" if row.status == "pending" else "")))  # a trace's stage name
     if row.status != "done":
         text.append(f" {word}", style="dim" if row.status == "pending" else style)
     if row.failed:

@@ -8,6 +8,8 @@ from rich.table import Table
 from rich.console import Group
 from rich.text import Text
 
+from qdebug.render.data_text import data
+
 from ..state import View
 
 
@@ -23,10 +25,10 @@ def video_attention_renderable(view: View, width: int, height: int, plain: bool 
     img = trace.images[index]
     pos = view.pos
     t = img.grid_thw[0]
-    head = Text(f"video {index} ({t} slices of {img.rows}×{img.cols} patches) · {choice} · query pos {pos} {doc.token_at(pos)!r}", style="bold")
+    head = data(f"video {index} ({t} slices of {img.rows}×{img.cols} patches) · {choice} · query pos {pos} {doc.token_at(pos)!r}", "bold")
     step = doc.step_chosen_at(pos)
     if step is not None:
-        head.append(f" → step {step} {trace.steps[step].token!r}", style="green")
+        head.append(data(f" → step {step} {trace.steps[step].token!r}", "green"))
     grids = attention_grid(trace, index, queries=[pos], layer=view.sel.layer, head=view.sel.head, per_slice=True) \
         if pos in trace.attn_queries else None
     if grids is None:
@@ -43,7 +45,7 @@ def video_attention_renderable(view: View, width: int, height: int, plain: bool 
         pictures.append(Group(Text(f"slice {k}{when}", style="dim"), heatmap(grids[k], width=size, marker=marker, plain=plain)))
     words = f"peak {peak.label()} (slice {peak.slice})" if peak is not None else "peak: none"
     bar = Table.grid(padding=(0, 3))
-    bar.add_row(legend(float(grids.min()), float(grids.max()), width=16, plain=plain), Text(words, style="bold"))
+    bar.add_row(legend(float(grids.min()), float(grids.max()), width=16, plain=plain), data(words, "bold"))
     return Group(head, Columns(pictures, padding=(0, 2)), bar)
 
 

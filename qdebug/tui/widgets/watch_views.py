@@ -3,7 +3,13 @@ violations per reading) and the rows of the latest findings. Pure functions over
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from qdebug.render.data_text import data
 from qdebug.vocab import WATCH_CHECKS
+
+if TYPE_CHECKING:
+    from rich.text import Text
 
 BARS = "▁▂▃▄▅▆▇█"
 
@@ -34,7 +40,8 @@ def check_rows(history: list) -> list[tuple[str, ...]]:
     return rows
 
 
-def finding_row(f) -> tuple[str, ...]:
-    """A findings-table row: time, check, outcome, request, stage, donors (else co-batched), trace."""
+def finding_row(f) -> tuple[Text, ...]:
+    """A findings-table row: time, check, outcome, request, stage, donors (else co-batched), trace. Each cell is a
+    `Text`: the log's fields are a client's and a server's (a request id of `[/x]` is data, not a DataTable tag)."""
     who = ("donors " + ", ".join(f.donors)) if f.donors else (f"{len(f.cobatched)} co-batched" if f.cobatched else "")
-    return (f.time[11:23], f.check, f.outcome, f.client_id or f.request_id, f.stage, who, f.trace or "-")
+    return tuple(data(cell, limit=200) for cell in (f.time[11:23], f.check, f.outcome, f.client_id or f.request_id, f.stage, who, f.trace or "-"))
