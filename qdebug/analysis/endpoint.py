@@ -178,7 +178,8 @@ def recount(report: ReplayReport) -> None:
 
 
 def bad_logprob_findings(rid: str, ref, answers: list) -> list[Finding]:
-    """One warning per answer whose top logprobs held a NaN or infinity (left out of the first-token comparison)."""
+    """One warning per answer whose top logprobs held a NaN, an infinity or a value no float holds (left out of the
+    first-token comparison)."""
     named = [("isolated answer", ref)] + [(f"burst {i} answer", a) for i, a in enumerate(answers, start=1)]
     return [Finding(FindingKind.NAN_INF, Severity.WARNING,
                     f"request {rid}: the server's {where} has non-finite top logprobs ({', '.join(a.bad_logprobs[:3])}); "

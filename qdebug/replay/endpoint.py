@@ -244,12 +244,32 @@ def _parse_answer(doc: dict) -> Answer:
     if content and content[0].get("top_logprobs"):
         first_top = {}
         for t in content[0]["top_logprobs"]:
-            value = float(t["logprob"])
-            if math.isfinite(value):
-                first_top[t["token"]] = value
-            else:  # NaN or ±Infinity (not JSON either): kept out of the KL and the report's JSON, and reported
-                bad.append(f"{str(t['token'])[:40]!r}: {value}")
+            token, value = str(t["token"]), finite_number(t["logprob"])
+            if value is not None:
+                first_top[token] = value
+            else:  # NaN, ±Infinity, a number no float holds, or not a number: kept out of the KL and the JSON, and reported
+                bad.append(f"{token[:40]!r}: {_said_number(t['logprob'])}")
     return Answer(text="" if text is None else str(text), first_top=first_top or None, bad_logprobs=bad)
+
+
+def finite_number(value: object) -> float | None:
+    """A number a server sent as a finite float; None for NaN, ±Infinity, an integer no float holds (a 401-digit
+    logprob), a bool or anything that is not a number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _said_number(value: object) -> str:
+    """A bad number as a report names it: short, whatever its size (`1000…0 (401 digits)`)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value).bit_length() > 64:
+        digits = str(abs(value)) if abs(value).bit_length() < 13_000 else ""
+        return f"{'-' if value < 0 else ''}{digits[:4]}…{digits[-1:]} ({len(digits):,} digits)" if digits else "an integer of over 4,000 digits"
+    return repr(value)[:40]
 
 
 def _bodies(items: list, model: str, settings: EndpointSettings) -> dict:

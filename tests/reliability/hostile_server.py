@@ -1,6 +1,6 @@
 """An OpenAI-style chat server that answers badly on purpose (stdlib only; run as a subprocess on a loopback port).
 
-Modes: `nan` answers with a NaN logprob; `trickle` sends its answer one byte per second; `bomb` sends a gzip body
+Modes: `nan` answers with a NaN logprob; `bigint` with a logprob that is a 401-digit integer; `trickle` sends its answer one byte per second; `bomb` sends a gzip body
 that expands to `--mb` megabytes; `big` sends an uncompressed body of `--mb` megabytes (no Content-Length).
 """
 
@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--port", type=int, required=True)
-parser.add_argument("--mode", choices=["nan", "trickle", "bomb", "big"], required=True)
+parser.add_argument("--mode", choices=["nan", "bigint", "trickle", "bomb", "big"], required=True)
 parser.add_argument("--mb", type=int, default=1024)
 opts = parser.parse_args()
 
@@ -65,6 +65,8 @@ class Handler(BaseHTTPRequestHandler):
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         if opts.mode == "nan":
             self._send(_answer("NaN"))
+        elif opts.mode == "bigint":
+            self._send(_answer("1" + "0" * 400))
         elif opts.mode == "bomb":
             self._send(BOMB, {"Content-Encoding": "gzip"})
         elif opts.mode == "trickle":
