@@ -233,6 +233,11 @@ def replay(
             status.print("SIGTERM asks for a prompt stop: the files hold the requests, events and findings kept in memory "
                           f"(up to {len(report.events):,} events); Ctrl-C, or a run to the end, writes all that was read")
         raise typer.Exit(143 if terminated.is_set() else 130)
+    if endpoint is not None and engine_traces_dir is not None:
+        from qdebug.commands.endpoint_engine import cannot_compare
+
+        if cannot_compare(report):  # asked for the engine's evidence, read none: not a clean run (exit 5, even with --exit-zero)
+            _fail(cannot_compare(report), 5)
     if not exit_zero:  # a gate for CI or a canary: 1 when this replay found a problem
         from qdebug.commands.common import exit_status
 

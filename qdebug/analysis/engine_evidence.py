@@ -27,10 +27,9 @@ def engine_rows(traces: dict) -> dict[str, tuple[str | None, dict[str, int]]]:
     return {rid: (donor_of(ids, matrix, rid), row_owners(rid, ids, landed, encoded)) for rid in ids}
 
 
-def engine_findings(report, bursts: list[dict], missing: list[str], unreadable: Sequence[tuple[str, str, str]] = ()) -> list[Finding]:
+def engine_findings(report, bursts: list[dict]) -> list[Finding]:
     """Findings from the engine's traces of each burst (`bursts[k]`: request id → trace), set against the donors
-    the report's answers named (`burst_donors`); `missing`: the traces that never appeared; `unreadable`: (request id,
-    tag, why) of each trace that was there but could not be read (corrupt, or not a file of the folder)."""
+    the report's answers named (`burst_donors`)."""
     out: list[Finding] = []
     outcomes = {r.id: r for r in report.requests}
     for k, traces in enumerate(bursts):
@@ -52,14 +51,46 @@ def engine_findings(report, bursts: list[dict], missing: list[str], unreadable: 
                 out.append(Finding(FindingKind.ENGINE_DISAGREEMENT, Severity.WARNING,
                                    f"burst {k + 1}: request {rid}'s answer is {', '.join(named)}'s, but its engine trace shows "
                                    f"{', '.join(sorted(shown)) or 'its own'} rows", stage=StageName.SYNC, request_id=rid, donor=donor))
-    if missing:
-        out.append(Finding(FindingKind.PARTIAL_COMPARISON, Severity.WARNING,
-                           f"{len(missing)} engine trace(s) never appeared (first: {missing[0]}): those requests carry no engine evidence"))
-    for rid, tag, why in unreadable:
-        out.append(Finding(FindingKind.PARTIAL_COMPARISON, Severity.WARNING,
-                           f"the engine trace of {tag} could not be read ({why[:300]}): that request carries no engine evidence",
-                           request_id=rid))
     return out
+
+
+def no_evidence_findings(missing: Sequence[tuple[str, str, str]], unreadable: Sequence[tuple[str, str, str, str]],
+                         non_finite: Sequence[tuple[str, str, str, str]]) -> list[Finding]:
+    """The traces a replay asked for and could not use, each (request id, phase, tag[, why]): `missing` never appeared,
+    `unreadable` were there but could not be read, `non_finite` hold NaN or infinity where rows are compared. Each
+    request so left is judged by its answers alone in those runs, and said to be; never blamed for rows no one's."""
+    out: list[Finding] = []
+    if missing:
+        who = sorted({rid for rid, _, _ in missing})
+        out.append(Finding(FindingKind.PARTIAL_COMPARISON, Severity.WARNING,
+                           f"{len(missing)} engine trace(s) never appeared (first: {missing[0][2]}): request(s) {', '.join(who[:10])}"
+                           + (f" and {len(who) - 10} more" if len(who) > 10 else "")
+                           + " carry no engine evidence in those runs (judged by their answers there)",
+                           request_id=who[0] if len(who) == 1 else None))
+    for rid, phase, tag, why in unreadable:
+        out.append(Finding(FindingKind.PARTIAL_COMPARISON, Severity.WARNING,
+                           f"the engine trace of {tag} could not be read ({why[:300]}): that request carries no engine evidence in {phase}",
+                           request_id=rid))
+    for rid, phase, tag, why in non_finite:
+        out.append(Finding(FindingKind.NAN_INF, Severity.WARNING,
+                           f"the engine trace of {tag} holds non-finite values ({why}): its rows match no request's, so request {rid} "
+                           f"carries no engine evidence in {phase} (judged by its answers there, not called contaminated)",
+                           stage=StageName.SYNC, request_id=rid))
+    return out
+
+
+def non_finite_rows(trace) -> str:
+    """Where an engine trace's compared rows (those that landed at its placeholders, its encoder rows) hold NaN or
+    infinity, in words ('' when every one is finite, or it has none)."""
+    import torch
+
+    said = []
+    for what, rows in (("sync rows", landed_rows(trace)), ("encoder rows", encoded_rows(trace))):
+        if rows is not None and rows.numel():
+            bad = int((~torch.isfinite(rows.float())).any(dim=-1).sum()) if rows.dim() > 1 else int((~torch.isfinite(rows.float())).sum())
+            if bad:
+                said.append(f"{bad:,} of {rows.shape[0]:,} {what}")
+    return ", ".join(said)
 
 
 def _named(outcome, burst: int) -> list[str]:
