@@ -3,8 +3,6 @@ violations per reading) and the rows of the latest findings. Pure functions over
 
 from __future__ import annotations
 
-from qdebug.vocab import WATCH_CHECKS
-
 BARS = "▁▂▃▄▅▆▇█"
 
 
@@ -24,9 +22,8 @@ def check_rows(history: list) -> list[tuple[str, ...]]:
     last = history[-1]
     now = rates(history[-2], last) if len(history) > 1 else {}
     rows = []
-    for check in WATCH_CHECKS:
-        c = check.value
-        per = [rates(a, b)[c]["violations"] * max(b.time - a.time, 1e-9) for a, b in zip(history, history[1:])]
+    for c in last.checks:  # the plugin's checks and any other the counters name: the rows add up to the total
+        per = [rates(a, b).get(c, {}).get("violations", 0) * max(b.time - a.time, 1e-9) for a, b in zip(history, history[1:])]
         rate = now.get(c, {})
         rows.append((c, f"{rate.get('checks', 0):.1f}", f"{rate.get('violations', 0):.2f}",
                      f"{int(last.counters.get('violations', {}).get(c, 0))}", f"{int(last.counters.get('errors', {}).get(c, 0))}",
