@@ -180,3 +180,23 @@ class WatchOutcome(StrEnum):
 
 
 WATCH_CHECKS: tuple[WatchCheck, ...] = tuple(WatchCheck)
+
+
+class CacheKind(StrEnum):
+    """A cache an engine serves a request from instead of computing: what a cache read names (engine/cache_reads.py)."""
+
+    PROCESSOR = "processor_cache"  # a media item's processed inputs (pixel values, features), front end, by media hash
+    ENCODER = "encoder_cache"  # a media item's encoder rows, by the item's identifier (its hash or the client's uuid)
+    PREFIX = "prefix_cache"  # KV blocks of prompt positions, by a chain of block hashes (tokens, media identifiers, salt)
+    CONNECTOR = "kv_connector"  # KV of prompt positions loaded from outside the engine (LMCache, a P/D transfer)
+
+
+class CacheReuse(StrEnum):
+    """What a cache read served, judged from qdebug's own content fingerprints (never the engine's keys)."""
+
+    SAME = "same_content"  # what was served was computed from the same content at the same positions: legitimate
+    OTHER = "other_content"  # computed from other content: another request's media (or tokens) served to this one
+    UNVERIFIED = "unverified"  # no record of who computed it, or no fingerprint of one side: cannot be judged
+
+
+CACHE_KINDS: tuple[CacheKind, ...] = tuple(CacheKind)

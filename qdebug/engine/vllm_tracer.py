@@ -35,8 +35,10 @@ log = logging.getLogger("vllm.qdebug")
 class EngineTracer:
     """Records tagged requests on one model runner and hands finished ones to `writer` (a background thread)."""
 
-    def __init__(self, runner, writer, *, trace_all: bool, keep_hidden: bool = True, deepstack: bool = False, batches=None) -> None:
+    def __init__(self, runner, writer, *, trace_all: bool, keep_hidden: bool = True, deepstack: bool = False, batches=None,
+                 witness=None) -> None:
         self.runner = runner
+        self.witness = witness  # a CacheWitness (every request's cache reads), or None
         self.clock = clock_of(runner)  # the hooks run inside vLLM's step: their time is the plugin's
         self.batches = batches  # a BatchRecorder (every request's steps and encoder calls), or None
         self.deepstack = deepstack  # Qwen3-VL: also measure what the engine adds between layers
@@ -144,6 +146,9 @@ class EngineTracer:
 
     # the step ------------------------------------------------------------------------------------------
     def _execute(self, execute, scheduler_output, *args, **kwargs):
+        if self.witness is not None:  # first: the finished requests' reads stay readable for this step
+            with self.clock:
+                self._guard(self.witness.observe, scheduler_output)
         if self.traced or self.pending:  # with none in flight, a finished request is nothing of the tracer's
             self._guard(self._finish, getattr(scheduler_output, "finished_req_ids", ()) or ())
         if self.batches is not None:  # after _finish: a finished request's encoder calls are still known there
