@@ -79,10 +79,13 @@ class Verdict(StrEnum):
     ERROR = "error"
     SERVER_MISMATCH = "server_mismatch"  # an engine's isolated run is not the model's (endpoint replays with --model)
     BATCH_DEPENDENT = "batch_dependent"  # an engine's run in a burst parts from its isolated run: its batch changed it
+    # an engine's warm run (production caching) was served another request's media or KV by a cache: the engine's own
+    # record of who computed what it read, judged by qdebug's fingerprints of what each client sent (CacheKind: where)
+    CACHE_CONTAMINATED = "cache_contaminated"
 
 
 # Verdicts only an endpoint replay gives (a runtime log never does: its index stores none of them).
-ENDPOINT_VERDICTS: tuple[Verdict, ...] = (Verdict.SERVER_MISMATCH, Verdict.BATCH_DEPENDENT)
+ENDPOINT_VERDICTS: tuple[Verdict, ...] = (Verdict.SERVER_MISMATCH, Verdict.BATCH_DEPENDENT, Verdict.CACHE_CONTAMINATED)
 
 
 class StageVerdict(StrEnum):
@@ -153,9 +156,11 @@ EVENT_KINDS: tuple[EventKind, ...] = tuple(EventKind)
 VERDICTS: tuple[Verdict, ...] = tuple(Verdict)
 # How bad a request's verdict is: where pieces of evidence disagree, the higher rank wins. A runtime log never
 # says `diverged` (it holds no answers), so its index stores the other four, in this order, as 0..3.
-# An engine's own mismatch and a batch-dependent run rank above a failed request and below a broken stream.
+# An engine's own mismatch, a batch-dependent run and a cache's wrong read rank above a failed request and below a
+# broken stream.
 VERDICT_RANK: dict[Verdict, int] = {Verdict.OK: 0, Verdict.DIVERGED: 1, Verdict.ERROR: 2, Verdict.SERVER_MISMATCH: 3,
-                                    Verdict.BATCH_DEPENDENT: 4, Verdict.DESYNC: 5, Verdict.CONTAMINATED: 6}
+                                    Verdict.BATCH_DEPENDENT: 4, Verdict.CACHE_CONTAMINATED: 5, Verdict.DESYNC: 6,
+                                    Verdict.CONTAMINATED: 7}
 SEVERITIES: tuple[Severity, ...] = tuple(Severity)
 
 
@@ -169,6 +174,7 @@ class WatchCheck(StrEnum):
     ENCODER_BATCH = "encoder_batch"  # sampled encoder calls of >= 2 items: one item re-encoded alone agrees
     LAYOUT = "layout"  # sampled steps: each decoder kernel's q/k/v rows arrive token-major
     LOGITS = "logits"  # sampled steps: no NaN/Inf, no request's logits row a copy of another's
+    CACHE = "cache"  # every request: each cache read served what was computed from its own content (engine/cache_reads.py)
 
 
 class WatchOutcome(StrEnum):

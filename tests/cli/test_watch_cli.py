@@ -35,7 +35,7 @@ def test_a_folder_with_violations_exits_1_and_its_json_lists_them(tmp_path):
     doc = json.loads(out)
     assert doc["violations"] == 3 and doc["checks"]["placement"] == {"checks": 20, "violations": 3, "errors": 0, "seconds": pytest.approx(0.04)}
     assert [f["request_id"] for f in doc["findings"]] == ["req-0", "req-1", "req-2"] and doc["findings"][0]["donors"] == ["req-1"]
-    assert doc["checks"]["counts"]["checks"] == 1 and set(doc["checks"]) == {"placement", "counts", "positions", "encoder_batch", "layout", "logits"}
+    assert doc["checks"]["counts"]["checks"] == 1 and set(doc["checks"]) == {"placement", "counts", "positions", "encoder_batch", "layout", "logits", "cache"}
 
 
 def test_a_clean_folder_exits_0_with_the_table(tmp_path):
