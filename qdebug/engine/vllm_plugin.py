@@ -205,7 +205,7 @@ def _patch_runner_class(module) -> None:
 
                 attach_watch(self)
             except Exception as exc:
-                log.warning("qdebug: not watching this worker (%s: %s)", type(exc).__name__, exc)
+                log.error("qdebug: not watching this worker (%s: %s); /metrics serves qdebug_watch_up 0", type(exc).__name__, exc)
         if os.environ.get(ENV_DIR):
             try:
                 _attach(self)
