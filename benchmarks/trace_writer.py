@@ -41,7 +41,7 @@ def measure(requests: int, profile: bool, folder: str) -> None:
 
     def run(self: vllm_tracer.TraceWriter) -> None:  # the writer's loop, timed per request (and profiled)
         while (item := self.queue.get()) is not None:
-            req, generated = item
+            req, generated, _limit = item  # TraceWriter.submit's (request, ids, the watch's byte bound)
             start = time.thread_time()
             if profiler is not None:
                 profiler.enable()

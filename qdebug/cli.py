@@ -418,17 +418,23 @@ def watch(
     source: Annotated[str, typer.Argument(help="A vLLM server's URL (its /metrics) or its QDEBUG_VLLM_WATCH_DIR.", metavar="URL_OR_DIR")],
     findings: Annotated[Optional[str], typer.Option("--findings", help="With a URL: the server's QDEBUG_VLLM_WATCH_DIR, for its findings log.")] = None,
     once: Annotated[bool, typer.Option("--once", help="Read once, print (or write --json) and exit: 1 when violations exist.")] = False,
-    json_out: Annotated[Optional[str], typer.Option("--json", help="With --once: write the snapshot as JSON to PATH, or `-` for stdout.")] = None,
+    json_out: Annotated[Optional[str], typer.Option("--json", help="Write the snapshot as JSON to PATH, or `-` for stdout (implies --once).")] = None,
     interval: Annotated[float, typer.Option("--interval", min=0.2, help="Seconds between readings in the live view.")] = 2.0,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds a whole reading may take: the /metrics answer, the folder's files.")] = 10.0,
+    max_mb: Annotated[float, typer.Option("--max-mb", help="The largest /metrics answer (MiB, once decompressed) and findings-log file read.")] = 64.0,
 ) -> None:
     """What qdebug's watch mode inside vLLM (QDEBUG_VLLM_WATCH=1) counted and found: checks placement, counts, positions,
     encoder_batch, layout, logits. A live view, or --once for scripts."""
     from qdebug.commands.common import emit_json, say_wrote
     from qdebug.commands.watch import WatchArgs, check_source, read_snapshot
+    from qdebug.outputs import OutputPlan
 
-    args = WatchArgs(source=source, findings=findings)
+    args = WatchArgs(source=source, findings=findings, timeout=timeout, max_mb=max_mb)
     check_source(args)
-    if not once:
+    OutputPlan({"--json": json_out}).check()
+    if not once and json_out is None:
+        if not (sys.stdin.isatty() and sys.stdout.isatty()):
+            _fail("the live view needs a terminal (expected --once, or --json PATH, for a script or a pipe)", 2)
         from qdebug.tui.watch_app import build_watch_app
 
         build_watch_app(args, interval).run()

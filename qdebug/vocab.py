@@ -79,10 +79,13 @@ class Verdict(StrEnum):
     ERROR = "error"
     SERVER_MISMATCH = "server_mismatch"  # an engine's isolated run is not the model's (endpoint replays with --model)
     BATCH_DEPENDENT = "batch_dependent"  # an engine's run in a burst parts from its isolated run: its batch changed it
+    # an engine's warm run (production caching) was served another request's media or KV by a cache: the engine's own
+    # record of who computed what it read, judged by qdebug's fingerprints of what each client sent (CacheKind: where)
+    CACHE_CONTAMINATED = "cache_contaminated"
 
 
 # Verdicts only an endpoint replay gives (a runtime log never does: its index stores none of them).
-ENDPOINT_VERDICTS: tuple[Verdict, ...] = (Verdict.SERVER_MISMATCH, Verdict.BATCH_DEPENDENT)
+ENDPOINT_VERDICTS: tuple[Verdict, ...] = (Verdict.SERVER_MISMATCH, Verdict.BATCH_DEPENDENT, Verdict.CACHE_CONTAMINATED)
 
 
 class StageVerdict(StrEnum):
@@ -153,9 +156,11 @@ EVENT_KINDS: tuple[EventKind, ...] = tuple(EventKind)
 VERDICTS: tuple[Verdict, ...] = tuple(Verdict)
 # How bad a request's verdict is: where pieces of evidence disagree, the higher rank wins. A runtime log never
 # says `diverged` (it holds no answers), so its index stores the other four, in this order, as 0..3.
-# An engine's own mismatch and a batch-dependent run rank above a failed request and below a broken stream.
+# An engine's own mismatch, a batch-dependent run and a cache's wrong read rank above a failed request and below a
+# broken stream.
 VERDICT_RANK: dict[Verdict, int] = {Verdict.OK: 0, Verdict.DIVERGED: 1, Verdict.ERROR: 2, Verdict.SERVER_MISMATCH: 3,
-                                    Verdict.BATCH_DEPENDENT: 4, Verdict.DESYNC: 5, Verdict.CONTAMINATED: 6}
+                                    Verdict.BATCH_DEPENDENT: 4, Verdict.CACHE_CONTAMINATED: 5, Verdict.DESYNC: 6,
+                                    Verdict.CONTAMINATED: 7}
 SEVERITIES: tuple[Severity, ...] = tuple(Severity)
 
 
@@ -169,6 +174,7 @@ class WatchCheck(StrEnum):
     ENCODER_BATCH = "encoder_batch"  # sampled encoder calls of >= 2 items: one item re-encoded alone agrees
     LAYOUT = "layout"  # sampled steps: each decoder kernel's q/k/v rows arrive token-major
     LOGITS = "logits"  # sampled steps: no NaN/Inf, no request's logits row a copy of another's
+    CACHE = "cache"  # every request: each cache read served what was computed from its own content (engine/cache_reads.py)
 
 
 class WatchOutcome(StrEnum):
@@ -180,3 +186,23 @@ class WatchOutcome(StrEnum):
 
 
 WATCH_CHECKS: tuple[WatchCheck, ...] = tuple(WatchCheck)
+
+
+class CacheKind(StrEnum):
+    """A cache an engine serves a request from instead of computing: what a cache read names (engine/cache_reads.py)."""
+
+    PROCESSOR = "processor_cache"  # a media item's processed inputs (pixel values, features), front end, by media hash
+    ENCODER = "encoder_cache"  # a media item's encoder rows, by the item's identifier (its hash or the client's uuid)
+    PREFIX = "prefix_cache"  # KV blocks of prompt positions, by a chain of block hashes (tokens, media identifiers, salt)
+    CONNECTOR = "kv_connector"  # KV of prompt positions loaded from outside the engine (LMCache, a P/D transfer)
+
+
+class CacheReuse(StrEnum):
+    """What a cache read served, judged from qdebug's own content fingerprints (never the engine's keys)."""
+
+    SAME = "same_content"  # what was served was computed from the same content at the same positions: legitimate
+    OTHER = "other_content"  # computed from other content: another request's media (or tokens) served to this one
+    UNVERIFIED = "unverified"  # no record of who computed it, or no fingerprint of one side: cannot be judged
+
+
+CACHE_KINDS: tuple[CacheKind, ...] = tuple(CacheKind)

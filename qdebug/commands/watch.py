@@ -4,20 +4,17 @@ URL) or from its QDEBUG_VLLM_WATCH_DIR (the workers' counter files and the findi
 from __future__ import annotations
 
 import os
-import re
 import time
 from dataclasses import dataclass, field
 
-from qdebug.errors import InputError, UnreachableError
-from qdebug.vocab import WATCH_CHECKS, WatchOutcome
+from qdebug.errors import InputError
+from qdebug.vocab import WATCH_CHECKS
 
-SERIES = {"qdebug_watch_checks_total": "checks", "qdebug_watch_violations_total": "violations",
-          "qdebug_watch_errors_total": "errors", "qdebug_watch_check_seconds_total": "seconds"}
-_SAMPLE = re.compile(r'^(qdebug_watch_\w+)\{check="([^"]{1,64})"\} ([0-9.eE+-]+|NaN|[+-]Inf)\s*$', re.M)
-WORKER = {"qdebug_watch_worker_steps_total": "steps", "qdebug_watch_worker_step_seconds_total": "step_seconds",
-          "qdebug_watch_plugin_seconds_total": "plugin_seconds"}  # the plugin's clock (engine/plugin_clock.py)
-_PLAIN = re.compile(r'^(qdebug_watch_\w+) ([0-9.eE+-]+)\s*$', re.M)
+COUNTERS = ("checks", "violations", "errors", "seconds")
+WORKER_KEYS = ("steps", "step_seconds", "plugin_seconds")  # the plugin's clock (engine/plugin_clock.py)
 LATEST = 50  # findings a snapshot keeps (the newest)
+DEFAULT_TIMEOUT = 10.0  # seconds a whole reading (a /metrics answer, a folder's files) may take
+DEFAULT_MAX_MB = 64.0  # MiB: the largest /metrics answer (decompressed) and the largest findings-log file read
 
 
 @dataclass
@@ -26,7 +23,8 @@ class WatchArgs:
 
     source: str
     findings: str | None = None
-    timeout: float = 10.0
+    timeout: float = DEFAULT_TIMEOUT
+    max_mb: float = DEFAULT_MAX_MB
 
 
 @dataclass
@@ -37,8 +35,10 @@ class WatchSnapshot:
     time: float
     counters: dict[str, dict[str, float]]
     findings: list = field(default_factory=list)  # engine.watch_log.WatchFinding, newest last
-    findings_total: int = 0
+    findings_total: int = 0  # finding lines in the log (all of them, not only those kept)
+    findings_violations: int = 0  # of them, violations
     worker: dict[str, float] = field(default_factory=dict)  # steps, step_seconds, plugin_seconds (empty: not exported)
+    counters_read: bool = True  # False: a folder without counter files (the total is the findings log's violation lines)
 
     @property
     def plugin_share(self) -> float | None:
@@ -53,16 +53,23 @@ class WatchSnapshot:
     def violations(self) -> int:
         """Violations counted over every check (or, without counters, violation lines in the findings log)."""
         counted = int(sum(self.counters.get("violations", {}).values()))
-        logged = sum(1 for f in self.findings if f.outcome == WatchOutcome.VIOLATION)
-        return max(counted, logged)
+        return max(counted, self.findings_violations)
+
+    @property
+    def checks(self) -> list[str]:
+        """Every check a row is shown for: the plugin's six, then any other name the counters hold (so the total is
+        what the rows add up to)."""
+        known = [c.value for c in WATCH_CHECKS]
+        return known + sorted({c for row in self.counters.values() for c in row} - set(known))
 
     def to_json(self) -> dict:
         """The snapshot as a JSON document (`qdebug watch --once --json`)."""
-        checks = {c.value: {k: self.counters.get(k, {}).get(c.value, 0) for k in ("checks", "violations", "errors", "seconds")}
-                  for c in WATCH_CHECKS}
-        worker = {**{k: self.worker.get(k, 0) for k in WORKER.values()}, "plugin_share": self.plugin_share}
+        checks = {c: {k: self.counters.get(k, {}).get(c, 0) for k in COUNTERS} for c in self.checks}
+        worker = {**{k: self.worker.get(k, 0) for k in WORKER_KEYS}, "plugin_share": self.plugin_share}
         return {"source": self.source, "time": self.time, "violations": self.violations, "checks": checks, "worker": worker,
-                "findings_total": self.findings_total, "findings": [f.to_json() for f in self.findings]}
+                "counters_read": self.counters_read, "findings_total": self.findings_total,
+                "findings_violations": self.findings_violations,
+                "findings": [f.to_json() for f in self.findings]}
 
 
 def is_url(source: str) -> bool:
@@ -71,61 +78,63 @@ def is_url(source: str) -> bool:
 
 
 def check_source(args: WatchArgs) -> None:
-    """A one-line InputError for a source that is neither a URL nor a watch folder."""
+    """A one-line InputError for a source that is neither a URL nor a folder, or a limit that is not positive."""
+    from qdebug.shown import shown
+
+    if not args.timeout > 0:
+        raise InputError(f"--timeout {args.timeout}: expected a positive number of seconds")
+    if not args.max_mb > 0:
+        raise InputError(f"--max-mb {args.max_mb}: expected a positive number of MiB")
     for where, what in ((args.source, "URL_OR_DIR"), (args.findings, "--findings")):
-        if where is None or (what == "URL_OR_DIR" and is_url(where)):
+        if where is None:
             continue
-        if not os.path.isdir(where):
-            raise InputError(f"{what} {where!r}: not a server URL (http://HOST:PORT) nor a folder (expected the server's "
-                             "QDEBUG_VLLM_WATCH_DIR)")
+        if what == "URL_OR_DIR" and is_url(where):
+            from .watch_scrape import check_url
+
+            check_url(where)
+        elif not os.path.isdir(where):
+            raise InputError(f"{what} {shown(where, 300)!r}: not a server URL (http://HOST:PORT) nor a folder (expected the "
+                             "server's QDEBUG_VLLM_WATCH_DIR)")
 
 
 def read_snapshot(args: WatchArgs) -> WatchSnapshot:
-    """One reading of the source: counters and the latest findings."""
-    from qdebug.engine.watch_log import read_findings
-    from qdebug.engine.watch_metrics import read_counters
+    """One reading of the source within --timeout and --max-mb: counters and the latest findings (all counted)."""
+    from .watch_folder import Deadline, counter_names, read_counter_files, tally_findings
 
     check_source(args)
-    if is_url(args.source):
-        counters, worker = scrape(args.source, args.timeout)
-        folder = args.findings
-    else:
-        counted = read_counters(args.source)
-        counters = {k: counted[k] for k in ("checks", "violations", "errors", "seconds")} if counted["workers"] else {}
-        clock = counted["clock"]
-        worker = {"steps": clock["steps"], "step_seconds": clock["step_seconds"], "plugin_seconds": clock["own_seconds"]}
-        folder = args.source
-    found = read_findings(folder) if folder else []
-    return WatchSnapshot(args.source, time.time(), counters, found[-LATEST:], len(found), worker)
-
-
-def scrape(url: str, timeout: float) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
-    """The qdebug_watch_* series on a server's /metrics: series → check → value, and the worker clock's series."""
-    import httpx
-
-    target = url.rstrip("/") if url.rstrip("/").endswith("/metrics") else url.rstrip("/") + "/metrics"
-    try:
-        response = httpx.get(target, timeout=timeout)
-    except httpx.HTTPError as exc:
-        raise UnreachableError(f"cannot reach {target} ({type(exc).__name__}); is the vLLM server running?") from None
-    if response.status_code != 200:
-        raise InputError(f"{target} answered HTTP {response.status_code} (expected 200 and Prometheus text)")
+    deadline = Deadline(args.timeout)
+    url = is_url(args.source)
+    folder = args.findings if url else args.source
     counters: dict[str, dict[str, float]] = {}
-    for name, check, value in _SAMPLE.findall(response.text):
-        if name in SERIES:
-            counters.setdefault(SERIES[name], {})[check] = float(value)
-    if not counters:
-        raise InputError(f"{target} exports no qdebug_watch_* series (expected a vLLM started with QDEBUG_VLLM_WATCH=1 "
-                         "and qdebug's plugin installed)")
-    worker = {WORKER[name]: float(value) for name, value in _PLAIN.findall(response.text) if name in WORKER}
-    return counters, worker
+    worker: dict[str, float] = {}
+    if url:
+        from .watch_scrape import scrape
+
+        scraped = scrape(args.source, deadline, args.max_mb)
+        counters, worker = scraped.counters, scraped.worker
+    if folder is None:
+        return WatchSnapshot(args.source, time.time(), counters, worker=worker)
+    if url:  # the server's counts are its /metrics: the folder's counter files are only looked for
+        workers = len(counter_names(folder, deadline))
+    else:
+        counted = read_counter_files(folder, deadline)
+        counters, worker, workers = counted.counters, counted.worker, counted.workers
+    tally = tally_findings(folder, deadline, int(args.max_mb * 2**20), LATEST)
+    if not workers and not tally.files:
+        from qdebug.shown import shown
+
+        raise InputError(f"{'--findings' if url else 'URL_OR_DIR'} {shown(folder, 300)}: holds no watch counter files "
+                         "(metrics-*.json) and no findings.log (expected the QDEBUG_VLLM_WATCH_DIR of a vLLM started with "
+                         "QDEBUG_VLLM_WATCH=1)")
+    return WatchSnapshot(args.source, time.time(), counters, list(tally.latest), tally.total, tally.violations, worker,
+                         counters_read=url or workers > 0)
 
 
 def rates(before: WatchSnapshot, after: WatchSnapshot) -> dict[str, dict[str, float]]:
     """Per check, checks and violations per second between two snapshots."""
     span = max(after.time - before.time, 1e-9)
     out = {}
-    for c in WATCH_CHECKS:
-        out[c.value] = {k: max(after.counters.get(k, {}).get(c.value, 0) - before.counters.get(k, {}).get(c.value, 0), 0) / span
-                        for k in ("checks", "violations", "errors")}
+    for c in after.checks:
+        out[c] = {k: max(after.counters.get(k, {}).get(c, 0) - before.counters.get(k, {}).get(c, 0), 0) / span
+                  for k in ("checks", "violations", "errors")}
     return out

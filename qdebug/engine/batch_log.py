@@ -2,6 +2,8 @@
 call carried, in order, and which requests shared each model-runner step, for every request the engine ran.
 
 Written by `batch_record.BatchRecorder` inside the worker; read here (stdlib only) by whoever judges a replay. A
+finished request's cache reads (engine/cache_reads.py: which positions or items a cache served it, from whom, and
+whether the content was its own) are a `cache_reads` line. A
 request is named by the client's `vllm_xargs.qdebug_id` (replay's `engine_trace_id`), else by vLLM's request id; an
 item is the index of the media item in the request's multimodal items in prompt order (vLLM's `mm_features`).
 """
@@ -13,10 +15,13 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from .cache_reads import MAX_READS, CacheRead
+
 BATCH_LOG = "batches.jsonl"
 BATCH_LOG_OLD = "batches.1.jsonl"  # the previous generation, once the log passed its size bound
 ENCODER_CALL = "encoder_call"
 BATCH_STEP = "batch_step"
+CACHE_READS = "cache_reads"  # one finished request's cache reads (engine/cache_reads.CacheRead), every cache's
 
 
 @dataclass(frozen=True)
@@ -82,6 +87,7 @@ class BatchLog:
 
     encoder_calls: list[EncoderCall] = field(default_factory=list)
     steps: list[BatchStep] = field(default_factory=list)
+    cache_reads: dict[str, list[CacheRead]] = field(default_factory=dict)  # request name → what caches served it
 
     def shared(self, names: Iterable[str]) -> SharedBatches:
         """The encoder calls and steps in which at least one of `names` ran (each whole: every request it carried)."""
@@ -117,7 +123,9 @@ def parse_batch_log(lines: Iterable[str]) -> BatchLog:
             elif doc.get("record") == BATCH_STEP:
                 log.steps.append(BatchStep(int(doc["worker"]), int(doc["step"]), [str(n) for n in doc["prefill"]],
                                            [str(n) for n in doc["decode"]]))
-        except (KeyError, TypeError, ValueError):
+            elif doc.get("record") == CACHE_READS:
+                log.cache_reads[str(doc["request"])] = [CacheRead.from_json(r) for r in doc["reads"][:MAX_READS]]
+        except (KeyError, TypeError, ValueError, AttributeError):
             continue
     return log
 

@@ -22,7 +22,7 @@ import logging
 import os
 import stat
 
-from .batch_log import BATCH_LOG, BATCH_LOG_OLD, BATCH_STEP, ENCODER_CALL
+from .batch_log import BATCH_LOG, BATCH_LOG_OLD, BATCH_STEP, CACHE_READS, ENCODER_CALL
 from .plugin_clock import clock_of
 from .requests import client_name
 
@@ -59,8 +59,9 @@ class BatchLogFile:
 class BatchRecorder:
     """Records each step's requests and each encoder call's (request, item) pairs on one model runner."""
 
-    def __init__(self, runner, out: BatchLogFile) -> None:
+    def __init__(self, runner, out: BatchLogFile, witness=None) -> None:
         self.runner, self.out = runner, out
+        self.witness = witness  # a CacheWitness: each finished request's cache reads get a line
         self.clock = clock_of(runner)  # its encoder wrappers run inside vLLM's step: their time is the plugin's
         self.worker = os.getpid()
         self.known: dict[str, tuple[str, int | None]] = {}  # request in flight → (its name, its prompt's length)
@@ -87,6 +88,10 @@ class BatchRecorder:
 
     def _step_begins(self, out) -> None:
         for rid in getattr(out, "finished_req_ids", ()) or ():
+            reads = self.witness.reads(rid) if self.witness is not None else []
+            if reads:
+                name = self.known.get(rid, (rid, None))[0]
+                self._line({"record": CACHE_READS, "worker": self.worker, "request": name, "reads": [r.to_json() for r in reads]})
             self.known.pop(rid, None)
             self.calls.pop(rid, None)
             self.encoded.pop(rid, None)

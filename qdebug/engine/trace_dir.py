@@ -28,8 +28,9 @@ _RECOVER_TRIES = 64  # starts of an object tried inside one unreadable line
 
 
 def safe_stem(hint: str) -> str:
-    """A file stem from a client's id or the server's request id: letters, digits, `._-`, at most 100 chars."""
-    stem = _SAFE.sub("_", hint).strip("._")[:100]
+    """A file stem from a client's id or the server's request id: letters, digits, `._-`, at most 100 chars (made
+    from the id's first 1,000 characters: a client's megabyte id costs the engine's step nothing more)."""
+    stem = _SAFE.sub("_", hint[:1000]).strip("._")[:100]
     return stem or "request"
 
 
@@ -48,11 +49,13 @@ class TraceDir:
 
         probe_folder(self.root, where)
 
-    def write(self, trace, hint: str, line: dict) -> Path:
+    def write(self, trace, hint: str, line: dict, limit: int | None = None) -> Path:
         """Save `trace` as `<hint>.qdt` (or the next free name) and append `line` (plus its file name) to the index.
 
         The trace is written whole to a hidden temporary first, then hard-linked under the first free name (a link
         never replaces a file, even one another process made a moment ago), so a reader never sees a partial .qdt.
+        With `limit` (bytes: the watch's flight recorder), a trace that would take the folder's traces and index past
+        it is not kept (TraceBoundError): the bound holds after every write, not only before a recording.
         """
         import uuid
 
@@ -61,6 +64,11 @@ class TraceDir:
         tmp = self.root / f".qdebug-{uuid.uuid4().hex}.qdt.tmp"  # a new name: the trace gets ordinary file permissions
         try:
             save_trace(trace, tmp, store_tensors=True, compact=True)  # deflating float rows costs the engine's CPU for ~10%
+            if limit is not None:
+                adds = tmp.stat().st_size + len(json.dumps({**line, "trace": f"{safe_stem(hint)}-00000.qdt"})) + 2
+                if trace_bytes(self.root) + adds > limit:
+                    raise TraceBoundError(f"{self.root} would hold more than {limit >> 20} MiB of traces with this one "
+                                          f"({adds:,} bytes); not kept")
             path = self._link_free(tmp, safe_stem(hint))
         finally:
             Path(tmp).unlink(missing_ok=True)
@@ -76,6 +84,24 @@ class TraceDir:
             except FileExistsError:
                 continue
         raise OSError(f"no free trace name for {stem} in {self.root}")
+
+
+class TraceBoundError(OSError):
+    """A trace not kept: the folder's bound would be passed."""
+
+
+def trace_bytes(root: str | os.PathLike) -> int:
+    """Bytes the folder's traces and index take (regular files of the folder; 0 when it cannot be read)."""
+    total = 0
+    try:
+        with os.scandir(os.fspath(root)) as entries:
+            for entry in entries:
+                if entry.name.endswith(".qdt") or entry.name == INDEX:
+                    st = entry.stat(follow_symlinks=False)
+                    total += st.st_size if stat.S_ISREG(st.st_mode) else 0
+    except OSError:
+        return 0
+    return total
 
 
 def open_index(root: str | os.PathLike, flags: int = os.O_RDONLY) -> int:

@@ -9,6 +9,8 @@
   `batch-dependent-decoder:L`: decoder layer L's rows of a request depend on the step's other requests (batch_faults.py).
 - `nondeterministic-encoder` (seeded by `QDEBUG_VLLM_SEED`): each encoder call's rows get noise drawn anew per call
   (batch_faults.py): the same item, alone, repeated, disagrees with itself.
+- `short-media-hash[:CHARS]`, `encoder-cache-by-size`: a cache keyed by something other than the content, so one
+  request is served another's media (cache_faults.py; planted in the front end or engine core, not the worker).
 - `temporal-ids-flat`: every video token's temporal MRoPE id is its video's first (a video placed as one image), in the
   positions the runner keeps for the request (engine_video_faults.py); the model's own position function is untouched.
 
@@ -21,13 +23,15 @@ from __future__ import annotations
 import logging
 import os
 
+from .cache_faults import PRESETS as CACHE_PRESETS
+from .cache_faults import is_cache_fault
 from .layouts import head_first
 from .vllm_model import decoder_layers, linear_parts
 
 ENV_INJECT = "QDEBUG_VLLM_INJECT"
 ENV_SEED = "QDEBUG_VLLM_SEED"
 PRESETS = ("head-first:LAYER", "shared-visual-buffer", "batch-dependent-encoder", "batch-dependent-decoder:LAYER", "temporal-ids-flat",
-           "nondeterministic-encoder")
+           "nondeterministic-encoder", *CACHE_PRESETS)
 
 log = logging.getLogger("vllm.qdebug")
 
@@ -40,6 +44,8 @@ def requested() -> str | None:
 def install(runner, name: str) -> None:
     """Plant fault `name` in a loaded runner's model; an unknown name or layer is logged and nothing is planted."""
     model = runner.model
+    if is_cache_fault(name):
+        return  # planted where vLLM keys its caches, in the process that does (vllm_plugin.register)
     if name.startswith("head-first:"):
         layer = name.split(":", 1)[1]
         layers = decoder_layers(model)

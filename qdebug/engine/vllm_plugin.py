@@ -10,6 +10,9 @@ The interface, held fixed:
 - `DIR/batches.jsonl` records, for every request (tagged or not), which requests shared each step and which
   (request, item) pairs each encoder call carried (engine/batch_record.py writes it, engine/batch_log.py reads it).
 - A traced request reads no prefix cache (its whole prompt is computed, so every prompt row is recorded).
+- Cache provenance (engine/cache_reads.py): with the plugin on, the front end fingerprints what each client sent,
+  the engine core records who filled each KV block and who processed each media item and judges every prefix- and
+  processor-cache read, the worker every encoder-cache read.
 - Tensor parallelism: every rank holds the full residual stream, full logits and the full encoder rows after
   vLLM's all-reduce/all-gather, so rank 0 alone records and writes; the other ranks install nothing.
 """
@@ -54,10 +57,11 @@ def register() -> None:
             prepare_process()
         if os.environ.get(ENV_DIR):
             _skip_prefix_cache_when_traced()
-        for name in _RUNNER_MODULES:
+        patches = _patches(requested())
+        for name, fns in patches.items():
             if name in sys.modules:
-                _patch_runner_class(sys.modules[name])
-        sys.meta_path.insert(0, _RunnerImportHook())
+                _patch(name, fns, sys.modules[name])
+        sys.meta_path.insert(0, _PatchOnImport(patches))
     except Exception as exc:  # never stop vLLM from starting
         log.warning("qdebug: plugin not installed (%s: %s)", type(exc).__name__, exc)
 
@@ -114,11 +118,38 @@ def _skip_prefix_cache_when_traced() -> None:
     setattr(Request, "get_skip_reading_prefix_cache", get_skip_reading_prefix_cache)
 
 
-class _RunnerImportHook(importlib.abc.MetaPathFinder):
-    """Patches a model runner class when vLLM imports its module (the API server never does: no cost there)."""
+def _patches(fault: str | None) -> dict[str, list]:
+    """Module → what the plugin patches in it when vLLM imports it: the model runners (worker), where caches are
+    decided (front end: the media processor and the input processor; engine core: the scheduler and KV cache), and a
+    fault of the cache class where it lives (engine/cache_faults.py; planted before the recording wraps it)."""
+    from .cache_core import PATCHES as ENGINE_CORE
+    from .cache_faults import patches as fault_patches
+    from .cache_frontend import patch_input_processor, patch_processor
+
+    out: dict[str, list] = {name: [_patch_runner_class] for name in _RUNNER_MODULES}
+    for name, fn in (*(fault_patches(fault) if fault else {}).items(), *ENGINE_CORE.items(),
+                     ("vllm.multimodal.processing.processor", patch_processor), ("vllm.v1.engine.input_processor", patch_input_processor)):
+        out.setdefault(name, []).append(fn)
+    return out
+
+
+def _patch(name: str, fns: list, module) -> None:
+    """Apply a module's patches in order; one that fails is logged (vLLM starts as without it)."""
+    for fn in fns:
+        try:
+            fn(module)
+        except Exception as exc:  # never stop vLLM from starting
+            log.warning("qdebug: %s not patched (%s: %s)", name, type(exc).__name__, exc)
+
+
+class _PatchOnImport(importlib.abc.MetaPathFinder):
+    """Patches a vLLM class when vLLM imports its module (a process that never imports it pays nothing)."""
+
+    def __init__(self, patches: dict) -> None:
+        self.patches = patches
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname not in _RUNNER_MODULES:
+        if fullname not in self.patches:
             return None
         sys.meta_path.remove(self)
         try:
@@ -132,9 +163,11 @@ class _RunnerImportHook(importlib.abc.MetaPathFinder):
         loader = spec.loader
         exec_module = loader.exec_module
 
+        fns = self.patches[fullname]
+
         def exec_and_patch(module):
             exec_module(module)
-            _patch_runner_class(module)
+            _patch(fullname, fns, module)
 
         setattr(loader, "exec_module", exec_and_patch)  # the loader is vLLM's; its class is not ours to subclass
         return spec
@@ -172,7 +205,7 @@ def _patch_runner_class(module) -> None:
 
                 attach_watch(self)
             except Exception as exc:
-                log.warning("qdebug: not watching this worker (%s: %s)", type(exc).__name__, exc)
+                log.error("qdebug: not watching this worker (%s: %s); /metrics serves qdebug_watch_up 0", type(exc).__name__, exc)
         if os.environ.get(ENV_DIR):
             try:
                 _attach(self)
@@ -232,8 +265,11 @@ def _attach(runner) -> None:
     tokenizer = _Lazy(lambda: _tokenizer(runner))
     extractor = _Lazy(lambda: _feature_extractor(runner))
     writer = TraceWriter(partial(_assemble, assemble_engine_trace, runner, model, tokenizer, extractor), folder, clock)
+    from .cache_witness import CacheWitness
+
+    witness = runner._qdebug_witness = CacheWitness()  # the watch's cache check reads it too
     tracer = EngineTracer(runner, writer, trace_all=trace_all(), keep_hidden=keep_hidden(), deepstack=bool(model.deepstack_levels),
-                          batches=_batch_recorder(runner, folder.root))
+                          batches=_batch_recorder(runner, folder.root, witness), witness=witness)
     tracer.install()
     runner._qdebug_tracer = tracer
     atexit.register(_close, tracer, writer)
@@ -247,13 +283,13 @@ def _close(tracer: EngineTracer, writer: TraceWriter) -> None:
     writer.drain()
 
 
-def _batch_recorder(runner, root):
-    """The batch log's recorder on this runner (every request's steps and encoder calls), or None when it cannot be
-    opened (said once; tracing goes on without it)."""
+def _batch_recorder(runner, root, witness):
+    """The batch log's recorder on this runner (every request's steps, encoder calls and cache reads), or None when it
+    cannot be opened (said once; tracing goes on without it)."""
     from .batch_record import BatchLogFile, BatchRecorder
 
     try:
-        recorder = BatchRecorder(runner, BatchLogFile(root))
+        recorder = BatchRecorder(runner, BatchLogFile(root), witness)
         recorder.install()
     except (OSError, AttributeError) as exc:
         log.error("qdebug: no batch log in %s (%s: %s)", root, type(exc).__name__, exc)

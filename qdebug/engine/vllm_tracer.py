@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from qdebug.shown import shown
 from qdebug.trace.hooks import to_cpu
 
 from .plugin_clock import clock_of
@@ -35,8 +36,10 @@ log = logging.getLogger("vllm.qdebug")
 class EngineTracer:
     """Records tagged requests on one model runner and hands finished ones to `writer` (a background thread)."""
 
-    def __init__(self, runner, writer, *, trace_all: bool, keep_hidden: bool = True, deepstack: bool = False, batches=None) -> None:
+    def __init__(self, runner, writer, *, trace_all: bool, keep_hidden: bool = True, deepstack: bool = False, batches=None,
+                 witness=None) -> None:
         self.runner = runner
+        self.witness = witness  # a CacheWitness (every request's cache reads), or None
         self.clock = clock_of(runner)  # the hooks run inside vLLM's step: their time is the plugin's
         self.batches = batches  # a BatchRecorder (every request's steps and encoder calls), or None
         self.deepstack = deepstack  # Qwen3-VL: also measure what the engine adds between layers
@@ -47,6 +50,7 @@ class EngineTracer:
         self.keep_hidden = keep_hidden
         self.traced: dict[str, EngineRequest] = {}
         self.pending: set[str] = set()  # tagged requests vLLM has scheduled but whose state is not built yet
+        self.bounded: dict[str, int] = {}  # request → the bytes its folder may hold with its trace (the watch's recordings)
         self.slices: list = []  # the traced rows of the step being run
         self.gather: tuple = (None, None)  # how to take the step's traced prefill rows, and decode rows, each at once
 
@@ -144,6 +148,9 @@ class EngineTracer:
 
     # the step ------------------------------------------------------------------------------------------
     def _execute(self, execute, scheduler_output, *args, **kwargs):
+        if self.witness is not None:  # first: the finished requests' reads stay readable for this step
+            with self.clock:
+                self._guard(self.witness.observe, scheduler_output)
         if self.traced or self.pending:  # with none in flight, a finished request is nothing of the tracer's
             self._guard(self._finish, getattr(scheduler_output, "finished_req_ids", ()) or ())
         if self.batches is not None:  # after _finish: a finished request's encoder calls are still known there
@@ -174,6 +181,7 @@ class EngineTracer:
     def _drop(self, rid: str) -> None:
         self.traced.pop(rid, None)
         self.pending.discard(rid)
+        self.bounded.pop(rid, None)
 
     def _note_new(self, new_requests) -> None:
         """The newly scheduled requests the client tagged (or all, when the user said so)."""
@@ -340,6 +348,7 @@ class EngineTracer:
     def _finish(self, finished: Iterable[str], at_shutdown: bool = False) -> None:
         for rid in list(finished):
             self.pending.discard(rid)
+            limit = self.bounded.pop(rid, None)
             req = self.traced.pop(rid, None)
             if req is None:
                 continue
@@ -351,7 +360,7 @@ class EngineTracer:
             req.finish_prefill()
             if self.batches is not None:
                 req.encoder_calls = self.batches.calls_for(rid)
-            self.writer.submit(req, generated)
+            self.writer.submit(req, generated, limit)
 
     def close(self) -> None:
         """At shutdown: write every request still held. The worker learns that a request finished only from the next
@@ -474,9 +483,9 @@ class TraceWriter:
         self.thread = threading.Thread(target=self._run, name="qdebug-trace-writer", daemon=True)
         self.thread.start()
 
-    def submit(self, req: EngineRequest, generated: list[int]) -> None:
-        """Queue a finished request for writing."""
-        self.queue.put((req, generated))
+    def submit(self, req: EngineRequest, generated: list[int], limit: int | None = None) -> None:
+        """Queue a finished request for writing (`limit`: the bytes its folder may then hold, else it is not kept)."""
+        self.queue.put((req, generated, limit))
 
     def drain(self, timeout: float = 30.0) -> None:
         """Wait (bounded) until every queued trace is written: at shutdown."""
@@ -485,13 +494,13 @@ class TraceWriter:
 
     def _run(self) -> None:
         while (item := self.queue.get()) is not None:
-            req, generated = item
+            req, generated, limit = item
             start = time.thread_time()
             try:
                 trace, line = self.assemble(req, generated)
-                path = self.trace_dir.write(trace, req.name, line)
-                log.info("qdebug: traced request %s -> %s", req.req_id, path)
-            except Exception as exc:
-                log.warning("qdebug: could not write the trace of request %s (%s: %s)", req.req_id, type(exc).__name__, exc)
+                path = self.trace_dir.write(trace, req.name, line, limit)
+                log.info("qdebug: traced request %s -> %s", shown(req.req_id, 200), path)
+            except Exception as exc:  # the id is the client's: cut for vLLM's log
+                log.warning("qdebug: could not write the trace of request %s (%s: %s)", shown(req.req_id, 200), type(exc).__name__, exc)
             if self.clock is not None:
                 self.clock.writer_seconds += time.thread_time() - start

@@ -15,6 +15,7 @@ import tempfile
 import time
 import uuid
 
+from qdebug.shown import shown
 from qdebug.vocab import StageName, WatchCheck, WatchOutcome
 
 from .plugin_clock import clock_of
@@ -65,13 +66,29 @@ def attach_watch(runner) -> "Watcher | None":
     if tensor_parallel_rank(runner) != 0:
         return None  # rank 0 checks; a request is checked once, not once per rank
     settings = read_settings()
-    os.makedirs(settings.folder, exist_ok=True)
+    _usable_folder(settings.folder)
     watcher = Watcher(runner, settings)
     watcher.install()
+    watcher.counters.start()  # only now: a watch that failed to attach writes no counters (/metrics: qdebug_watch_up 0)
     runner._qdebug_watch = watcher
     log.info("qdebug: watching every request (checks %s; sampled %s of steps) into %s", ", ".join((WatchCheck.PLACEMENT, WatchCheck.COUNTS)),
              settings.sample, settings.folder)
     return watcher
+
+
+def _usable_folder(folder: str) -> None:
+    """Make the watch folder, or say (OSError, one line) why it cannot be the watch's: the watch is then not attached,
+    and /metrics says `qdebug_watch_up 0` instead of counters that never move."""
+    from pathlib import Path
+
+    from qdebug.outputs import probe_folder
+
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        raise OSError(exc.errno, f"{ENV_DIR}={folder} is not a folder the watch can use ({exc.strerror or type(exc).__name__}); "
+                      "expected a folder, or a path where one can be made") from None
+    probe_folder(Path(folder), ENV_DIR)
 
 
 class Watcher:
@@ -81,7 +98,7 @@ class Watcher:
         self.runner, self.settings = runner, settings
         self.clock = clock_of(runner)  # the plugin's own time in the worker (qdebug_watch_plugin_seconds_total)
         self.counters = WatchCounters(settings.folder, settings.run, self.clock)
-        self.findings = FindingsLog(settings.folder, settings.log_bytes)
+        self.findings = FindingsLog(settings.folder, settings.log_bytes, on_dropped=self.counters.set_dropped)
         self.flight = FlightRecorder(runner, settings.folder)
         self.rng = random.Random(os.getpid())  # which steps the sampled checks take
         self.sampling = False  # this step is sampled
@@ -210,7 +227,8 @@ class Watcher:
             try:
                 finding.trace = self.flight.record(finding.request_id, finding.cobatched)
             except Exception as exc:  # the finding is reported without its traces
-                log.warning("qdebug: watch: no flight-recorder trace for %s (%s: %s)", finding.request_id, type(exc).__name__, exc)
+                log.warning("qdebug: watch: no flight-recorder trace for %s (%s: %s)", shown(finding.request_id, 200),
+                            type(exc).__name__, exc)
             self._report(finding)
 
     def _failed(self, check: WatchCheck, rid: str, exc: Exception, seconds: float) -> None:
@@ -218,8 +236,7 @@ class Watcher:
         self._report(WatchFinding(check, WatchOutcome.ERROR, _stage(check), rid, f"the check raised {type(exc).__name__}: {exc}"))
 
     def _report(self, finding: WatchFinding) -> None:
-        if not self.findings.add(finding):
-            self.counters.set_dropped(self.findings.dropped)
+        self.findings.add(finding)  # caps the client's ids in place; a line lost reaches the counters (on_dropped)
         seen = self.loud[finding.check] = self.loud.get(finding.check, 0) + 1
         if seen <= LOUD or seen % QUIET == 0:
             log.warning("qdebug: watch %s %s (#%d): request %s%s: %s", finding.check, finding.outcome, seen, finding.request_id,

@@ -1,6 +1,8 @@
 """The watch mode's settings, read from the server's environment (every process of vLLM reads the same ones).
 
-- `QDEBUG_VLLM_WATCH=1` turns the watch on (the cheap checks run on every request);
+- `QDEBUG_VLLM_WATCH=1` turns the watch on (the cheap checks run on every request); `true`, `yes`, `on`, `enable`,
+  `enabled` do too, `0`, `false`, `no`, `off`, `disable`, `disabled` or unset leave it off, any other value is said in
+  the log (naming the variable, the value and the words accepted) and leaves it off;
 - `QDEBUG_VLLM_WATCH_SAMPLE=F` (0..1, default 0.01): the share of steps and encoder calls the sampled checks take;
 - `QDEBUG_VLLM_WATCH_DIR=DIR`: the findings log, the counters the front end serves on /metrics, flight-recorder traces
   (unset: a folder the front end makes under the temporary directory, named in its log);
@@ -30,9 +32,22 @@ DEFAULT_LOG_MB = 16
 log = logging.getLogger("vllm.qdebug")
 
 
+ON = ("1", "true", "yes", "on", "enable", "enabled")
+OFF = ("", "0", "false", "no", "off", "disable", "disabled")
+_SAID: set[str] = set()  # unknown QDEBUG_VLLM_WATCH values already said in this process
+
+
 def watch_on() -> bool:
-    """Whether the server's environment turns the watch on."""
-    return os.environ.get(ENV_WATCH, "").strip().lower() in ("1", "true", "yes", "on")
+    """Whether the server's environment turns the watch on; an unknown value is said once (per process) and is off."""
+    raw = os.environ.get(ENV_WATCH, "")
+    word = raw.strip().lower()
+    if word in ON:
+        return True
+    if word not in OFF and raw not in _SAID:
+        _SAID.add(raw)
+        log.error("qdebug: %s=%r: expected one of %s to turn the watch on (or %s to leave it off); the watch is off",
+                  ENV_WATCH, raw[:40], ", ".join(ON), ", ".join(o for o in OFF if o))
+    return False
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,7 @@ VERDICT_STYLE: dict[str, str] = {  # Verdict members, looked up by plain strings
     Verdict.ERROR: "bold magenta",
     Verdict.SERVER_MISMATCH: "bold cyan",
     Verdict.BATCH_DEPENDENT: "bold bright_red",
+    Verdict.CACHE_CONTAMINATED: "bold red",
 }
 
 # A diff's stages in its PNGs (missing stages are left out of them).

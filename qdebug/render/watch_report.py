@@ -1,26 +1,33 @@
-"""`qdebug watch --once` as text: a row per check (checks, violations, errors, seconds) and the latest findings."""
+"""`qdebug watch --once` as text: a row per check (checks, violations, errors, seconds) and the latest findings. Every
+name and field that came from the server or its log is shown through `qdebug.shown` (hidden characters escaped)."""
 
 from __future__ import annotations
 
-from qdebug.vocab import WATCH_CHECKS
+from qdebug.shown import shown
 
 
 def watch_lines(doc: dict, latest: int = 10) -> list[str]:
-    """The lines of one snapshot (`WatchSnapshot.to_json()`)."""
-    lines = [f"qdebug watch {doc['source']}: {doc['violations']} violation(s)",
-             f"{'check':<14}{'checks':>10}{'violations':>12}{'errors':>8}{'seconds':>10}"]
-    for check in WATCH_CHECKS:
-        row = doc["checks"][check.value]
-        lines.append(f"{check.value:<14}{int(row['checks']):>10}{int(row['violations']):>12}{int(row['errors']):>8}{row['seconds']:>10.3f}")
+    """The lines of one snapshot (`WatchSnapshot.to_json()`): a row for every check it counts, so the rows add up to
+    the total said first."""
+    lines = [f"qdebug watch {shown(doc['source'], 300)}: {doc['violations']} violation(s)"]
+    if not doc.get("counters_read", True):
+        lines.append(f"no counter files (metrics-*.json): the total is the findings log's violation lines "
+                     f"({doc['findings_violations']} of {doc['findings_total']} lines)")
+    else:
+        lines.append(f"{'check':<14}{'checks':>10}{'violations':>12}{'errors':>8}{'seconds':>10}")
+    for check, row in (doc["checks"] if doc.get("counters_read", True) else {}).items():
+        lines.append(f"{shown(check, 64):<14}{int(row['checks']):>10}{int(row['violations']):>12}{int(row['errors']):>8}"
+                     f"{row['seconds']:>10.3f}")
     cost = plugin_cost_line(doc.get("worker") or {})
     if cost:
         lines.append(cost)
-    shown = doc["findings"][-latest:]
-    if shown:
-        lines.append(f"latest findings ({len(shown)} of {doc['findings_total']}):")
-    for f in shown:
-        who = f" donors {', '.join(f['donors'])}" if f["donors"] else ""
-        lines.append(f"  {f['time']} {f['check']} {f['outcome']} {f['request_id']}{who}: {f['evidence']}")
+    shown_findings = doc["findings"][-latest:]
+    if shown_findings:
+        lines.append(f"latest findings ({len(shown_findings)} of {doc['findings_total']}):")
+    for f in shown_findings:
+        who = f" donors {', '.join(shown(d, 200) for d in f['donors'])}" if f["donors"] else ""
+        lines.append(f"  {shown(f['time'], 40)} {shown(f['check'], 64)} {shown(f['outcome'], 20)} {shown(f['request_id'], 200)}"
+                     f"{who}: {shown(f['evidence'], 1000)}")
     return lines
 
 

@@ -4,13 +4,12 @@ one, 6 for a server that cannot be reached; `--json -` puts the snapshot alone o
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from qdebug.engine.watch_log import FindingsLog, WatchFinding
 from qdebug.engine.watch_metrics import WatchCounters
+from tests.metrics_text import metrics_server
 from tests.servers import free_port
 
 from .installed import qdebug
@@ -36,7 +35,7 @@ def test_a_folder_with_violations_exits_1_and_its_json_lists_them(tmp_path):
     doc = json.loads(out)
     assert doc["violations"] == 3 and doc["checks"]["placement"] == {"checks": 20, "violations": 3, "errors": 0, "seconds": pytest.approx(0.04)}
     assert [f["request_id"] for f in doc["findings"]] == ["req-0", "req-1", "req-2"] and doc["findings"][0]["donors"] == ["req-1"]
-    assert doc["checks"]["counts"]["checks"] == 1 and set(doc["checks"]) == {"placement", "counts", "positions", "encoder_batch", "layout", "logits"}
+    assert doc["checks"]["counts"]["checks"] == 1 and set(doc["checks"]) == {"placement", "counts", "positions", "encoder_batch", "layout", "logits", "cache"}
 
 
 def test_a_clean_folder_exits_0_with_the_table(tmp_path):
@@ -71,18 +70,6 @@ def test_an_unreachable_server_exits_6(tmp_path):
     assert code == 6 and err.startswith("qdebug: error: cannot reach") and len(err.strip().splitlines()) == 1, err
 
 
-class _Metrics(BaseHTTPRequestHandler):
-    body = b""
-
-    def do_GET(self):  # noqa: N802 (http.server's name)
-        self.send_response(200 if self.path == "/metrics" else 404)
-        self.end_headers()
-        self.wfile.write(self.body if self.path == "/metrics" else b"")
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.mark.parametrize("text, code", [
     ('# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name="demo"} 0.0\n', 2),
     ('qdebug_watch_checks_total{check="placement"} 120.0\nqdebug_watch_violations_total{check="placement"} 0.0\n'
@@ -90,13 +77,8 @@ class _Metrics(BaseHTTPRequestHandler):
     ('qdebug_watch_checks_total{check="placement"} 120.0\nqdebug_watch_violations_total{check="placement"} 4.0\n', 1),
 ])
 def test_a_servers_metrics_decide_the_exit(tmp_path, text, code):
-    handler = type("Handler", (_Metrics,), {"body": text.encode()})
-    server = ThreadingHTTPServer(("127.0.0.1", free_port()), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        got, out, err = qdebug(tmp_path, "watch", f"http://127.0.0.1:{server.server_port}", "--once", "--json", "-")
-    finally:
-        server.shutdown()
+    with metrics_server(text) as url:
+        got, out, err = qdebug(tmp_path, "watch", url, "--once", "--json", "-")
     assert got == code, err
     if code == 0:  # a server that exports no clock (an older plugin): no share, said as null
         assert json.loads(out)["worker"]["plugin_share"] is None

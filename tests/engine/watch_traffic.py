@@ -37,7 +37,11 @@ def body_for(path: Path, max_tokens: int) -> dict:
 
 def burst(server, paths: list[Path], concurrency: int, max_tokens: int = 4) -> list[str]:
     """Send one request per image, `concurrency` at a time; the answers, in the images' order."""
-    bodies = [body_for(p, max_tokens) for p in paths]
+    return send_all(server, [body_for(p, max_tokens) for p in paths], concurrency)
+
+
+def send_all(server, bodies: list[dict], concurrency: int) -> list[str]:
+    """POST each chat body, `concurrency` at a time; the answers, in the bodies' order (each must be HTTP 200)."""
     return asyncio.run(_send_all(f"{server.url}/v1/chat/completions", bodies, concurrency))
 
 

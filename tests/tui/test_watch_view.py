@@ -13,6 +13,7 @@ from qdebug.engine.watch_log import FindingsLog, WatchFinding
 from qdebug.engine.watch_metrics import WatchCounters
 from qdebug.tui.screens.request import RequestScreen
 from qdebug.tui.watch_app import build_watch_app
+from qdebug.vocab import WATCH_CHECKS
 
 from .conftest import SIZE, TRACE, wait_for
 
@@ -44,7 +45,7 @@ async def test_the_live_view_shows_the_folders_counters_and_opens_a_findings_tra
     async with app.run_test(size=SIZE) as pilot:
         checks = app.screen.query_one("#watch-checks", DataTable)
         found = app.screen.query_one("#watch-findings", DataTable)
-        await wait_for(pilot, lambda: checks.row_count == 6 and found.row_count == 2, what="the first reading")
+        await wait_for(pilot, lambda: checks.row_count == len(WATCH_CHECKS) and found.row_count == 2, what="the first reading")
         rows = {r[0]: r for r in _cells(checks)}
         assert rows["placement"][3:5] == ["2", "0"] and rows["counts"][3] == "0", rows
         assert [r[3] for r in _cells(found)] == ["req-b", "req-a"]  # newest first

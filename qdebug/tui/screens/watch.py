@@ -41,7 +41,9 @@ class WatchScreen(Screen):
         self.shown: list = []  # the findings in the table, in row order
 
     def compose(self) -> ComposeResult:
-        yield Static(f"qdebug watch {self.args.source}", id="watch-title")
+        from qdebug.render.data_text import data
+
+        yield Static(data(f"qdebug watch {self.args.source}"), id="watch-title")
         table = DataTable(id="watch-checks", cursor_type="none")
         table.add_columns("check", "checks/s", "violations/s", "violations", "errors", "seconds", "violations over time")
         yield table
@@ -76,6 +78,8 @@ class WatchScreen(Screen):
 
     @on(Read)
     def _show(self, event: Read) -> None:
+        from qdebug.render.data_text import data
+
         if event.snapshot is None:
             self.say(event.error, error=True)
             return
@@ -83,18 +87,19 @@ class WatchScreen(Screen):
         checks = self.query_one("#watch-checks", DataTable)
         checks.clear()
         for row in check_rows(list(self.history)):
-            checks.add_row(*row)
+            checks.add_row(*(data(cell) for cell in row))  # names from the server: data, never markup
         found = self.query_one("#watch-findings", DataTable)
         latest = list(reversed(event.snapshot.findings))  # newest first
         if [(f.time, f.request_id, f.check) for f in latest] != [(f.time, f.request_id, f.check) for f in self.shown]:
             found.clear()
             for f in latest:
-                found.add_row(*finding_row(f))
+                found.add_row(*(data(cell) for cell in finding_row(f)))
             self.shown = latest
         snap = event.snapshot
         share = snap.plugin_share
         cost = f"; the watch costs the worker's steps {share * 100:.1f}%" if share is not None else ""
-        self.say(f"{snap.violations} violation(s); {snap.findings_total} finding(s) logged{cost}")
+        counted = "" if snap.counters_read else " (no counter files: counted from the findings log)"
+        self.say(f"{snap.violations} violation(s){counted}; {snap.findings_total} finding(s) logged{cost}")
 
     @on(DataTable.RowSelected, "#watch-findings")
     def _open(self, event: DataTable.RowSelected) -> None:

@@ -3,14 +3,6 @@ violations per reading) and the rows of the latest findings. Pure functions over
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from qdebug.render.data_text import data
-from qdebug.vocab import WATCH_CHECKS
-
-if TYPE_CHECKING:
-    from rich.text import Text
-
 BARS = "▁▂▃▄▅▆▇█"
 
 
@@ -30,9 +22,8 @@ def check_rows(history: list) -> list[tuple[str, ...]]:
     last = history[-1]
     now = rates(history[-2], last) if len(history) > 1 else {}
     rows = []
-    for check in WATCH_CHECKS:
-        c = check.value
-        per = [rates(a, b)[c]["violations"] * max(b.time - a.time, 1e-9) for a, b in zip(history, history[1:])]
+    for c in last.checks:  # the plugin's checks and any other the counters name: the rows add up to the total
+        per = [rates(a, b).get(c, {}).get("violations", 0) * max(b.time - a.time, 1e-9) for a, b in zip(history, history[1:])]
         rate = now.get(c, {})
         rows.append((c, f"{rate.get('checks', 0):.1f}", f"{rate.get('violations', 0):.2f}",
                      f"{int(last.counters.get('violations', {}).get(c, 0))}", f"{int(last.counters.get('errors', {}).get(c, 0))}",
@@ -40,8 +31,7 @@ def check_rows(history: list) -> list[tuple[str, ...]]:
     return rows
 
 
-def finding_row(f) -> tuple[Text, ...]:
-    """A findings-table row: time, check, outcome, request, stage, donors (else co-batched), trace. Each cell is a
-    `Text`: the log's fields are a client's and a server's (a request id of `[/x]` is data, not a DataTable tag)."""
+def finding_row(f) -> tuple[str, ...]:
+    """A findings-table row: time, check, outcome, request, stage, donors (else co-batched), trace."""
     who = ("donors " + ", ".join(f.donors)) if f.donors else (f"{len(f.cobatched)} co-batched" if f.cobatched else "")
-    return tuple(data(cell, limit=200) for cell in (f.time[11:23], f.check, f.outcome, f.client_id or f.request_id, f.stage, who, f.trace or "-"))
+    return (f.time[11:23], f.check, f.outcome, f.client_id or f.request_id, f.stage, who, f.trace or "-")
