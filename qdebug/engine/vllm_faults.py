@@ -13,6 +13,8 @@
   request is served another's media (cache_faults.py; planted in the front end or engine core, not the worker).
 - `temporal-ids-flat`: every video token's temporal MRoPE id is its video's first (a video placed as one image), in the
   positions the runner keeps for the request (engine_video_faults.py); the model's own position function is untouched.
+- `placeholder-shift:N`: each item's placeholder range starts N tokens past the prompt's placeholder tokens, in the
+  ranges the runner keeps for the request (placeholder_faults.py): the rows land N positions late (the seeds' desync).
 
 A fault only changes tensors; what it says about itself (one log line) is a label. qdebug's findings come from
 what its tracer observes.
@@ -31,7 +33,7 @@ from .vllm_model import decoder_layers, linear_parts
 ENV_INJECT = "QDEBUG_VLLM_INJECT"
 ENV_SEED = "QDEBUG_VLLM_SEED"
 PRESETS = ("head-first:LAYER", "shared-visual-buffer", "batch-dependent-encoder", "batch-dependent-decoder:LAYER", "temporal-ids-flat",
-           "nondeterministic-encoder", *CACHE_PRESETS)
+           "nondeterministic-encoder", "placeholder-shift:N", *CACHE_PRESETS)
 
 log = logging.getLogger("vllm.qdebug")
 
@@ -94,6 +96,15 @@ def install(runner, name: str) -> None:
 
         plant_temporal_ids_flat(runner)
         log.warning("qdebug: injected fault temporal-ids-flat")
+    elif name.startswith("placeholder-shift:"):
+        from .placeholder_faults import plant_placeholder_shift
+
+        by = name.split(":", 1)[1]
+        if not by.isdigit() or not 1 <= int(by) <= 64:
+            log.error("qdebug: %s=%s: expected placeholder-shift:N with N in 1..64; nothing injected", ENV_INJECT, name[:80])
+            return
+        plant_placeholder_shift(runner, int(by))
+        log.warning("qdebug: injected fault placeholder-shift by %s token(s)", by)
     else:
         log.error("qdebug: %s=%s: expected one of %s; nothing injected", ENV_INJECT, name, ", ".join(PRESETS))
 
