@@ -45,3 +45,42 @@ def test_a_burst_verdict_is_the_worst_answered_one_by_the_shared_ranking():
     assert burst_verdict([ok, div, con]) == con and burst_verdict([ok, div]) == div and burst_verdict([ok, ok]) == ok
     assert burst_verdict([err, ok]) == ok  # a failed burst request hides nothing the answered ones showed
     assert burst_verdict([err, div]) == div and burst_verdict([err, err]) == err and burst_verdict([]) == ok
+
+
+# The documented order, least to worst: ARCHITECTURE.md ("one ranking, vocab.VERDICT_RANK"), docs/vllm.md (a request's
+# verdict is the worst of its runs'), vocab.py (cache_contaminated: above batch_dependent, below desync).
+ORDER = (Verdict.OK, Verdict.DIVERGED, Verdict.ERROR, Verdict.SERVER_MISMATCH, Verdict.BATCH_DEPENDENT, Verdict.CACHE_CONTAMINATED,
+         Verdict.DESYNC, Verdict.CONTAMINATED)
+
+
+def test_the_ranking_is_the_documented_order():
+    assert set(ORDER) == set(Verdict) and len(ORDER) == len(Verdict)
+    assert sorted(Verdict, key=VERDICT_RANK.__getitem__) == list(ORDER)
+    assert len(set(VERDICT_RANK.values())) == len(VERDICT_RANK)  # no two verdicts tie
+
+
+def test_worst_of_every_pair_is_the_later_in_the_order_either_way_round():
+    for i, better in enumerate(ORDER):
+        for worse in ORDER[i + 1:]:
+            assert worst(better, worse) == worse and worst(worse, better) == worse, (better, worse)
+            assert worst(better, worse, better) == worse
+        assert worst(better, better) == better
+
+
+def test_a_burst_verdict_is_the_worst_answered_for_every_pair():
+    from qdebug.analysis.verdicts import burst_verdict
+
+    answered = [v for v in ORDER if v != Verdict.ERROR]
+    for i, better in enumerate(answered):
+        for worse in answered[i + 1:]:
+            assert burst_verdict([better, Verdict.ERROR, worse]) == worse and burst_verdict([worse, better]) == worse, (better, worse)
+
+
+def test_texts_move_only_ok_or_diverged_for_every_pair():
+    for current in ORDER:
+        for by_text in ORDER:
+            moved = settle_by_text(current, by_text)
+            if current in (Verdict.OK, Verdict.DIVERGED):
+                assert moved == worst(current, by_text), (current, by_text)
+            else:
+                assert moved == current, (current, by_text)
