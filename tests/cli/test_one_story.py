@@ -167,6 +167,7 @@ def _check_replay(run: Run, open_ids: list[str]) -> None:
         cells = table[rid]
         assert (cells["verdict"].split()[0], cells["donor"] or None, cells["visual@"]) == (verdict, donor, visual), (rid, cells)
     timeline = _timeline_rows(run.text, ids)
+    assert set(timeline) == ids, run.text  # every request has its row: the loop below checks each one
     for rid, cell in timeline.items():
         synced = RICH_SYNC.search(cell)
         assert synced, (rid, cell)
@@ -239,8 +240,18 @@ def test_runtime_log_tells_one_story(tmp_path, monkeypatch):
     assert story["42"] == ("contaminated", "43") and story["45"] == ("contaminated", "46")
     table = _table_rows(text, set(story))
     assert {rid: (c["verdict"], c["donor"] or None) for rid, c in table.items()} == story
-    for m in (m for m in map(SYNC_LABEL.match, drawn_labels(png)) if m):
-        assert (m["donor"] or None) == story[m["rid"]][1], m[0]
+    # the Rich timeline has a row for every request; those with a sync there each have their sync label in the PNG
+    timeline = _timeline_rows(text, set(story))
+    assert set(timeline) == set(story), text
+    offsets = {r["id"]: (r["visual_offset"], r["text_offset"]) for r in data["requests"]}
+    synced = {rid: m["visual"] for rid, cell in timeline.items() if (m := RICH_SYNC.search(cell))}
+    assert synced and all(visual == str(offsets[rid][0]) for rid, visual in synced.items()), (synced, offsets)
+    labels = {m["rid"]: m for m in map(SYNC_LABEL.match, drawn_labels(png)) if m}
+    assert set(labels) == set(synced), (sorted(labels), sorted(synced), drawn_labels(png))
+    for rid, m in labels.items():
+        assert (m["donor"] or None) == story[rid][1], m[0]
+        visual, text_at = offsets[rid]
+        assert (m["visual"], m["text"]) == (str(visual), None if text_at is None else str(text_at)), (m[0], offsets[rid])
     for f in data["findings"]:
         if f["kind"] == "contamination":
             assert story[f["request_id"]] == ("contaminated", f["donor"]), f
