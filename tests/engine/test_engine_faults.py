@@ -10,8 +10,9 @@ import pytest
 
 from tests.endpoint.conftest import SAMPLE, run_qdebug
 
-from .endpoint_story import assert_one_story
+from .endpoint_story import assert_one_story, records
 from .endpoint_story import replay as story_replay
+from .row_evidence import foreign_rows
 from .families import build
 from .vllm_server import DEMO, VllmServer
 
@@ -113,22 +114,51 @@ def test_a_shared_visual_buffer_in_the_engine_is_found_and_its_donors_match_the_
             shared.append(_shared_a_step(set(server.traces.glob("*.burst-*.qdt")) - before))
             assert_one_story(doc, result)
             contaminated = {r["id"]: r for r in doc["requests"] if r["verdict"] == "contaminated"}
-            shown = _engine_contamination(doc)
-            # each replay: a request is contaminated exactly when the engine put another's rows in one of its streams
+            # the evidence: the rows the engine's own traces of each burst hold at each request's placeholders, whose
+            # encoder rows they are (read here, row by row, not by qdebug's analysis)
+            shown = _rows_not_own(server.traces, doc)
             assert {rid for rid, _ in shown} == set(contaminated), (attempt, sorted(shown), sorted(contaminated))
+            # and the report's own engine findings say the same (one story)
+            assert {rid for rid, _ in _engine_contamination(doc)} == set(contaminated), (attempt, sorted(contaminated))
             if contaminated:
                 break
         else:
             pytest.fail(f"no request contaminated in {BURST_TRIES} replays of 5 bursts (two prompts shared a step: {shared})")
     assert not [f for f in doc["findings"] if f["kind"] == "partial_comparison"], doc["findings"]
-    # one story: each burst's donors are that burst's engine evidence (never only burst 1's)
+    # one story: each burst's donors are that burst's engine evidence (never only burst 1's), each a request that
+    # shared a step with it in that burst by the plugin's batch records (the fault acts on one step's images)
+    tag = doc["engine_traces"]["tag"]
     for rid, r in contaminated.items():
         for k, (verdict, donors) in enumerate(zip(r["burst_verdicts"], r["burst_donors"]), start=1):
             assert (verdict == "contaminated") == ((rid, k) in shown), (rid, k, r)
-            assert set(donors) == shown.get((rid, k), set()), (rid, k, donors, shown.get((rid, k)))
+            rows = shown.get((rid, k), [])
+            must = {next(iter(owners)) for owners in rows if len(owners) == 1}  # a row only one other request's output holds
+            may = set().union(*rows)  # a row of plain background may be several requests' rows
+            assert must <= set(donors) <= may, (rid, k, donors, must, may)
+            _, steps = records(server.traces, tag, f"burst-{k}")
+            assert all(any(rid in s and d in s for s in steps) for d in must), (rid, k, must, steps)
         assert r["stage"] == "sync"
         bursts = {tuple(d) for d in r["burst_donors"] if d}
         assert r["donor"] == (next(iter(bursts))[0] if len(bursts) == 1 and len(next(iter(bursts))) == 1 else None), r
+
+
+def _rows_not_own(folder, doc: dict) -> dict:
+    """(request, burst) → for each row of that stream that is not its own, the requests whose encoder output holds it
+    (row_evidence.foreign_rows), from the engine's traces of each burst of this replay (found by their qdebug_id in the
+    folder's index); only streams with such rows."""
+    from qdebug.engine.trace_dir import read_index
+    from qdebug.trace.schema import load_trace
+
+    tag, ids = doc["engine_traces"]["tag"], [r["id"] for r in doc["requests"]]
+    files = {line.get("qdebug_id"): line.get("trace") for line in read_index(folder)}
+    shown: dict = {}
+    for k in range(1, len(doc["requests"][0]["burst_verdicts"]) + 1):
+        traces = {rid: load_trace(folder / files[f"{tag}.{rid}.burst-{k}"]) for rid in ids if f"{tag}.{rid}.burst-{k}" in files}
+        assert len(traces) == len(ids), (k, sorted(traces))
+        for rid, rows in foreign_rows(traces).items():
+            if rows:
+                shown[(rid, k)] = rows
+    return shown
 
 
 def _engine_contamination(doc: dict) -> dict:

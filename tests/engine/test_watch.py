@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from qdebug.engine.batch_log import read_batch_log
 from qdebug.engine.watch_log import read_findings
 
+from .row_evidence import NOBODY, SHIFTED, not_own, row_owners
 from .vllm_server import VllmServer
 from .watch_traffic import burst, distinct_images, watch_series
 
@@ -123,9 +125,13 @@ def test_a_shared_visual_buffer_is_counted_on_metrics_and_its_donors_are_the_eng
     for f in placement:
         assert f.request_id in traces and f.donors and f.stage == "sync", f
         group = {rid: traces[rid] for rid in (f.request_id, *f.cobatched) if rid in traces}
-        _, owners = engine_rows(group)[f.request_id]
-        assert set(f.donors) == set(owners) - {OWN, UNMATCHED}, (f.request_id, f.donors, owners)
-        assert f"{sum(owners.values()) - owners.get(OWN, 0)} of {sum(owners.values())} rows" in f.evidence, (f.evidence, owners)
+        # the evidence: whose encoder rows the engine's traces hold at its placeholders, read row by row here
+        owners = row_owners(group)[f.request_id]
+        assert set(f.donors) == set(not_own(owners, f.request_id)) - {NOBODY, SHIFTED}, (f.request_id, f.donors, owners)
+        assert f"{sum(not_own(owners, f.request_id).values())} of {sum(owners.values())} rows" in f.evidence, (f.evidence, owners)
+        # and the analysis replay uses agrees with it
+        _, analysed = engine_rows(group)[f.request_id]
+        assert set(f.donors) == set(analysed) - {OWN, UNMATCHED}, (f.request_id, f.donors, analysed)
 
 
 def test_a_clean_server_under_200_concurrent_requests_three_times_has_no_violation(vllm_py, tmp_path):
@@ -206,9 +212,16 @@ def test_a_violation_records_engine_traces_of_its_request_and_co_batched_ones(vl
             time.sleep(0.25)
         group = {rid: load_trace(p) for rid, p in paths.items()}
         assert str(server.watch / f.trace) == str(paths[f.request_id])
-        _, owners = engine_rows(group)[f.request_id]
-        shown = set(owners) - {OWN, UNMATCHED}
-        assert shown == set(f.donors) or (not set(f.donors) <= set(traced) and shown <= set(f.donors)), (f.donors, owners, traced)
+        # the recorded trace itself holds the violation: rows at its placeholders that are not its own, as many as the
+        # finding counts; every donor recorded with it shows its rows there, a donor not recorded shows as no one's
+        owners = row_owners(group)[f.request_id]
+        foreign = not_own(owners, f.request_id)
+        assert foreign and f"{sum(foreign.values())} of {sum(owners.values())} rows" in f.evidence, (f.evidence, owners)
+        assert set(foreign) - {NOBODY, SHIFTED} == set(f.donors) & set(traced), (f.donors, owners, traced)
+        assert NOBODY in foreign or set(f.donors) <= set(traced), (f.donors, owners, traced)
+        # each donor shared the offending request's step, by the plugin's batch records
+        steps = [s.prefill for s in read_batch_log(server.watch / "traces").steps if f.request_id in s.prefill]
+        assert all(any(d in s for s in steps) for d in f.donors), (f.donors, steps)
 
 
 def test_head_first_in_a_layers_kernel_is_a_layout_violation_naming_that_layer(vllm_py, tmp_path):
