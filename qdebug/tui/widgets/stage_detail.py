@@ -9,7 +9,7 @@ from rich.segment import Segment
 
 from qdebug.render.data_text import data
 from qdebug.render.findings import findings_text
-from qdebug.shown import shown
+from qdebug.trace.cached import cached_prefix
 from qdebug.vocab import StageName, is_layer_stage
 
 from ..state import View, findings_at
@@ -31,8 +31,6 @@ def fmt(value) -> str:
         return f"{value:.4g}"
     if value is None:
         return "–"
-    if isinstance(value, str):  # a trace's own words (a path, how a cache served an item): data, shown escaped
-        return shown(value, 300)
     if isinstance(value, list) and len(str(value)) > 60:
         return str(value)[:57] + "…"
     return str(value)
@@ -221,14 +219,12 @@ def landed_text(outcome) -> Text:
 def cached_text(trace, stage: str) -> Text | None:
     """A line saying which prompt positions an engine served from its prefix cache (not computed in the traced run) and
     from whom, at the stages whose rows start after them (preprocess, encode, sync, every layer); None for a whole trace."""
-    from qdebug.trace.cached import cached_prefix
-
     cached = cached_prefix(trace)
     if cached is None or not (stage in (StageName.PREPROCESS, StageName.ENCODE, StageName.SYNC) or is_layer_stage(stage)):
         return None
     text = Text("prefix cache ", style="bold magenta")
     if stage != StageName.PREPROCESS:
-        text.append(f"rows of positions {cached.end}..{len(trace.input_ids) - 1} only: ", style="magenta")
+        text.append(data(f"rows of positions {cached.end}..{len(trace.input_ids) - 1} only: ", "magenta"))
     return text.append_text(data(cached.words(), "magenta", 600))
 
 
