@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from qdebug.errors import IncompatibleTracesError
 from qdebug.findings import Finding
+from qdebug.trace.cached import cached_prefix, computed_from
 from qdebug.trace.items import trace_items
 from qdebug.trace.tensor_names import TensorKind as T
 from qdebug.vocab import FindingKind, Severity, StageName, StageVerdict, is_layer_stage, is_step_stage, layer_stage, step_stage
@@ -71,6 +72,7 @@ class DiffResult:
     b_text: str
     findings: list[Finding]
     images: list = field(default_factory=list)  # per image: span, both runs' visual offsets and attention peaks
+    compared_from: int = 0  # the first prompt position both runs computed (an engine run's prefix served from a cache: N)
 
     def to_json(self) -> dict:
         """The `--json` document."""
@@ -85,6 +87,7 @@ class DiffResult:
             "first_step_apart": self.first_step_apart,
             "texts_agree": self.a_text == self.b_text,
             "images": self.images,
+            "compared_from": self.compared_from,
             "findings": [f.to_json() for f in self.findings],
         }
 
@@ -127,11 +130,6 @@ def _item_grids(trace) -> list[tuple]:
     return [(it.modality, it.grid_thw) for it in trace_items(trace)]
 
 
-def _item_positions(trace) -> list[int]:
-    """Sequence positions of every item's placeholders, item by item: the rows its encoder output fills, in order."""
-    return [p for it in trace_items(trace) for s, e in it.runs for p in range(s, e)]
-
-
 def _compare(a, b, tol: Tolerance, name: str, kinds: list[str] | None = None, offset: int = 0) -> StageDiff:
     import torch
 
@@ -167,11 +165,13 @@ def _compare(a, b, tol: Tolerance, name: str, kinds: list[str] | None = None, of
     return result
 
 
-def _compare_layer(a, b, tol: Tolerance, layer: int, kinds: list[str]) -> StageDiff:
-    """A decoder layer's prefill output: every row when both traces kept them, else the last prompt row."""
+def _compare_layer(a, b, tol: Tolerance, layer: int, kinds: list[str], firsts: tuple[int, int] = (0, 0)) -> StageDiff:
+    """A decoder layer's prefill output: every row both runs computed when both traces kept them (`firsts`: the
+    position each trace's rows start at), else the last prompt row."""
     full_a, full_b = a.tensor_or_none(T.LAYER_HIDDEN, layer=layer), b.tensor_or_none(T.LAYER_HIDDEN, layer=layer)
     if full_a is not None and full_b is not None:
-        return _compare(full_a, full_b, tol, layer_stage(layer), kinds)
+        start = max(firsts)
+        return _compare(full_a[start - firsts[0]:], full_b[start - firsts[1]:], tol, layer_stage(layer), kinds, offset=start)
     last_a, last_b = a.tensor_or_none(T.LAYER_LAST, layer=layer), b.tensor_or_none(T.LAYER_LAST, layer=layer)
     if last_a is None and full_a is not None:
         last_a = full_a[-1:]
@@ -184,13 +184,13 @@ def _compare_layer(a, b, tol: Tolerance, layer: int, kinds: list[str]) -> StageD
     return result
 
 
-def _encoder_rows_at_positions(stage: StageDiff, trace, kinds: list[str]) -> StageDiff:
+def _encoder_rows_at_positions(stage: StageDiff, positions: list[int], kinds: list[str]) -> StageDiff:
     """Name the encode stage's rows by the sequence position each one fills, as every other stage names its tokens.
 
-    The encoder's rows, image by image (clip by clip), are the placeholders in order; without that mapping a row number
-    would read as a position and its kind would be unknown (None in the report).
+    The encoder's rows, image by image (clip by clip), are the placeholders in order (`positions`: those of the rows
+    compared); without that mapping a row number would read as a position and its kind would be unknown (None in the
+    report).
     """
-    positions = _item_positions(trace)
     rows = [t["index"] for t in stage.top_tokens] + ([stage.token_index] if stage.token_index is not None else [])
     if not rows or max(rows) >= len(positions):  # rows that fill no placeholder: leave them unnamed rather than guess
         stage.token_index, stage.token_kind, stage.top_tokens = None, None, []
@@ -220,18 +220,34 @@ def diff_traces(a, b, *, atol: float | None = None, rtol: float | None = None, a
     findings: list[Finding] = list(extra_findings)
 
     stages.append(StageDiff(StageName.PREPROCESS, 0.0, 0.0, 1.0, StageVerdict.OK, detail="same input ids and image grids"))
-    # one encode tensor per media item (image, video, clip; Qwen2.5-Omni's mixed items each at its own encoder)
-    enc_a, enc_b = ([t.tensor_or_none(T.ENCODE, item=it.item) for it in trace_items(t)] for t in (a, b))
-    if enc_a and len(enc_a) == len(enc_b) and all(t is not None for t in enc_a + enc_b):
-        stages.append(_encoder_rows_at_positions(_compare(torch.cat(enc_a), torch.cat(enc_b), tol, StageName.ENCODE), a, kinds))
-    elif len(enc_a) != len(enc_b):  # one run was handed its rows whole (prompt_embeds): it ran no encoder
+    firsts = (computed_from(a), computed_from(b))  # where each trace's rows start (an engine's prefix served from a cache)
+    start = max(firsts)
+    # one encode tensor per media item (image, video, clip; Qwen2.5-Omni's mixed items each at its own encoder), at the
+    # placeholders both runs computed: an item an engine's prefix cache served whole was not encoded in that run (left
+    # out, and said), one served in part is compared at its rows after the cached positions
+    items_a, items_b = trace_items(a), trace_items(b)
+    skips = [sum(1 for p in it.positions if p < start) for it in items_a]
+    whole = {it.item for it, skip in zip(items_a, skips) if skip and skip >= len(it.positions)}
+    kept = [(it, skip) for it, skip in zip(items_a, skips) if it.item not in whole]
+    enc_a, enc_b = ([_tail(t.tensor_or_none(T.ENCODE, item=it.item), skip) for it, skip in kept] for t in (a, b))
+    if len(items_a) != len(items_b):  # one run was handed its rows whole (prompt_embeds): it ran no encoder
         stages.append(StageDiff(StageName.ENCODE, float("nan"), float("nan"), float("nan"), StageVerdict.MISSING,
-                                detail=f"media items {len(enc_a)} vs {len(enc_b)}: one run was given its input rows whole"))
+                                detail=f"media items {len(items_a)} vs {len(items_b)}: one run was given its input rows whole"))
+    elif enc_a and all(t is not None for t in enc_a + enc_b):
+        positions = [p for it, skip in kept for p in it.positions[skip:]]
+        encode = _encoder_rows_at_positions(_compare(torch.cat(enc_a), torch.cat(enc_b), tol, StageName.ENCODE), positions, kinds)
+        if whole:
+            encode.detail = "; ".join(d for d in (encode.detail, f"items {', '.join(str(i) for i in sorted(whole))} not compared: "
+                                                                   "served whole from a prefix cache") if d)
+        stages.append(encode)
+    elif whole and not kept:  # every item served from a prefix cache: nothing encoded
+        stages.append(StageDiff(StageName.ENCODE, float("nan"), float("nan"), float("nan"), StageVerdict.MISSING,
+                                detail="every media item was served whole from a prefix cache: none encoded in that run"))
     else:
         stages.append(StageDiff(StageName.ENCODE, 0.0, 0.0, 1.0, StageVerdict.OK, detail="no images"))
 
-    sync = _compare(a.tensor_or_none(T.SYNC_EMBEDS), b.tensor_or_none(T.SYNC_EMBEDS), tol, StageName.SYNC, kinds)
-    pa, pb = a.tensor_or_none(T.SYNC_POSITION_IDS), b.tensor_or_none(T.SYNC_POSITION_IDS)
+    sync = _compare(_rows(a, T.SYNC_EMBEDS, firsts[0], start), _rows(b, T.SYNC_EMBEDS, firsts[1], start), tol, StageName.SYNC, kinds, offset=start)
+    pa, pb = _columns(a, firsts[0], start), _columns(b, firsts[1], start)
     positions_only = False  # the sync rows agree and only the position ids differ
     if pa is not None and pb is not None and not torch.equal(pa, pb):
         positions_only = sync.verdict == StageVerdict.OK
@@ -240,7 +256,8 @@ def diff_traces(a, b, *, atol: float | None = None, rtol: float | None = None, a
         moved_at = int(moved.nonzero()[0]) if moved is not None and moved.any() else None
         sync.verdict = StageVerdict.DIVERGED
         sync.detail = (f"position ids the decoder received differ at {count} positions"
-                       + (f" (first at {moved_at}: A (t,h,w)={pa[:, moved_at].tolist()}, B={pb[:, moved_at].tolist()})" if moved_at is not None else ""))
+                       + (f" (first at {moved_at + start}: A (t,h,w)={pa[:, moved_at].tolist()}, B={pb[:, moved_at].tolist()})" if moved_at is not None else ""))
+        moved_at = moved_at + start if moved_at is not None else None
         if moved_at is not None and sync.max_abs == 0:
             sync.token_index, sync.token_kind = moved_at, kinds[moved_at]
         b_text_only = pb.shape == pa.shape and bool((pb[0] == pb[1]).all() and (pb[1] == pb[2]).all())
@@ -251,7 +268,7 @@ def diff_traces(a, b, *, atol: float | None = None, rtol: float | None = None, a
     stages.append(sync)
 
     for layer in range(a.meta.num_layers):
-        stages.append(_compare_layer(a, b, tol, layer, kinds))
+        stages.append(_compare_layer(a, b, tol, layer, kinds, firsts))
     stages.append(_compare(a.tensor_or_none(T.STEP_LOGITS, step=0), b.tensor_or_none(T.STEP_LOGITS, step=0), tol, StageName.LOGITS))
 
     steps: list[StepDiff] = []
@@ -271,6 +288,8 @@ def diff_traces(a, b, *, atol: float | None = None, rtol: float | None = None, a
         if not agree and first_apart is None:
             first_apart = k
 
+    if start:
+        findings.append(_cached_finding(a, b, firsts, whole))
     partial = [s.name for s in stages if is_layer_stage(s.name) and s.detail.startswith("last prompt row only")]
     if partial:
         findings.append(Finding(kind=FindingKind.PARTIAL_COMPARISON, severity=Severity.INFO, stage=partial[0],
@@ -294,7 +313,33 @@ def diff_traces(a, b, *, atol: float | None = None, rtol: float | None = None, a
         findings.append(Finding(kind=FindingKind.GENERATION_DIVERGED, severity=Severity.ERROR, stage=step_stage(first_apart),
                                 message=f"generated texts part at step {first_apart}: A chose {s.a_token!r}, B chose {s.b_token!r}"))
     return DiffResult(a_label, b_label, tol, stages, steps, first, first_apart, a.generated_text, b.generated_text, findings,
-                      images=image_report(a, b))
+                      images=image_report(a, b), compared_from=start)
+
+
+def _tail(rows, skip: int):
+    """An item's encoder rows after its first `skip` (whose placeholders a run did not compute); None stays None."""
+    return rows[skip:] if rows is not None and skip else rows
+
+
+def _rows(trace, kind: T, first: int, start: int):
+    """A trace's `kind` rows (`rows × dim`, row k at prompt position first + k) from position `start` on (None: none)."""
+    rows = trace.tensor_or_none(kind)
+    return rows[start - first:] if rows is not None else None
+
+
+def _columns(trace, first: int, start: int):
+    """The position ids the decoder received (`3 × rows`), from prompt position `start` on (None: none)."""
+    ids = trace.tensor_or_none(T.SYNC_POSITION_IDS)
+    return ids[..., start - first:] if ids is not None else None
+
+
+def _cached_finding(a, b, firsts: tuple[int, int], whole: set[int]) -> Finding:
+    """What a comparison of a run whose prefix an engine served from a cache compared, and what it could not."""
+    start = max(firsts)
+    said = "; ".join(f"{label}: {cached.words()}" for label, t in (("A", a), ("B", b)) if (cached := cached_prefix(t)) is not None)
+    skipped = f"; media items {', '.join(str(i) for i in sorted(whole))} served whole from it were not compared at encode" if whole else ""
+    return Finding(kind=FindingKind.PARTIAL_COMPARISON, severity=Severity.INFO, stage=StageName.SYNC,
+                   message=f"compared at prompt positions {start}..{len(a.input_ids) - 1} only, the positions both runs computed ({said}){skipped}")
 
 
 def image_report(a, b) -> list[dict]:

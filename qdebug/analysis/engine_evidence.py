@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from qdebug.findings import Finding
-from qdebug.replay.engine import encoded_rows, landed_rows
+from qdebug.replay.engine import encoded_rows, landed_index, landed_rows
 from qdebug.vocab import FindingKind, Severity, StageName
 
 from .detectors.contamination import OWN, UNMATCHED, contamination_matrix, donor_of, row_owners
@@ -19,12 +19,22 @@ from .detectors.contamination import OWN, UNMATCHED, contamination_matrix, donor
 
 def engine_rows(traces: dict) -> dict[str, tuple[str | None, dict[str, int]]]:
     """request id → (the request whose encoder rows wholly fill its stream in the engine, or None; whose each landed
-    row is: request ids, OWN and UNMATCHED with their row counts)."""
+    row is: request ids, OWN and UNMATCHED with their row counts). Only the rows each run computed are judged: a run
+    whose prefix the engine served from a cache is compared at the placeholders after it, against the same rows of
+    every request's encoder output (its rows before were not merged in that run, and say nothing of it)."""
     ids = sorted(traces)
     landed = {rid: landed_rows(t) for rid, t in traces.items()}
     encoded = {rid: encoded_rows(t) for rid, t in traces.items()}
-    matrix = contamination_matrix(ids, landed, encoded)
-    return {rid: (donor_of(ids, matrix, rid), row_owners(rid, ids, landed, encoded)) for rid in ids}
+    against = {rid: _lined_up(encoded, landed_index(traces[rid])) for rid in ids}
+    matrix = [contamination_matrix(ids, {rid: landed[rid]}, against[rid])[k] for k, rid in enumerate(ids)]
+    return {rid: (donor_of(ids, matrix, rid), row_owners(rid, ids, landed, against[rid])) for rid in ids}
+
+
+def _lined_up(encoded: dict, index: list[int] | None) -> dict:
+    """Every request's encoder rows at the item rows `index` (a reader's computed placeholders; None: all of them)."""
+    if index is None:
+        return encoded
+    return {d: rows[index] if rows is not None and index and rows.shape[0] > index[-1] else None for d, rows in encoded.items()}
 
 
 def engine_findings(report, bursts: list[dict]) -> list[Finding]:

@@ -58,7 +58,19 @@ def engine_evidence(report, run, folder: Path, settings, local_traces: dict) -> 
     }
     if nothing:
         report.extra["engine_traces"]["cannot_compare"] = nothing
+    _say_prefix_hits(report.extra["engine_traces"], read)
     report.findings += found
+
+
+def _say_prefix_hits(said: dict, read: list[dict]) -> None:
+    """How many traced runs the prefix cache served a prefix of (`--engine-caches keep`): their comparisons used the
+    positions they computed, and the report says so."""
+    from qdebug.trace.cached import cached_prefix
+
+    served = sum(1 for traces in read for trace in traces.values() if cached_prefix(trace) is not None)
+    if served:
+        said["cached_prefix"] = served
+        said["said"] += f"; {served} read a prefix from the prefix cache (compared at the positions they computed)"
 
 
 def cannot_compare(report) -> str:

@@ -1,7 +1,8 @@
 """`qdebug diff IMAGE PROMPT --engine URL [--engine-traces DIR]`: one request through a vLLM that runs qdebug's
 plugin and through qdebug's own transformers run of the same checkpoint, compared stage by stage.
 
-The request is sent tagged (`vllm_xargs: {"qdebug_trace": true, "qdebug_id": ...}`); its engine trace is read
+The request is sent tagged (`vllm_xargs: {"qdebug_trace": true, "qdebug_id": ...}`) with a fresh `cache_salt` and media
+`uuid`s, so vLLM computes all of it (a traced request reads the caches like any other); its engine trace is read
 from the server's trace folder (`--engine-traces`), or, without one, fetched from the server's own port when it
 runs qdebug's endpoint plugin (`VLLM_PLUGINS=qdebug`, `GET /qdebug/traces/...`); the local reference runs with the engine's dtype unless `--dtype` says
 otherwise. Two traces of different prompt tokens are refused, naming the first token that differs (another
@@ -46,7 +47,7 @@ def run_engine_diff(args, models: dict | None = None) -> DiffRun:
         served, aliases = _served_model(client, settings, base)
         for order, request in requests:
             tag = f"qdebug-diff-{uuid.uuid4().hex[:12]}"
-            answer = _send(client, request, served, tag, base)
+            answer = _send(client, request, served, tag, base, settings)
             engine = await_trace(folder if folder is not None else HttpTraces(client, base), tag, settings.timeout)
             check_engine_model(engine, served, aliases, tag)
             dtype = engine.meta.model.get("dtype", "float32") if args.dtype == "auto" else args.dtype
@@ -127,13 +128,15 @@ def check_engine_model(trace, served: str, aliases: tuple[str, ...], tag: str) -
                                   "expected the traces of the server the requests went to (its QDEBUG_VLLM_TRACE_DIR)")
 
 
-def _send(client, request, served: str, tag: str, base: str) -> str:
-    """POST the tagged request (greedy, as the local run); the answer's text."""
+def _send(client, request, served: str, tag: str, base: str, settings) -> str:
+    """POST the tagged request (greedy, as the local run) with fresh cache identities (a `cache_salt` and a `uuid` per
+    media part: no cache serves it another run's work, so its trace holds every prompt position, as the local run's);
+    the answer's text."""
     import httpx
 
-    from qdebug.replay.endpoint import server_message, chat_body
+    from qdebug.replay.endpoint import chat_body, isolated, server_message
 
-    body = chat_body(request, served, top_logprobs=5)
+    body = isolated(chat_body(request, served, top_logprobs=5), settings, tag, "diff")
     body["vllm_xargs"] = {"qdebug_trace": True, "qdebug_id": tag}
     try:
         response = client.post("/chat/completions", json=body)

@@ -12,6 +12,7 @@ from qdebug.trace.stages.audio import clip_stages
 from qdebug.trace.summaries import PreprocessSummary
 from qdebug.vocab import FindingKind, StageName
 
+from .engine_cache import served_items
 from .engine_video import model_positions
 from .requests import EngineRequest
 
@@ -51,6 +52,7 @@ def audio_stages(req: EngineRequest, model, prompt_text: str, extractor, tensors
     # a text model's positions: 0..T-1 (what transformers derives from the mask); an MRoPE model's (Qwen2.5-Omni, whose
     # images or videos in the same prompt move them): its own ids, as vLLM recorded them
     expected = torch.arange(len(ids)) if req.expected_positions is None else None
-    stages.update(clip_stages(clips, rows, 0, req.rec.embeds, req.rec.position_ids, expected, tensors))
+    served, _ = served_items(req, [i for i, _ in indexed])  # a clip the prefix cache served (all of it, or its first rows)
+    stages.update(clip_stages(clips, rows, 0, req.rec.embeds, req.rec.position_ids, expected, tensors, req.computed_from or 0, served))
     model_positions(req, stages[StageName.SYNC], tensors)
     return stages, clips

@@ -14,6 +14,7 @@ from qdebug.trace.summaries import EncodeSummary, EncoderSpan, PreprocessSummary
 from qdebug.trace.tensor_names import TensorKind as T, tensor_name
 from qdebug.vocab import FindingKind, StageName
 
+from .engine_cache import served_items
 from .engine_video import model_positions
 from .requests import EngineRequest
 
@@ -23,6 +24,7 @@ def media_stages(req: EngineRequest, model, prompt_text: str, tensors: dict) -> 
     ids = req.prompt_ids
     tokens = {"image": model.image_token_id, "video": model.video_token_id, "audio": model.audio_token_id}
     order = sorted(range(len(req.features)), key=lambda i: req.features[i].offset)
+    served, whole = served_items(req, order)  # an item the prefix cache served (all of it, or its first placeholders)
     counts: dict[str, int] = {}
     spans: list[EncoderSpan] = []
     rows: dict[int, Any] = {}
@@ -48,6 +50,9 @@ def media_stages(req: EngineRequest, model, prompt_text: str, tensors: dict) -> 
     encode_spans, encode_checks = [], []
     for n, s in enumerate(spans):
         r = rows.get(n)
+        if r is None and n in whole:  # nothing of it computed in this run: said, not checked
+            encode_spans.append(EncoderSpan(modality=s.modality, index=s.index, item=s.item, cached=served[n]))
+            continue
         if r is None:
             encode_checks.append(Check(f"{s.modality} {s.index}: rows in the encoder cache", False, "not recorded", FindingKind.SHAPE_MISMATCH))
             continue
@@ -55,11 +60,13 @@ def media_stages(req: EngineRequest, model, prompt_text: str, tensors: dict) -> 
         encode_spans.append(EncoderSpan(modality=s.modality, index=s.index, item=s.item, **fields))
         encode_checks.append(check)
     encode = Stage(StageName.ENCODE, EncodeSummary(media=encode_spans), encode_checks)
-    return {StageName.PREPROCESS: preprocess, StageName.ENCODE: encode, StageName.SYNC: _sync(req, spans, rows, positions, tensors)}
+    return {StageName.PREPROCESS: preprocess, StageName.ENCODE: encode, StageName.SYNC: _sync(req, spans, rows, positions, tensors, served)}
 
 
-def _sync(req: EngineRequest, spans: list[EncoderSpan], rows: dict[int, Any], positions: list[list[int]], tensors: dict) -> Stage:
-    """Per item: its rows at its own placeholders, bit for bit; then the positions against the model's own ids."""
+def _sync(req: EngineRequest, spans: list[EncoderSpan], rows: dict[int, Any], positions: list[list[int]], tensors: dict,
+          served: dict[int, str]) -> Stage:
+    """Per item: its rows at its own placeholders, bit for bit (the ones this run computed); then the positions against
+    the model's own ids."""
     embeds = req.rec.embeds
     if embeds is not None:
         tensors[tensor_name(T.SYNC_EMBEDS)] = embeds
@@ -67,7 +74,7 @@ def _sync(req: EngineRequest, spans: list[EncoderSpan], rows: dict[int, Any], po
     for n, s in enumerate(spans):
         span = EncoderSpan(modality=s.modality, index=s.index, item=s.item, source=s.source, grid_thw=s.grid_thw, frames=s.frames,
                            runs=s.runs, expected=s.expected)
-        checks += item_landed(span, rows.get(n), positions[n], embeds)
+        checks += item_landed(span, rows.get(n), positions[n], embeds, req.computed_from or 0, served.get(n))
         out.append(span)
     summary = SyncSummary(media=out)
     if req.rec.position_ids is not None:

@@ -5,6 +5,9 @@ placeholder span found in those ids, vLLM's own placeholder range checked agains
 (measured landing place of each image's rows, vLLM's positions), `layer.N` (every prompt row), `logits` (the
 last prompt position) and `step.K` (raw logits). What vLLM does not expose to a worker is absent, not
 invented: the image files (their paths read `vllm:<hash>`), prompt-wide logits, attention weights.
+
+A request whose first N prompt positions the prefix cache (or a KV connector) served holds the rows of positions N..
+only (`sync`, `layer.N`); its meta says which positions were served, by which cache, from whom (engine_cache.py).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from qdebug.trace.stats import topk_of
 from qdebug.trace.summaries import LogitsSummary, PreprocessSummary
 from qdebug.vocab import FindingKind, Severity, StageName, layer_stage, step_stage
 
+from .engine_cache import cache_meta, served_items
 from .engine_video import model_positions
 from .requests import EngineRequest
 
@@ -100,10 +104,13 @@ def assemble_engine_trace(req: EngineRequest, generated: list[int], model: Engin
 
 def _image_stages(req: EngineRequest, model: EngineModel, prompt_text: str, images: list[ImageInfo], checks: list[Check],
                   tensors: dict) -> tuple[dict[str, Stage], list]:
-    """`preprocess`, `encode` and `sync` of an image request, and the deepstack levels' rows (Qwen3-VL; else [])."""
+    """`preprocess`, `encode` and `sync` of an image request, and the deepstack levels' rows (Qwen3-VL; else []); an image
+    the prefix cache served (all or its first placeholders) is said so, and only what this run computed is checked."""
     rec = req.rec
     rows, parts = {}, []
-    for k, i in enumerate(i for i, f in enumerate(req.features) if f.modality == "image"):
+    indexes = [i for i, f in enumerate(req.features) if f.modality == "image"]
+    served, whole = served_items(req, indexes)
+    for k, i in enumerate(indexes):
         if i in req.encode:  # an image without its rows fails encode_stage's check for it, as it should
             rows[k], levels_k = _split_levels(req.encode[i], model)
             parts.append(levels_k)
@@ -116,8 +123,8 @@ def _image_stages(req: EngineRequest, model: EngineModel, prompt_text: str, imag
         text=prompt_text, num_tokens=len(req.prompt_ids),
         pixel_values_shape=_pixel_shape(req), image_grid_thw=[list(i.grid_thw) for i in images], spans=[list(i.span or ()) for i in images],
     ), checks)
-    encode, encode_rows = encode_stage(rows, [], images, tensors)
-    sync = sync_stage(None, images, encode_rows, rec, {}, tensors)
+    encode, encode_rows = encode_stage(rows, [], images, tensors, {k: served[k] for k in whole})
+    sync = sync_stage(None, images, encode_rows, rec, {}, tensors, first=req.computed_from or 0, served=served)
     model_positions(req, sync, tensors)  # the ids received against the model's own get_mrope_input_positions
     return {StageName.PREPROCESS: preprocess, StageName.ENCODE: encode, StageName.SYNC: sync}, levels
 
@@ -199,7 +206,7 @@ def _meta(model: EngineModel, req: EngineRequest, clips: list[dict] | None) -> T
     """The engine trace's meta (trace.assemble.trace_meta), with the engine block: which engine, this request's steps,
     encoder calls and the layout each layer's kernel received."""
     engine = {**model.engine, "request_id": req.req_id, "batches": req.batches, "co_scheduled": sorted(req.co_scheduled), "encoder_calls": req.encoder_calls,
-              "kernel_inputs": {str(layer): seen["layout"] for layer, seen in sorted(req.layouts.items())}}
+              "kernel_inputs": {str(layer): seen["layout"] for layer, seen in sorted(req.layouts.items())}, **cache_meta(req)}
     if req.closed_at_shutdown is not None:  # only then: other traces keep their exact shape
         engine["closed_at_shutdown"] = req.closed_at_shutdown
     return trace_meta(

@@ -16,6 +16,7 @@ from qdebug.trace.stages.video import video_sync
 from qdebug.trace.summaries import PreprocessSummary, SyncSummary, VideoPrep
 from qdebug.vocab import FindingKind, StageName
 
+from .engine_cache import served_items
 from .requests import EngineRequest
 
 
@@ -56,6 +57,7 @@ def video_stages(req: EngineRequest, model: Any, prompt_text: str, tensors: dict
     rec: Any = req.rec  # the Recorder, filled as qdebug's hooks fill it
     images, slices, checks = video_items(req, model)
     feats = [(i, f) for i, f in enumerate(req.features) if f.modality == "video"]
+    served, whole = served_items(req, [i for i, _ in feats])  # a video the prefix cache served (all of it, or its first rows)
     rows = {k: req.encode[i] for k, (i, _) in enumerate(feats) if i in req.encode}  # a video without rows fails encode
     preps = [VideoPrep(video=img.index, path=img.path, temporal_patch_size=model.temporal_patch_size, grid_thw=list(img.grid_thw),
                        runs=[list(r) for r in runs], pixel_values_videos_shape=feat.pixel_shape,
@@ -65,13 +67,14 @@ def video_stages(req: EngineRequest, model: Any, prompt_text: str, tensors: dict
     preprocess = Stage(StageName.PREPROCESS, PreprocessSummary(
         text=prompt_text, num_tokens=len(req.prompt_ids), image_grid_thw=[list(i.grid_thw) for i in images],
         spans=[list(i.span or ()) for i in images], videos=preps or None), checks)
-    encode, encode_rows = encode_stage(rows, [], images, tensors)
+    encode, encode_rows = encode_stage(rows, [], images, tensors, {k: served[k] for k in whole})
     sync = sync_stage(None, [], [], rec, {}, tensors)  # the merged rows and vLLM's positions; the videos below
     received = rec.position_ids
     expected = model_positions(req, sync, tensors)
     summary = sync.summary
     assert isinstance(summary, SyncSummary)
-    summary.videos, video_checks = video_sync(None, images, encode_rows, rec, VideoSlices(slices), received, expected)
+    summary.videos, video_checks = video_sync(None, images, encode_rows, rec, VideoSlices(slices), received, expected,
+                                              req.computed_from or 0, served)
     sync.checks[:0] = video_checks
     return {StageName.PREPROCESS: preprocess, StageName.ENCODE: encode, StageName.SYNC: sync}, images
 
@@ -88,6 +91,7 @@ def model_positions(req: EngineRequest, sync: Stage, tensors: dict) -> Any:
         sync.summary.rope_deltas = [int(req.mrope_delta)]
     if expected is None or received is None:
         return None
+    expected = expected[..., req.computed_from or 0:]  # the positions this run computed (after a prefix-cache hit: N..)
     tensors[tensor_name(T.SYNC_EXPECTED_POSITION_IDS)] = expected
     same = expected.shape == received.shape and bool(torch.equal(expected, received))
     detail = "identical" if same else (f"{int((expected != received).any(0).sum())} positions differ" if expected.shape == received.shape

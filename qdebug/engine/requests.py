@@ -86,6 +86,9 @@ class EngineRequest:
     input_path: str = "ids"  # or "embeds": a prompt_embeds request (the client sent the decoder's input rows themselves)
     keep_hidden: bool = True  # every prompt row of every layer (else statistics over every row plus the last row)
     closed_at_shutdown: dict | None = None  # written when the worker shut down before it was told the request finished
+    cached_prefix: int | None = None  # prompt positions the engine says it served from its prefix cache or a KV connector (None: not known)
+    computed_from: int | None = None  # the first prompt position computed in this run (set at its first recorded step)
+    cache_reads: list = field(default_factory=list)  # every cache read of the request (engine.cache_reads.CacheRead), at its end
 
     def record_addition(self, layer: int, offset: int, delta, before) -> None:
         """What the engine added to this request's prompt rows between `layer` and the next (`delta`, this chunk's
@@ -149,9 +152,10 @@ class RowSlice:
 def rows_of_step(req_ids: list[str], query_start_loc, traced: dict[str, EngineRequest], computed: dict[str, int]) -> list[RowSlice]:
     """The traced requests' rows in a step: request i of `req_ids` owns `query_start_loc[i]:[i+1]`.
 
-    `computed`: each traced request's tokens computed before this step. A request whose prefill rows do not
-    continue where its recording stopped (a prefix-cache read, a preemption) is left out: its rows would not
-    be the whole prompt.
+    `computed`: each traced request's tokens computed before this step. A request's first step may start at N > 0:
+    its positions 0..N-1 were served from the prefix cache (or a KV connector), and its rows are recorded from N on
+    (`computed_from`; the engine's own count, `cached_prefix`, must say the same). A request whose later prefill rows
+    do not continue where its recording stopped (a preemption) is left out: its rows would not be its prompt's.
     """
     slices = []
     for i, rid in enumerate(req_ids):
@@ -162,6 +166,11 @@ def rows_of_step(req_ids: list[str], query_start_loc, traced: dict[str, EngineRe
         done = computed[rid]
         prompt = len(req.prompt_ids)
         if done < prompt:
+            if req.computed_from is None:  # its first recorded step: what it starts with was served from a cache
+                if req.cached_prefix is not None and done != req.cached_prefix:
+                    raise RowGap(rid, f"its first recorded step starts at prompt position {done}, but the engine served "
+                                      f"{req.cached_prefix} positions from its caches")
+                req.computed_from = req.prompt_rows = done
             if done != req.prompt_rows:
                 raise RowGap(rid, f"prefill resumes at {done} but {req.prompt_rows} prompt rows were recorded")
             samples = done + (end - start) >= prompt

@@ -9,7 +9,10 @@ The interface, held fixed:
   `DIR/index.jsonl`; the trace's `meta.engine` says which engine, version, attention backend, dtype and ranks.
 - `DIR/batches.jsonl` records, for every request (tagged or not), which requests shared each step and which
   (request, item) pairs each encoder call carried (engine/batch_record.py writes it, engine/batch_log.py reads it).
-- A traced request reads no prefix cache (its whole prompt is computed, so every prompt row is recorded).
+- A traced request reads the caches like any other: when the prefix cache (or a KV connector) serves its first N prompt
+  positions, its trace holds the rows of positions N.. and says which positions were served, by which cache, from whom
+  (`meta.engine["cached_prefix"]`, every read in `meta.engine["cache_reads"]`). A client that wants every position
+  computed sends a fresh `cache_salt` (and media `uuid`s), as `qdebug diff --engine` and replay's isolated phases do.
 - Cache provenance (engine/cache_reads.py): with the plugin on, the front end fingerprints what each client sent,
   the engine core records who filled each KV block and who processed each media item and judges every prefix- and
   processor-cache read, the worker every encoder-cache read.
@@ -55,8 +58,6 @@ def register() -> None:
             from .watch_engine import prepare_process
 
             prepare_process()
-        if os.environ.get(ENV_DIR):
-            _skip_prefix_cache_when_traced()
         patches = _patches(requested())
         for name, fns in patches.items():
             if name in sys.modules:
@@ -94,28 +95,6 @@ def check_settings() -> None:
     keep = os.environ.get(ENV_KEEP, "hidden").strip().lower()
     if keep not in ("hidden", "last"):
         log.error("qdebug: %s=%s: expected hidden or last; keeping every prompt row (hidden)", ENV_KEEP, os.environ[ENV_KEEP][:100])
-
-
-def _skip_prefix_cache_when_traced() -> None:
-    """A traced request must compute its whole prompt: tell the scheduler to read no prefix cache for it."""
-    try:
-        from vllm.v1.request import Request
-    except ImportError:
-        return
-    if getattr(Request.get_skip_reading_prefix_cache, "_qdebug", False):
-        return
-    from .requests import wants_trace
-
-    original, every = Request.get_skip_reading_prefix_cache, trace_all()
-
-    def get_skip_reading_prefix_cache(self) -> bool:
-        params = getattr(self, "sampling_params", None)
-        if params is not None and wants_trace(getattr(params, "extra_args", None), every):
-            return True
-        return original(self)
-
-    setattr(get_skip_reading_prefix_cache, "_qdebug", True)  # marks the patch as ours (attached once)
-    setattr(Request, "get_skip_reading_prefix_cache", get_skip_reading_prefix_cache)
 
 
 def _patches(fault: str | None) -> dict[str, list]:

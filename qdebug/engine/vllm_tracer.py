@@ -209,7 +209,15 @@ class EngineTracer:
             log.warning("qdebug: request %s: %s; traced under the server's id", rid, refused)
         self.traced[rid] = EngineRequest(rid, name, list(ids), features, getattr(params, "max_tokens", None),
                                          keep_hidden=self.keep_hidden, input_path=path,
-                                         expected_positions=self._model_positions(state) if path == "ids" else None)
+                                         expected_positions=self._model_positions(state) if path == "ids" else None,
+                                         cached_prefix=self._cached_prefix(rid))
+
+    def _cached_prefix(self, rid: str) -> int | None:
+        """The prompt positions the engine served request `rid` from its prefix cache or a KV connector at its first step,
+        as the cache witness took them from the scheduler (None when the witness holds no record of it)."""
+        if self.witness is None or rid not in self.witness.live:
+            return None
+        return self.witness.cached_prefix(rid)
 
     def _model_positions(self, state):
         """The model's own MRoPE ids for a request's prompt (`get_mrope_input_positions`, as vLLM's runner asks it), to hold
@@ -266,10 +274,13 @@ class EngineTracer:
             req.mrope_delta = getattr(runner.requests[req.req_id], "mrope_position_delta", None)
 
     def _record_encoder_rows(self, req: EngineRequest) -> None:
-        """Each image's rows from vLLM's encoder cache, while the step that merges them still holds them."""
+        """Each image's rows from vLLM's encoder cache, while the step that merges them still holds them; not an item
+        whose placeholders the prefix cache served whole (this run neither encodes nor merges it: whatever the encoder
+        cache holds under its identifier is not what this run used)."""
         cache = getattr(self.runner, "encoder_cache", {}) or {}
+        first = req.computed_from or 0
         for index, feature in enumerate(req.features):
-            if index not in req.encode and feature.identifier in cache:
+            if index not in req.encode and feature.offset + feature.length > first and feature.identifier in cache:
                 req.encode[index] = to_cpu(cache[feature.identifier])
 
     def _layer_output(self, layer: int):
@@ -360,6 +371,8 @@ class EngineTracer:
             req.finish_prefill()
             if self.batches is not None:
                 req.encoder_calls = self.batches.calls_for(rid)
+            if self.witness is not None:  # every cache read of it (the engine core's, the encoder cache's): the trace says them
+                req.cache_reads = self.witness.reads(rid)
             self.writer.submit(req, generated, limit)
 
     def close(self) -> None:

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from qdebug.errors import InputError, first_line
+from qdebug.trace.cached import computed_positions
 from qdebug.trace.items import trace_items
 from qdebug.trace.protocols import Fault
 from qdebug.trace.runner import RecordPolicy, trace_request
@@ -163,17 +164,30 @@ def _clean(trace, reference) -> bool:
 
 def landed_rows(trace):
     """Rows found at every media item's placeholder positions (images, videos, clips; item by item) in the embeddings
-    the decoder received."""
+    the decoder received: of the positions the run computed (an engine trace whose prefix a cache served holds none of
+    the positions before it; `landed_index` says which item rows these are)."""
     embeds = trace.tensor_or_none(T.SYNC_EMBEDS)
-    positions = [p for item in trace_items(trace) for s, e in item.runs for p in range(s, e)]
-    if embeds is None or not positions:
+    _, rows = computed_positions(trace, [p for item in trace_items(trace) for p in item.positions])
+    if embeds is None or not rows or rows[-1] >= embeds.shape[0]:
         return None
-    return embeds[positions]
+    return embeds[rows]
+
+
+def landed_index(trace) -> list[int] | None:
+    """Which of the items' placeholder rows (item by item, as `encoded_rows` lays them out) `landed_rows` holds: None
+    when it holds every one, else their indexes (the rest were served from a prefix cache, not computed in the run)."""
+    positions = [p for item in trace_items(trace) for p in item.positions]
+    kept, _ = computed_positions(trace, positions)
+    return None if len(kept) == len(positions) else kept
 
 
 def encoded_rows(trace):
-    """The trace's encoder output rows, every media item's in item order."""
+    """The trace's encoder output rows, every media item's in item order; None when an item an engine's prefix cache
+    served whole has none (that run never encoded it, and the other items' rows would not line up with their places)."""
     import torch
 
-    rows = [trace.tensor(T.ENCODE, item=i.item) for i in trace_items(trace) if trace.has_tensor(T.ENCODE, item=i.item)]
+    items = trace_items(trace)
+    if any(i.wholly_cached and not trace.has_tensor(T.ENCODE, item=i.item) for i in items):
+        return None
+    rows = [trace.tensor(T.ENCODE, item=i.item) for i in items if trace.has_tensor(T.ENCODE, item=i.item)]
     return torch.cat(rows) if rows else None

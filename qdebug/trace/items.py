@@ -7,10 +7,12 @@ Nothing is written: old traces (no `videos`, no `media`, an audio entry lacking 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal, cast
 
 from qdebug.vocab import StageName
+
+from .cached import computed_from
 
 if TYPE_CHECKING:
     from .schema import ImageInfo, Trace
@@ -39,6 +41,17 @@ class TraceItem:
     seconds: float | None = None  # audio (Qwen2-Audio): the clip's length
     frame_times: tuple[float, ...] | None = None  # video: each sampled frame's time in the source, seconds
     slice_times: tuple[float, ...] | None = None  # video: each temporal slice's time, seconds
+    cached: int = 0  # of its placeholders (its first ones), how many an engine served from its prefix cache: not computed in this run
+
+    @property
+    def positions(self) -> list[int]:
+        """Its placeholder positions, run by run."""
+        return [p for s, e in self.runs for p in range(s, e)]
+
+    @property
+    def wholly_cached(self) -> bool:
+        """Whether every placeholder of it was served from a cache (no row of it was computed or landed in this run)."""
+        return self.cached > 0 and self.cached >= len(self.positions)
 
     @property
     def visual(self) -> bool:
@@ -52,7 +65,16 @@ class TraceItem:
 
 
 def trace_items(trace: Trace) -> list[TraceItem]:
-    """Every media item of the trace, in the request's item order (a single-modality trace: its items in order)."""
+    """Every media item of the trace, in the request's item order (a single-modality trace: its items in order); each
+    says how many of its placeholders the engine served from its prefix cache (`cached`, trace.cached)."""
+    first = computed_from(trace)
+    items = _items(trace)
+    if not first:
+        return items
+    return [replace(it, cached=sum(1 for p in it.positions if p < first)) for it in items]
+
+
+def _items(trace: Trace) -> list[TraceItem]:
     pre = trace.stages.get(StageName.PREPROCESS)
     summary = pre.summary if pre is not None else None
     media = getattr(summary, "media", None)

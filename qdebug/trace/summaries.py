@@ -122,6 +122,7 @@ class EncoderSpan(Summary):
     exact: bool | None = None  # sync: the rows at its placeholders are its encoder rows, bit for bit
     max_abs_diff: float | None = None
     fingerprint: str | None = None
+    cached: str | None = None  # an engine trace: its placeholders (all, or its first ones) served from the prefix cache, in words
 
 
 @dataclass
@@ -150,6 +151,7 @@ class EncodeImage(Summary):
     dim: int | None = None
     stats: TensorStats | None = field(default=None, metadata=_STATS)
     fingerprint: str | None = None
+    cached: str | None = None  # an engine trace: every placeholder of it was served from the prefix cache (words); no rows here
 
 
 @dataclass
@@ -162,6 +164,7 @@ class EncodeClip(Summary):
     dim: int | None = None
     stats: TensorStats | None = field(default=None, metadata=_STATS)
     fingerprint: str | None = None
+    cached: str | None = None  # an engine trace: every placeholder of it was served from the prefix cache (words); no rows here
 
 
 @dataclass
@@ -186,6 +189,7 @@ class SyncImage(Summary):
     expected: int | None = None  # t·h·w / merge²
     max_abs_diff: float | None = field(default=None, metadata=NULLABLE)
     fingerprint: str | None = field(default=None, metadata=NULLABLE)
+    cached: str | None = None  # an engine trace: its placeholders (all, or its first ones) served from the prefix cache, in words
 
 
 @dataclass
@@ -200,6 +204,7 @@ class SyncClip(Summary):
     placeholders: int | None = None
     frames: int | None = None
     max_abs_diff: float | None = field(default=None, metadata=NULLABLE)
+    cached: str | None = None  # an engine trace: its placeholders (all, or its first ones) served from the prefix cache, in words
 
 
 @dataclass
@@ -216,6 +221,7 @@ class SyncVideo(Summary):
     temporal_ids: list | None = None  # per temporal slice: the temporal id its rows received (a list when they differ)
     expected_temporal_ids: list | None = None  # the same from the model's own get_rope_index
     fingerprint: str | None = field(default=None, metadata=NULLABLE)
+    cached: str | None = None  # an engine trace: its placeholders (all, or its first ones) served from the prefix cache, in words
 
 
 @dataclass

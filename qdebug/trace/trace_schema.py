@@ -5,6 +5,8 @@ from __future__ import annotations
 from qdebug.errors import TraceFormatError
 from qdebug.validation import first_problem
 
+from .cached import schema_problem
+
 _INT = {"type": "integer", "minimum": 0}
 _ANY_INT = {"type": "integer"}
 _NUM = {"type": ["number", "null"]}  # null: a NaN or infinity (JSON has neither)
@@ -87,4 +89,4 @@ def _consistency(data: dict) -> str | None:
         topk = step["topk"]
         if not len(topk["token_ids"]) == len(topk["tokens"]) == len(topk["probs"]):
             return f"steps[{i}].topk: token_ids, tokens and probs differ in length"
-    return None
+    return schema_problem(data["meta"].get("engine"), n)  # an engine trace's prefix served from a cache

@@ -77,6 +77,7 @@ def test_the_same_id_twice_never_replaces_a_trace(traced_server):
         time.sleep(0.1)
     assert (traced_server.traces / "twice.qdt").exists() and (traced_server.traces / "twice-2.qdt").exists()
     assert not list(traced_server.traces.glob(".qdebug-*"))  # no temporary left behind
-    # the second run read no prefix cache: its trace holds every prompt row again
+    # the second run found no full KV block to reuse (the CPU build's 128 positions a block, a 35-position prompt): its
+    # trace holds every prompt row again (a traced request reads the prefix cache like any other: test_traced_prefix_cache)
     second = load_trace(traced_server.traces / "twice-2.qdt")
     assert second.tensor(T.LAYER_HIDDEN, layer=0).shape[0] == len(second.input_ids) == len(first.input_ids)

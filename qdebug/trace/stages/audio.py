@@ -56,13 +56,25 @@ def audio_stages(loaded, request, prepared, rec, rows: dict, notes: list[str], t
     return stages, clips
 
 
-def clip_stages(clips: list[dict], rows: dict, padded: int, embeds, position_ids, expected_positions, tensors: dict) -> dict[str, Stage]:
+def clip_stages(clips: list[dict], rows: dict, padded: int, embeds, position_ids, expected_positions, tensors: dict, first: int = 0,
+                served: dict[int, str] | None = None) -> dict[str, Stage]:
     """`encode` and `sync` of audio clips: each clip's encoder rows (`rows`: clip index → rows the mask allows;
-    `padded`: rows per clip the encoder produced), where they landed in the decoder's input, and the positions."""
+    `padded`: rows per clip the encoder produced), where they landed in the decoder's input, and the positions.
+    `first` > 0 (an engine trace after a prefix-cache hit): `embeds` and the positions start at position `first`; a
+    clip's placeholders before it are not checked, and a clip with none computed is said as `served[index]`."""
     import torch
 
+    served = served or {}
     encode_rows, enc_summary, enc_checks = [], [], []
+    per_clip: list[SyncClip] = []
     for c in clips:
+        start, end = c["span"] or (0, 0)
+        if c["index"] not in rows and c["span"] and end <= first:  # every placeholder of it served from the prefix cache
+            said = served.get(c["index"]) or "served whole from the prefix cache"
+            enc_summary.append(EncodeClip(audio=c["index"], cached=said))
+            per_clip.append(SyncClip(audio=c["index"], text_offset=start, audio_offset=None, placeholders=end - start,
+                                     frames=c["frames"], cached=said))
+            continue
         if c["index"] not in rows:
             enc_checks.append(Check(f"clip {c['index']}: encoder ran", False, "no encoder rows recorded", FindingKind.SHAPE_MISMATCH))
             continue
@@ -73,33 +85,37 @@ def clip_stages(clips: list[dict], rows: dict, padded: int, embeds, position_ids
         enc_checks.append(check)
     stages: dict[str, Stage] = {StageName.ENCODE: Stage(StageName.ENCODE, EncodeSummary(audio=enc_summary), enc_checks)}
 
-    checks, per_clip = [], []
+    checks = []
     if embeds is not None:
         tensors[tensor_name(T.SYNC_EMBEDS)] = embeds
     for c, clip_rows in zip([c for c in clips if c["index"] in rows], encode_rows):
         start, end = c["span"] or (0, 0)
-        same_len = embeds is not None and end - start == clip_rows.shape[0]
-        exact = same_len and same_rows(embeds[start:end], clip_rows)  # NaN-aware: a NaN row copied into place is in place
-        diff = rows_gap(embeds[start:end], clip_rows) if same_len and len(clip_rows) else None
-        if exact and len(clip_rows):  # its very rows, bit for bit, at its placeholders (a cosine cannot say so of NaN rows)
+        skip = min(max(0, first - start), clip_rows.shape[0])  # its first placeholders, not in this run's stream
+        part, lo, hi = clip_rows[skip:], start + skip - first, end - first
+        same_len = embeds is not None and hi - lo == part.shape[0] and lo >= 0
+        exact = same_len and same_rows(embeds[lo:hi], part)  # NaN-aware: a NaN row copied into place is in place
+        diff = rows_gap(embeds[lo:hi], part) if same_len and len(part) else None
+        if exact and len(part):  # its very rows, bit for bit, at its placeholders (a cosine cannot say so of NaN rows)
             landed, score = start, 1.0
         else:
-            landed, score = best_block_match(clip_rows, embeds) if embeds is not None and len(clip_rows) else (None, 0.0)
-            landed = landed if score >= SAME_ROWS else None
+            landed, score = best_block_match(part, embeds) if embeds is not None and len(part) else (None, 0.0)
+            landed = landed + first - skip if landed is not None and score >= SAME_ROWS else None
+        partly = (served.get(c["index"]) or f"{skip} placeholders served from the prefix cache") if skip else None
         per_clip.append(SyncClip(audio=c["index"], text_offset=start, audio_offset=landed, match=score, rows=clip_rows.shape[0],
-                                 placeholders=end - start, frames=c["frames"], max_abs_diff=diff))
+                                 placeholders=end - start, frames=c["frames"], max_abs_diff=diff, cached=partly))
         checks.append(Check(f"clip {c['index']}: placeholders == rows the mask allows", end - start == clip_rows.shape[0] == c["rows"],
                             f"{end - start} placeholders, {clip_rows.shape[0]} rows for {c['frames']} frames", FindingKind.SHAPE_MISMATCH))
         checks.append(Check(f"clip {c['index']}: audio offset == text offset", landed == start,
                             f"audio {landed}, text {start}" if landed is not None else f"its rows are not in the stream (text {start})", FindingKind.DESYNC))
         checks.append(Check(f"clip {c['index']}: merged rows equal encode rows", exact, f"max |diff| {diff}", FindingKind.FINGERPRINT))
-    summary = SyncSummary(audio=per_clip)
+    summary = SyncSummary(audio=sorted(per_clip, key=lambda clip: clip.audio or 0))  # clips served whole are said in order too
     if position_ids is not None:
         received = position_ids.cpu()
         tensors[tensor_name(T.SYNC_POSITION_IDS)] = received
         summary.position_ids_shape = list(received.shape)
         if expected_positions is not None:
-            same = bool(torch.equal(received[0].long(), expected_positions))
+            expected_positions = expected_positions[first:]
+            same = received.shape[-1] == expected_positions.shape[0] and bool(torch.equal(received[0].long(), expected_positions))
             checks.append(Check("position ids == 1-D text positions", same, "identical" if same else "positions differ", FindingKind.POSITION_IDS))
     stages[StageName.SYNC] = Stage(StageName.SYNC, summary, checks)
     return stages

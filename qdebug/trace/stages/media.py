@@ -41,14 +41,21 @@ def _span(m) -> EncoderSpan:
                        runs=[list(r) for r in m.runs], expected=m.expected)
 
 
-def item_landed(span: EncoderSpan, rows, positions: list[int], embeds) -> list[Check]:
+def item_landed(span: EncoderSpan, rows, positions: list[int], embeds, first: int = 0, served: str | None = None) -> list[Check]:
     """Where one item's encoder `rows` landed among the decoder's input `embeds`: `span` gets its placeholder count and,
     at its own `positions`, whether they hold its rows bit for bit (NaN-aware: a NaN row copied into place is in place);
-    returns the item's two checks (counts, and its rows at its own placeholders)."""
+    returns the item's two checks (counts, and its rows at its own placeholders). `first` > 0 (an engine trace after a
+    prefix-cache hit): `embeds` starts at position `first`, and only the item's placeholders from there are checked;
+    an item with none computed (its rows None) is said as `served`, not checked."""
     span.placeholders = len(positions)
-    if rows is not None and embeds is not None and len(positions) == rows.shape[0]:
-        at = embeds[positions]
-        span.rows, span.exact, span.max_abs_diff, span.fingerprint = rows.shape[0], same_rows(at, rows), rows_gap(at, rows), fingerprint(at)
+    skip = sum(1 for p in positions if p < first)
+    if skip:
+        span.cached = served or f"{skip} placeholders served from the prefix cache"
+    if rows is None and skip and skip == len(positions):  # served whole from the prefix cache: nothing of it was merged here
+        return []
+    if rows is not None and embeds is not None and len(positions) == rows.shape[0] and skip < len(positions) and positions[-1] - first < embeds.shape[0]:
+        at, part = embeds[[p - first for p in positions[skip:]]], rows[skip:]
+        span.rows, span.exact, span.max_abs_diff, span.fingerprint = rows.shape[0], same_rows(at, part), rows_gap(at, part), fingerprint(at)
     name, got = f"{span.modality} {span.index}", None if rows is None else rows.shape[0]
     return [Check(f"{name}: rows == placeholders == expected", got is not None and got == len(positions) == span.expected,
                   f"{got} rows, {len(positions)} placeholders, {span.expected} expected", FindingKind.SHAPE_MISMATCH),

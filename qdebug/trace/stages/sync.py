@@ -10,10 +10,15 @@ from ..summaries import SyncImage, SyncSummary
 from ..tensor_names import TensorKind as T, tensor_name
 
 
-def sync_stage(loaded, images: list[ImageInfo], encode_rows: list, rec, inputs, tensors: dict, prepared=None) -> Stage:
+def sync_stage(loaded, images: list[ImageInfo], encode_rows: list, rec, inputs, tensors: dict, prepared=None, first: int = 0,
+               served: dict[int, str] | None = None) -> Stage:
     """The stage: per image its text and visual offsets and whether the merged rows are its encode rows; then
     whether the position ids the decoder received are get_rope_index's. A video request (`prepared.video_slices`)
-    is checked per video instead: rows per `<|video_pad|>` run and the temporal ids its rows received."""
+    is checked per video instead: rows per `<|video_pad|>` run and the temporal ids its rows received.
+
+    An engine trace after a prefix-cache hit (`first` > 0: `rec.embeds` holds positions first..): an image's
+    placeholders before `first` were not computed here, so only the rest are checked; an image with none computed
+    (its encode rows None) is said as `served[index]` instead of checked."""
     embeds = rec.embeds
     if embeds is not None:
         tensors[tensor_name(T.SYNC_EMBEDS)] = embeds
@@ -21,7 +26,7 @@ def sync_stage(loaded, images: list[ImageInfo], encode_rows: list, rec, inputs, 
     synced: list[SyncImage] = []
     summary, checks = SyncSummary(images=synced), []
     for img, rows in zip([] if video else images, encode_rows):
-        image, image_checks = _image(img, rows, embeds)
+        image, image_checks = _image(img, rows, embeds, first, (served or {}).get(img.index))
         synced.append(image)
         checks.extend(image_checks)
     received = expected = None
@@ -41,26 +46,37 @@ def sync_stage(loaded, images: list[ImageInfo], encode_rows: list, rec, inputs, 
     return Stage(StageName.SYNC, summary, checks + rope)
 
 
-def _image(img: ImageInfo, rows, embeds) -> tuple[SyncImage, list[Check]]:
-    """One image's landing place and its three checks (counts, offsets, bytes)."""
+def _image(img: ImageInfo, rows, embeds, first: int = 0, served: str | None = None) -> tuple[SyncImage, list[Check]]:
+    """One image's landing place and its three checks (counts, offsets, bytes); `first`: the position `embeds` starts at
+    (its placeholders before it were served from a prefix cache: only its computed part is looked for and checked)."""
     import torch
 
     if img.span is None:  # an item placed by the engine without a placeholder span: nothing to land on
         raise ValueError(f"image {img.index} has no placeholder span; sync needs one per image")
     start, end = img.span
-    landed, score = _landed(rows, embeds, start, end)
+    if rows is None:  # every placeholder served from the prefix cache: nothing of it was merged in this run
+        return SyncImage(image=img.index, text_offset=start, visual_offset=None, placeholders=end - start, expected=img.tokens,
+                         cached=served or "served from the prefix cache"), []
+    skip = min(max(0, first - start), rows.shape[0])  # its first placeholders, not in this run's stream
+    part, lo, hi = rows[skip:], start + skip - first, end - first  # its computed rows and the stream's rows [lo, hi) for them
+    landed, score = _landed(part, embeds, lo, hi)
     if score < SAME_ROWS:  # the image's own rows are nowhere in the stream: it got someone else's
         landed = None
-    exact = embeds is not None and end - start == rows.shape[0] and bool(torch.equal(embeds[start:end], rows.to(embeds.dtype)))
-    diff = float((embeds[start:end].float() - rows.float()).abs().max()) if embeds is not None and end - start == rows.shape[0] else None
+    if landed is not None:  # where its first row would be, as a prompt position
+        landed += first - skip
+    fits = embeds is not None and hi - lo == part.shape[0] and lo >= 0
+    exact = fits and bool(torch.equal(embeds[lo:hi], part.to(embeds.dtype)))
+    diff = float((embeds[lo:hi].float() - part.float()).abs().max()) if fits and part.shape[0] else None
+    where = f" (positions {start + skip}..{end - 1}; the first {skip} served from the prefix cache)" if skip else ""
     summary = SyncImage(image=img.index, text_offset=start, visual_offset=landed, match=score, rows=rows.shape[0], placeholders=end - start,
-                        expected=img.tokens, max_abs_diff=diff, fingerprint=fingerprint(embeds[start:end]) if embeds is not None else None)
+                        expected=img.tokens, max_abs_diff=diff, fingerprint=fingerprint(embeds[lo:hi]) if fits else None,
+                        cached=(served or f"{skip} placeholders served from the prefix cache") if skip else None)
     return summary, [
         Check(f"image {img.index}: rows == placeholders == t·h·w/merge²", rows.shape[0] == end - start == img.tokens,
               f"{rows.shape[0]} rows, {end - start} placeholders, {img.tokens} expected", FindingKind.SHAPE_MISMATCH),
         Check(f"image {img.index}: visual offset == text offset", landed == start,
               f"visual {landed}, text {start}" if landed is not None else f"its rows are not in the stream (text {start})", FindingKind.DESYNC),
-        Check(f"image {img.index}: merged rows equal encode rows", exact, f"max |diff| {diff}", FindingKind.FINGERPRINT),
+        Check(f"image {img.index}: merged rows equal encode rows", exact, f"max |diff| {diff}{where}", FindingKind.FINGERPRINT),
     ]
 
 
@@ -82,7 +98,7 @@ def _rope_check(loaded, inputs, received, summary: SyncSummary, tensors: dict) -
 def _landed(rows, embeds, start: int, end: int):
     """(where the image's rows landed, match score): its own span first, so the same image twice in one
     request is found at each copy's own place; elsewhere only when its span does not hold them."""
-    if embeds is None:
+    if embeds is None or rows.shape[0] == 0:
         return None, 0.0
     if end - start == rows.shape[0]:
         own = float(cosine_rows(rows, embeds[start:end]))

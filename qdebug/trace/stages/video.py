@@ -103,9 +103,13 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
     return n
 
 
-def video_sync(loaded, images: list[ImageInfo], encode_rows: list, rec, prepared, received, expected) -> tuple[list[SyncVideo], list[Check]]:
+def video_sync(loaded, images: list[ImageInfo], encode_rows: list, rec, prepared, received, expected, first: int = 0,
+               served: dict[int, str] | None = None) -> tuple[list[SyncVideo], list[Check]]:
     """Per video: rows vs placeholders, the rows at its placeholders vs its encode rows, and the temporal ids its rows
-    received (`received`, measured from the position ids the decoder got) against get_rope_index's (`expected`)."""
+    received (`received`, measured from the position ids the decoder got) against get_rope_index's (`expected`).
+    `first` > 0 (an engine trace after a prefix-cache hit): `embeds`, `received` and `expected` start at position
+    `first`; a video's placeholders before it are not checked, and a video with none computed (its rows None) is said
+    as `served[index]`."""
     import torch
 
     embeds = rec.embeds
@@ -113,18 +117,24 @@ def video_sync(loaded, images: list[ImageInfo], encode_rows: list, rec, prepared
     for img, rows, runs in zip(images, encode_rows, prepared.video_slices or []):
         positions = [p for s, e in runs for p in range(s, e)]
         i, n = img.index, len(positions)
-        at = embeds[positions] if embeds is not None and positions and max(positions) < embeds.shape[0] else None
-        same = at is not None and at.shape == rows.shape
-        match = float(cosine_rows(rows, at)) if same else 0.0
-        diff = float((at.float() - rows.float()).abs().max()) if same and at is not None else None
-        got = _per_slice(received, positions, img.grid_thw[0])
-        want = _per_slice(expected, positions, img.grid_thw[0])
+        skip = sum(1 for p in positions if p < first)
+        said = (served or {}).get(i) or f"{skip} placeholders served from the prefix cache" if skip else None
+        if rows is None:  # served whole from the prefix cache: nothing of it was merged in this run
+            summaries.append(SyncVideo(video=i, runs=[list(r) for r in runs], placeholders=n, expected=img.tokens, cached=said))
+            continue
+        mine, part = [p - first for p in positions[skip:]], rows[skip:]
+        at = embeds[mine] if embeds is not None and mine and max(mine) < embeds.shape[0] else None
+        same = at is not None and at.shape == part.shape
+        match = float(cosine_rows(part, at)) if same else 0.0
+        diff = float((at.float() - part.float()).abs().max()) if same and at is not None else None
+        got = _per_slice(received, mine, img.grid_thw[0]) if not skip else None  # per slice: a whole video's only
+        want = _per_slice(expected, mine, img.grid_thw[0]) if not skip else None
         summaries.append(SyncVideo(video=i, runs=[list(r) for r in runs], rows=rows.shape[0], placeholders=n, expected=img.tokens,
                                    match=round(match, 6), max_abs_diff=diff, temporal_ids=got, expected_temporal_ids=want,
-                                   fingerprint=fingerprint(at) if at is not None else None))
+                                   fingerprint=fingerprint(at) if at is not None else None, cached=said))
         checks.append(Check(f"video {i}: rows == placeholders == t·h·w/merge²", rows.shape[0] == n == img.tokens,
                             f"{rows.shape[0]} rows, {n} placeholders, {img.tokens} expected", FindingKind.SHAPE_MISMATCH))
-        checks.append(Check(f"video {i}: merged rows equal encode rows", same and at is not None and bool(torch.equal(at, rows.to(at.dtype))) and match >= SAME_ROWS,
+        checks.append(Check(f"video {i}: merged rows equal encode rows", same and at is not None and bool(torch.equal(at, part.to(at.dtype))) and match >= SAME_ROWS,
                             f"max |diff| {diff}, cosine {match:.4f}", FindingKind.FINGERPRINT))
         if got is not None and want is not None:
             checks.append(Check(f"video {i}: temporal ids == get_rope_index", got == want,

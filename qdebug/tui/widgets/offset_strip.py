@@ -7,6 +7,7 @@ from rich.text import Text
 
 from qdebug.render.data_text import data
 from qdebug.render.media_words import visual_word
+from qdebug.trace.cached import cached_prefix, computed_from
 from qdebug.trace.tensor_names import TensorKind as T
 from qdebug.vocab import StageName
 
@@ -51,13 +52,17 @@ def mrope_text(view: View, pos: int) -> Text:
     """The (t, h, w) position ids the decoder received at `pos`, against get_rope_index's when they differ."""
     trace = view.doc.trace
     text = Text("MRoPE (t,h,w) ")
+    first = computed_from(trace)  # an engine trace whose prefix its cache served holds the ids of positions first..
+    if pos < first:
+        return text.append("not computed in this run (served from the prefix cache)", style="magenta")
     received = trace.tensor_or_none(T.SYNC_POSITION_IDS)
     expected = trace.tensor_or_none(T.SYNC_EXPECTED_POSITION_IDS)
-    if received is not None and pos < received.shape[-1]:
-        got = tuple(int(x) for x in received[:, pos].tolist())
+    col = pos - first
+    if received is not None and col < received.shape[-1]:
+        got = tuple(int(x) for x in received[:, col].tolist())
         text.append(str(got), style="bold")
-        if expected is not None and pos < expected.shape[-1]:
-            want = tuple(int(x) for x in expected[:, pos].tolist())
+        if expected is not None and col < expected.shape[-1]:
+            want = tuple(int(x) for x in expected[:, col].tolist())
             if want != got:
                 text.append(data(f" ✗ expected {want}", "bold red"))
         return text
@@ -120,7 +125,12 @@ def timeline_renderable(view: View, width: int) -> Text:
     out.append("\n")
     desync = any(vo != to for _, vo, _, to in landed)
     out.append(f"{'visual rows':<{LABEL}}", style="bold red" if desync else "")
+    cached = cached_prefix(trace)
+    first = cached.end if cached is not None else 0
     for p in range(start, stop):
+        if p < first:  # not computed in this run: the prefix cache served it, nothing landed here
+            out.append("▒", style="magenta")
+            continue
         hit = next((i for i, vo, rows, _ in landed if vo <= p < vo + rows), None)
         out.append("█" if hit is not None else "·", style=IMAGE_COLOURS[hit % len(IMAGE_COLOURS)] if hit is not None else "dim")
     out.append("\n")
@@ -146,6 +156,9 @@ def timeline_renderable(view: View, width: int) -> Text:
             out.append(data(f" rows of {donor}", "bold red"))
         out.append("  ")
     out.append("■ generated", style=GENERATED_COLOUR)
+    if cached is not None:  # which positions the prefix cache served, and from whom (the trace's words: data)
+        out.append("\n▒ ", style="magenta")
+        out.append_text(data(cached.words(), "magenta", 400))
     return out
 
 

@@ -9,7 +9,8 @@ from rich.segment import Segment
 
 from qdebug.render.data_text import data
 from qdebug.render.findings import findings_text
-from qdebug.vocab import StageName
+from qdebug.trace.cached import cached_prefix
+from qdebug.vocab import StageName, is_layer_stage
 
 from ..state import View, findings_at
 from .view_panel import Lines, ViewPanel
@@ -215,6 +216,18 @@ def landed_text(outcome) -> Text:
     return text
 
 
+def cached_text(trace, stage: str) -> Text | None:
+    """A line saying which prompt positions an engine served from its prefix cache (not computed in the traced run) and
+    from whom, at the stages whose rows start after them (preprocess, encode, sync, every layer); None for a whole trace."""
+    cached = cached_prefix(trace)
+    if cached is None or not (stage in (StageName.PREPROCESS, StageName.ENCODE, StageName.SYNC) or is_layer_stage(stage)):
+        return None
+    text = Text("prefix cache ", style="bold magenta")
+    if stage != StageName.PREPROCESS:
+        text.append(data(f"rows of positions {cached.end}..{len(trace.input_ids) - 1} only: ", "magenta"))
+    return text.append_text(data(cached.words(), "magenta", 600))
+
+
 def detail_renderable(view: View):
     """The whole panel for the selected stage."""
     name = view.sel.stage
@@ -225,6 +238,9 @@ def detail_renderable(view: View):
     stage = view.doc.trace.stages.get(name)
     title = data(name, "bold")
     parts: list = [title]
+    served = cached_text(view.doc.trace, name)
+    if served is not None:
+        parts.append(served)
     if view.stage_status == "paused" and view.run_line:
         why = _AT_START if name == StageName.PREPROCESS else _WAITING["paused"]
         parts[0] = data(view.run_line, "bold black on yellow")
