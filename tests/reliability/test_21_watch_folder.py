@@ -79,8 +79,10 @@ def test_a_big_log_is_streamed_every_line_counted_in_bounded_memory(tmp_path):
 def test_a_line_longer_than_the_cap_is_counted_and_cut(tmp_path):
     folder = tmp_path / "w"
     folder.mkdir()
-    _log_lines(folder / "findings.log", 3, request_id="id-{i}-" + "x" * (1 << 20))  # 1 MiB ids (an older writer's)
-    with open(folder / "findings.log", "a") as fh:
+    # 1 MiB ids, as a writer from before the fields were capped wrote them (today's format_line caps them)
+    line = format_line(WatchFinding("placement", "violation", "sync", "ID", "24 from chatcmpl-donor", time=now_iso()))
+    with open(folder / "findings.log", "w") as fh:
+        fh.writelines(line.replace("request_id=ID", f"request_id=id-{i}-" + "x" * (1 << 20)) + "\n" for i in range(3))
         fh.write("x" * (3 << 20) + "\n")  # and a long line that is no finding
     run = run_qdebug(tmp_path, "watch", folder, "--once", "--json", "-")
     assert run.code == 1, run.err
