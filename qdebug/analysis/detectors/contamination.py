@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 EXACT = 1 - 1e-4  # a cosine this close to 1 means the same rows
+SAME_ROW = 1e-6  # cosines this close are one row copied twice (float rounding), not a copy and a look-alike
 
 
 def contamination_matrix(ids: list[str], landed: dict, encoded: dict) -> list[list[float | None]]:
@@ -52,29 +53,31 @@ def row_owners(request_id: str, ids: list[str], landed: dict, encoded: dict) -> 
     """Whose each landed row of `request_id`'s stream is (exact match at the same index): counts that add up to its rows.
 
     A row belongs to one owner only, so the shares sum to 100%: of the requests whose row it equals (the request itself
-    included), the one that matches the most rows overall; a row equal to no one's is `UNMATCHED`.
-    Largest first; keys are other requests' ids, `OWN` and `UNMATCHED`.
+    included), the closest; among rows equally close, the one that matches the most rows overall; a row equal to no
+    one's is `UNMATCHED`. Largest first; keys are other requests' ids, `OWN` and `UNMATCHED`.
     """
     import torch
 
     mine = landed.get(request_id)
     if mine is None or mine.shape[0] == 0:
         return {}
-    matches = {}
+    cosines = {}
     for d in ids:
         theirs = encoded.get(d)
         if theirs is None:
             continue
         n = min(mine.shape[0], theirs.shape[0])
-        hit = torch.zeros(mine.shape[0], dtype=torch.bool)
-        hit[:n] = torch.nn.functional.cosine_similarity(mine[:n].float(), theirs[:n].float(), dim=-1) >= EXACT
-        matches[d] = hit
+        cos = torch.full((mine.shape[0],), -1.0)
+        cos[:n] = torch.nn.functional.cosine_similarity(mine[:n].float(), theirs[:n].float(), dim=-1)
+        cosines[d] = cos
     # Rows alike in several requests (plain background) go to whoever matches the most rows overall: that one wrote the
-    # block they sit in. Ties: the request itself first, then id order.
-    order = sorted(matches, key=lambda d: (-int(matches[d].sum()), d != request_id))
+    # block they sit in. Ties: the request itself first, then id order. A copy is closer than a look-alike, though: a
+    # background row of another image passes EXACT too, and must not take the row from the request it was copied from.
+    order = sorted(cosines, key=lambda d: (-int((cosines[d] >= EXACT).sum()), d != request_id))
     counts: dict[str, int] = {}
     for row in range(mine.shape[0]):
-        owner = next((d for d in order if matches[d][row]), None)
+        best = max((float(cosines[d][row]) for d in order), default=-1.0)
+        owner = next((d for d in order if best >= EXACT and float(cosines[d][row]) >= best - SAME_ROW), None)
         key = OWN if owner == request_id else UNMATCHED if owner is None else owner
         counts[key] = counts.get(key, 0) + 1
     return dict(sorted(counts.items(), key=lambda x: -x[1]))
