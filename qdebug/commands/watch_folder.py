@@ -53,6 +53,7 @@ class FolderCounters:
     counters: dict[str, dict[str, float]] = field(default_factory=dict)
     worker: dict[str, float] = field(default_factory=dict)
     workers: int = 0
+    reads: dict[str, float] = field(default_factory=dict)  # the cache check's reads, "cache/reuse" → reads
 
 
 @dataclass
@@ -147,6 +148,13 @@ def _add_counters(out: FolderCounters, doc: dict, path: str) -> None:
             row[check] = row.get(check, 0.0) + _count(value, path, f"{series}.{check}")
         if len({c for r in out.counters.values() for c in r}) > MAX_CHECKS:
             raise InputError(f"{shown(path, 300)}: more than {MAX_CHECKS} check names (expected the plugin's checks)")
+    reads = doc.get("reads") or {}
+    if isinstance(reads, dict):
+        from qdebug.engine.watch_metrics import READS
+
+        for kind in READS:  # the words the plugin writes, and no other key
+            if kind in reads:
+                out.reads[kind] = out.reads.get(kind, 0.0) + _count(reads[kind], path, f"reads.{kind}")
     clock = doc.get("clock") or {}
     if isinstance(clock, dict):
         for key, name in CLOCK.items():
