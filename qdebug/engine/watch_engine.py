@@ -156,7 +156,7 @@ class Watcher:
                 self.sampled.begin()
         except Exception as exc:
             log.warning("qdebug: watch: step not prepared (%s: %s)", type(exc).__name__, exc)
-        check_step(self, scheduler_output)  # every cache read of the step, before it runs (outside vLLM's step: the clock's outer timer counts it)
+        check_step(self, scheduler_output)  # every cache read of the step, before it runs (the clock's outer timer counts it)
         try:
             return execute(scheduler_output, *args, **kwargs)
         finally:

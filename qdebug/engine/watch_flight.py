@@ -53,8 +53,8 @@ class FlightRecorder:
         self.last = 0.0
         self.chosen: set[str] = set()  # the requests the latest recording traces
         self.open = False  # the step's decoder has not run yet (set by the watcher around the merge)
-        self.starting: set[str] = set()  # requests the scheduler starts at their first position in this step (set
-        # by the cache check, which runs before the runner holds their state)
+        self.starting: set[str] = set()  # requests whose first step this is (set by the cache check, which runs
+        # before the runner holds their state)
         self.limit = _trace_mb() << 20
         self.pending: queue.Queue = queue.Queue(2)  # snapshots waiting for the writer (one every MIN_GAP at most)
         self.writer: threading.Thread | None = None
