@@ -58,7 +58,7 @@ class WatchSnapshot:
 
     @property
     def checks(self) -> list[str]:
-        """Every check a row is shown for: the plugin's six, then any other name the counters hold (so the total is
+        """Every check a row is shown for: the plugin's own (vocab.WATCH_CHECKS), then any other name the counters hold (so the total is
         what the rows add up to)."""
         known = [c.value for c in WATCH_CHECKS]
         return known + sorted({c for row in self.counters.values() for c in row} - set(known))

@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 
 from qdebug.errors import InputError, UnreachableError
 from qdebug.shown import shown
+from qdebug.vocab import WATCH_CHECKS
 
 from .watch_folder import CHECK_EVERY, Deadline
 
@@ -20,7 +21,7 @@ WORKER = {"qdebug_watch_worker_steps_total": "steps", "qdebug_watch_worker_step_
           "qdebug_watch_plugin_seconds_total": "plugin_seconds"}  # the plugin's clock (engine/plugin_clock.py)
 UP = "qdebug_watch_up"  # 0: the plugin says its watch is not running
 READS = "qdebug_watch_cache_reads_total"  # the cache check's reads, by `cache` and `reuse` (known words only are kept)
-MAX_CHECKS = 64  # distinct `check` labels a reading may hold (the plugin has six)
+MAX_CHECKS = 64  # distinct `check` labels a reading may hold (the plugin has seven)
 _LINE = re.compile(r"^(qdebug_watch_\w{0,200})(\{[^\n]{0,4096}\})?[ \t]+(\S+)(?:[ \t]+-?\d{1,20})?[ \t]*\r?$", re.M)
 _CHECK = re.compile(r'(?:^|[{,])\s*check="((?:[^"\\\n]|\\.){1,256})"')
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
@@ -121,7 +122,7 @@ def parse_metrics(text: str, target: str, deadline: Deadline) -> Scraped:
             seen.add(label)
             if len(seen) > MAX_CHECKS:
                 raise InputError(f"{target}: more than {MAX_CHECKS} check labels on qdebug_watch_* series (expected the "
-                                 "plugin's checks: placement, counts, positions, encoder_batch, layout, logits)")
+                                 f"plugin's checks: {', '.join(WATCH_CHECKS)})")
     if up == 0:
         raise InputError(f"{target}: qdebug_watch_up is 0: the watch is not running on this server (expected a vLLM whose "
                          "log says qdebug's watch is on; its log says why it did not start)")
