@@ -3,13 +3,18 @@ tracing every request; the trace bytes per request. One server per setting and r
 With the plugin on, its batch log (batches.jsonl: every step's requests and every encoder call's items) is always
 written; its bytes per request are reported too.
 
-    python benchmarks/engine.py [--requests 64] [--concurrency 8] [--bursts 5] [--rounds 2]
+    python benchmarks/engine.py [--requests 64] [--concurrency 8] [--bursts 5] [--rounds 2] [--block-size 32] [--repeat 0.5]
     python benchmarks/engine.py --quick      # 8 requests, 4 at a time, 1 burst, 1 round: checks the script runs
     python benchmarks/engine.py --watch [--sample 0.01]   # watch mode (QDEBUG_VLLM_WATCH=1) against off, interleaved
                                                           # rounds, and each check's cost (benchmarks/engine_watch.py)
 
 Every burst sends requests no earlier burst sent (its own prompt suffix and image uuid), as a serving engine sees
-them: no setting is served an earlier burst's prefix-cache blocks or encodings.
+them: no setting is served an earlier burst's prefix-cache blocks or encodings. Within a burst, a share of the
+requests (`--repeat`, default 0.5) resend the request before them (the same image and prompt), at a KV block size
+(`--block-size`, default 32) small enough for a prompt's blocks to fill: vLLM serves them from its caches, and the
+plugin's cache provenance (engine/cache_core.py in the engine core, engine/cache_witness.py in the worker) records
+and judges every read, as it does in production. The engine core's recording time is printed against its
+scheduler's (`core-<pid>.json` in the trace folder).
 
 On 2 shared cores a vLLM server's throughput swings by 2x from burst to burst (API server, engine core, worker
 and client share them), so each setting reports the median of its bursts and their range, and the settings are
@@ -47,19 +52,27 @@ IMAGES = ["red_circle_top_left.png", "blue_square_bottom_right.png", "green_tria
 SETTINGS = [("off", {}), ("on, none tagged", {"trace_dir": True}), ("tracing every request", {"trace_dir": True, "trace_all": True})]
 
 
+SERVER_ARGS: list[str] = []  # every server's extra arguments (main sets --block-size)
+REPEAT = 0.5  # the share of a burst's requests that resend the request before them (main sets --repeat)
+
+
 def _bodies(n: int, burst: int, tagged: bool = False) -> list[dict]:
-    """Burst `burst`'s requests: a prompt and an image identity (vLLM's `uuid`) of their own; `tagged`: each asks the
-    plugin for its trace (`vllm_xargs.qdebug_trace`), as a client tags the requests it wants traced."""
+    """Burst `burst`'s requests: a prompt and an image identity (vLLM's `uuid`) of their own, but for the REPEAT share
+    that resend the one before them (read from vLLM's caches); `tagged`: each asks the plugin for its trace
+    (`vllm_xargs.qdebug_trace`, under a name of its own), as a client tags the requests it wants traced."""
     from qdebug.replay.endpoint import chat_body
     from qdebug.trace.request import build_request, load_image
 
-    out = []
+    out: list[dict] = []
+    sources: list[int] = []  # whose image and prompt each request sends
     for i in range(n):
-        path = str(REPO / "sample_data" / IMAGES[i % len(IMAGES)])
-        request = build_request(f"Describe the image. {burst}-{i}", [path], images=[load_image(path)], max_new_tokens=16)
+        sources.append(sources[-1] if i and int((i + 1) * REPEAT) > int(i * REPEAT) else i)
+        k = sources[-1]
+        path = str(REPO / "sample_data" / IMAGES[k % len(IMAGES)])
+        request = build_request(f"Describe the image. {burst}-{k}", [path], images=[load_image(path)], max_new_tokens=16)
         body = chat_body(request, "demo", top_logprobs=0)
         for message in body["messages"]:
-            message["content"] = [{**part, "uuid": f"bench-{burst}-{i}"} if part.get("type") == "image_url" else part
+            message["content"] = [{**part, "uuid": f"bench-{burst}-{k}"} if part.get("type") == "image_url" else part
                                   for part in message["content"]]
         if tagged:
             body["vllm_xargs"] = {"qdebug_trace": True, "qdebug_id": f"bench-{burst}-{i}"}
@@ -124,7 +137,7 @@ def paired_line(base: list[dict], runs: list[dict]) -> str:
 
 def _measure(python, work: Path, name: str, options: dict, bursts: list[list[dict]], concurrency: int) -> dict:
     traces = work / f"{name.replace(' ', '-').replace(',', '')}-{time.monotonic_ns()}" / "traces" if options.get("trace_dir") else None
-    with VllmServer(python, work, trace_dir=traces, trace_all=options.get("trace_all", False)) as server:
+    with VllmServer(python, work, trace_dir=traces, trace_all=options.get("trace_all", False), extra_args=tuple(SERVER_ARGS)) as server:
         asyncio.run(burst_seconds(server.url, bursts[0][: concurrency * 2], concurrency))  # warm-up, not counted
         before = server_cpu(server)
         rates = sorted(len(b) / asyncio.run(burst_seconds(server.url, b, concurrency)) for b in bursts[1:])
@@ -133,11 +146,13 @@ def _measure(python, work: Path, name: str, options: dict, bursts: list[list[dic
     files = sorted(traces.glob("*.qdt")) if traces is not None else []
     served = concurrency * 2 + sum(len(b) for b in bursts[1:])
     log = traces / "batches.jsonl" if traces is not None else None
+    from qdebug.engine.cache_core import read_core
     from qdebug.engine.plugin_clock import read_clocks
 
     return {"name": name, "rates": rates, "cpu": cpu, "bytes": sum(f.stat().st_size for f in files) / len(files) if files else 0,
             "log_bytes": log.stat().st_size / served if log is not None and log.exists() else 0,
-            "clock": read_clocks(str(traces)) if traces is not None else None}
+            "clock": read_clocks(str(traces)) if traces is not None else None,
+            "core": read_core(str(traces)) if traces is not None else None}
 
 
 def alternating_ratios(python, work: Path, requests: int, concurrency: int, pairs: int) -> list[float]:
@@ -147,7 +162,7 @@ def alternating_ratios(python, work: Path, requests: int, concurrency: int, pair
     the index (the writer's work is charged to it, not to the burst after it)."""
     traces = work / f"alternating-{time.monotonic_ns()}" / "traces"
     ratios = []
-    with VllmServer(python, work, trace_dir=traces) as server:
+    with VllmServer(python, work, trace_dir=traces, extra_args=tuple(SERVER_ARGS)) as server:
         for tagged in (False, True):  # warm-up, not counted
             asyncio.run(burst_seconds(server.url, _bodies(concurrency * 2, 9000 + tagged, tagged), concurrency))
         written = _traces_indexed(traces, concurrency * 2, 60.0)  # the warm-up's traces are not charged to the first pair
@@ -188,6 +203,15 @@ def clock_line(clocks: list[dict], served: int = 0) -> str:
             f"({own / steps * 1e6:.0f} µs a step): the steps ran {share(own, step) * 100:.1f}% longer{off_steps}")
 
 
+def core_line(cores: list[dict]) -> str:
+    """The engine core's cache recording (engine/cache_core.py) against its scheduler's time, summed over servers."""
+    own, calls, scheduler, steps = (sum(c[k] for c in cores) for k in ("seconds", "calls", "scheduler_seconds", "scheduler_calls"))
+    if not scheduler:
+        return "engine core's cache recording: not recorded (no core-<pid>.json written)"
+    return (f"engine core's cache recording: {own * 1e3:.1f} ms in {int(calls)} calls of the scheduler's {scheduler:.2f} s "
+            f"({int(steps)} calls of schedule, add_request, update_from_output): {own / scheduler * 100:.1f}% of scheduler time")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=64)
@@ -198,7 +222,14 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="8 requests, 4 at a time, 1 burst, 1 round: checks the script, measures little")
     parser.add_argument("--watch", action="store_true", help="measure watch mode against off instead (benchmarks/engine_watch.py)")
     parser.add_argument("--sample", type=float, default=0.01, help="with --watch: QDEBUG_VLLM_WATCH_SAMPLE of the watched server")
+    parser.add_argument("--block-size", type=int, default=32, help="every server's KV block size (vLLM's CPU default, 128, fills no "
+                        "block of the demo's prompts: no prefix-cache read)")
+    parser.add_argument("--repeat", type=float, default=0.5, help="the share of a burst's requests that resend the request before them "
+                        "(read from vLLM's caches)")
     args = parser.parse_args()
+    global REPEAT
+    SERVER_ARGS[:] = ["--block-size", str(args.block_size)]
+    REPEAT = args.repeat
     if args.quick:
         args.requests, args.concurrency, args.bursts, args.rounds, args.pairs = 8, 4, 1, 1, 1
     if args.watch:
@@ -219,8 +250,8 @@ def main() -> None:
         alternating = [r for _ in range(args.rounds) for r in alternating_ratios(python, Path(tmp), args.requests, args.concurrency, args.pairs)]
     median = lambda xs: statistics.median(xs)
     base = median([r for m in rows["off"] for r in m["rates"]])
-    print(f"vLLM 0.32 CPU build, demo checkpoint float32, {args.requests} image requests ({args.concurrency} at a time), "
-          f"{args.bursts} bursts per server, {args.rounds} rounds")
+    print(f"vLLM 0.32 CPU build, demo checkpoint float32, {args.requests} image requests ({args.concurrency} at a time, "
+          f"{args.repeat:.0%} resending the one before), block size {args.block_size}, {args.bursts} bursts per server, {args.rounds} rounds")
     for name, runs in rows.items():
         rates = [r for m in runs for r in m["rates"]]
         per_round = ", ".join(f"{median(m['rates']):.1f}" for m in runs)
@@ -233,6 +264,7 @@ def main() -> None:
             print(f"  {'':<24} {paired_line(rows['off'], runs)}")
             served = (args.concurrency * 2 + args.requests * args.bursts) * len(runs)
             print(f"  {'':<24} {clock_line([m['clock'] for m in runs if m['clock']], served)}")
+            print(f"  {'':<24} {core_line([m['core'] for m in runs if m['core']])}")
         print(f"  {'':<24} {cpu_line(runs)}")
     print(f"  tracing every request against none tagged, in one server (bursts in turn, a tagged burst timed until its traces are "
           f"indexed): median {median(alternating):.2f}x over {len(alternating)} pairs on {args.rounds} server(s) "

@@ -424,7 +424,7 @@ def watch(
     max_mb: Annotated[float, typer.Option("--max-mb", help="The largest /metrics answer (MiB, once decompressed) and findings-log file read.")] = 64.0,
 ) -> None:
     """What qdebug's watch mode inside vLLM (QDEBUG_VLLM_WATCH=1) counted and found: checks placement, counts, positions,
-    encoder_batch, layout, logits. A live view, or --once for scripts."""
+    encoder_batch, layout, logits, cache. A live view, or --once for scripts."""
     from qdebug.commands.common import emit_json, say_wrote
     from qdebug.commands.watch import WatchArgs, check_source, read_snapshot
     from qdebug.outputs import OutputPlan

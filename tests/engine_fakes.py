@@ -112,7 +112,12 @@ def request(rid: str, items: list[Feature], qdebug_id: str | None = None) -> Req
         item.mm_position = PlaceholderRange(len(prompt), item.rows)
         prompt += [token] * item.rows
     prompt += TEXT
-    params = SimpleNamespace(extra_args={"qdebug_id": qdebug_id} if qdebug_id else None)
+    # what the plugin's front end attaches to every request: qdebug's fingerprint of each item's content (its patch
+    # rows here), which the cache witness judges an encoder-cache read by, never by the identifier
+    from qdebug.engine.cache_reads import MEDIA_ARG, fingerprint
+
+    media = {MEDIA_ARG: {"prints": [fingerprint(item.inputs()[0]) for item in items], "processor": [None] * len(items)}}
+    params = SimpleNamespace(extra_args={**media, **({"qdebug_id": qdebug_id} if qdebug_id else {})})
     return RequestState(rid, prompt, items, params)
 
 
@@ -390,10 +395,11 @@ class FakeRunner:
 class FakeTracer:
     """What the watch reads of the plugin's tracer (`runner._qdebug_tracer`): its batch recorder, told where each step
     begins and ends as EngineTracer's `execute_model` wrapper tells it, and the recording state the flight recorder
-    sets (`pending`, `traced`, `bounded`, `_hooks`, `writer.trace_dir.root`)."""
+    sets (`pending`, `traced`, `bounded`, `_hooks`, `writer.trace_dir.root`); the plugin's cache witness, stepped
+    first as EngineTracer steps it."""
 
-    def __init__(self, runner: FakeRunner, root: str, batches: Any = None) -> None:
-        self.runner, self.batches = runner, batches
+    def __init__(self, runner: FakeRunner, root: str, batches: Any = None, witness: Any = None) -> None:
+        self.runner, self.batches, self.witness = runner, batches, witness
         self.writer = SimpleNamespace(trace_dir=SimpleNamespace(root=root))
         self.pending: set[str] = set()
         self.traced: dict[str, Any] = {}
@@ -404,6 +410,8 @@ class FakeTracer:
         execute = self.runner.execute_model
 
         def traced_step(scheduler_output, *args, **kwargs):
+            if self.witness is not None:
+                self.witness.observe(scheduler_output)
             if self.batches is not None:
                 self.batches.step_begins(scheduler_output)
             try:
@@ -423,10 +431,12 @@ def serve(runner: FakeRunner, folder, *, fault: str | None = None, sample: float
           batch_log: bool = True, seed: int = 0):
     """Attach the plugin's parts to the fake as vllm_plugin's load_model does: the fault first (planted by the plugin's
     own planters), then the watch (its Watcher, writing into `folder`), then the tracer with its batch recorder
-    (`folder/traces/batches.jsonl`). The Watcher; its rng seeded, so which encoder item is re-encoded is fixed."""
+    (`folder/traces/batches.jsonl`) and the cache witness (`runner._qdebug_witness`, which the watch's cache check
+    reads). The Watcher; its rng seeded, so which encoder item is re-encoded is fixed."""
     import os
     import random
 
+    from qdebug.engine.cache_witness import CacheWitness
     from qdebug.engine.watch_engine import Watcher
     from qdebug.engine.watch_settings import WatchSettings
 
@@ -439,13 +449,14 @@ def serve(runner: FakeRunner, folder, *, fault: str | None = None, sample: float
     watcher.install()
     root = os.path.join(str(folder), "traces")
     os.makedirs(root, exist_ok=True)
+    witness = runner._qdebug_witness = CacheWitness()  # type: ignore[attr-defined]
     recorder = None
     if batch_log:
         from qdebug.engine.batch_record import BatchLogFile, BatchRecorder
 
-        recorder = BatchRecorder(runner, BatchLogFile(root))
+        recorder = BatchRecorder(runner, BatchLogFile(root), witness)
         recorder.install()
-    FakeTracer(runner, root, recorder).install()
+    FakeTracer(runner, root, recorder, witness).install()
     runner._qdebug_watch = watcher  # type: ignore[attr-defined]
     return watcher
 

@@ -39,6 +39,7 @@ class WatchSnapshot:
     findings_violations: int = 0  # of them, violations
     worker: dict[str, float] = field(default_factory=dict)  # steps, step_seconds, plugin_seconds (empty: not exported)
     counters_read: bool = True  # False: a folder without counter files (the total is the findings log's violation lines)
+    reads: dict[str, float] = field(default_factory=dict)  # the cache check's reads: "cache/reuse" → reads
 
     @property
     def plugin_share(self) -> float | None:
@@ -57,7 +58,7 @@ class WatchSnapshot:
 
     @property
     def checks(self) -> list[str]:
-        """Every check a row is shown for: the plugin's six, then any other name the counters hold (so the total is
+        """Every check a row is shown for: the plugin's own (vocab.WATCH_CHECKS), then any other name the counters hold (so the total is
         what the rows add up to)."""
         known = [c.value for c in WATCH_CHECKS]
         return known + sorted({c for row in self.counters.values() for c in row} - set(known))
@@ -68,8 +69,16 @@ class WatchSnapshot:
         worker = {**{k: self.worker.get(k, 0) for k in WORKER_KEYS}, "plugin_share": self.plugin_share}
         return {"source": self.source, "time": self.time, "violations": self.violations, "checks": checks, "worker": worker,
                 "counters_read": self.counters_read, "findings_total": self.findings_total,
-                "findings_violations": self.findings_violations,
+                "findings_violations": self.findings_violations, "cache_reads": self.cache_reads(),
                 "findings": [f.to_json() for f in self.findings]}
+
+    def cache_reads(self) -> dict[str, dict[str, int]]:
+        """The cache check's reads per cache (those read at all, in the pipeline's order), by what was served:
+        same_content, other_content, unverified."""
+        from qdebug.vocab import CacheKind, CacheReuse
+
+        out = {c.value: {r.value: int(self.reads.get(f"{c.value}/{r.value}", 0)) for r in CacheReuse} for c in CacheKind}
+        return {cache: row for cache, row in out.items() if any(row.values())}
 
 
 def is_url(source: str) -> bool:
@@ -107,18 +116,19 @@ def read_snapshot(args: WatchArgs) -> WatchSnapshot:
     folder = args.findings if url else args.source
     counters: dict[str, dict[str, float]] = {}
     worker: dict[str, float] = {}
+    reads: dict[str, float] = {}
     if url:
         from .watch_scrape import scrape
 
         scraped = scrape(args.source, deadline, args.max_mb)
-        counters, worker = scraped.counters, scraped.worker
+        counters, worker, reads = scraped.counters, scraped.worker, scraped.reads
     if folder is None:
-        return WatchSnapshot(args.source, time.time(), counters, worker=worker)
+        return WatchSnapshot(args.source, time.time(), counters, worker=worker, reads=reads)
     if url:  # the server's counts are its /metrics: the folder's counter files are only looked for
         workers = len(counter_names(folder, deadline))
     else:
         counted = read_counter_files(folder, deadline)
-        counters, worker, workers = counted.counters, counted.worker, counted.workers
+        counters, worker, workers, reads = counted.counters, counted.worker, counted.workers, counted.reads
     tally = tally_findings(folder, deadline, int(args.max_mb * 2**20), LATEST)
     if not workers and not tally.files:
         from qdebug.shown import shown
@@ -127,7 +137,7 @@ def read_snapshot(args: WatchArgs) -> WatchSnapshot:
                          "(metrics-*.json) and no findings.log (expected the QDEBUG_VLLM_WATCH_DIR of a vLLM started with "
                          "QDEBUG_VLLM_WATCH=1)")
     return WatchSnapshot(args.source, time.time(), counters, list(tally.latest), tally.total, tally.violations, worker,
-                         counters_read=url or workers > 0)
+                         counters_read=url or workers > 0, reads=reads)
 
 
 def rates(before: WatchSnapshot, after: WatchSnapshot) -> dict[str, dict[str, float]]:

@@ -24,7 +24,7 @@ COUNTER_SERIES = ("checks", "violations", "errors", "seconds")
 CLOCK = {"steps": "steps", "step_seconds": "step_seconds", "own_seconds": "plugin_seconds"}  # file key → snapshot key
 MAX_COUNTER_BYTES = 1 << 20  # a worker's counter file is about 1 KiB
 MAX_COUNTER_FILES = 1024  # workers of one folder (data-parallel ranks, restarts)
-MAX_CHECKS = 64  # distinct check names over the files (the plugin has six)
+MAX_CHECKS = 64  # distinct check names over the files (the plugin has seven)
 MAX_LINE = 64 << 10  # bytes of a findings line kept; the writer's lines are under 4 KiB (a longer one is cut)
 LOG_NAMES = ("findings.log.1", "findings.log")  # engine/watch_log.py: the rotated file, then the current one
 CHECK_EVERY = 4096  # lines between looks at the clock
@@ -53,6 +53,7 @@ class FolderCounters:
     counters: dict[str, dict[str, float]] = field(default_factory=dict)
     worker: dict[str, float] = field(default_factory=dict)
     workers: int = 0
+    reads: dict[str, float] = field(default_factory=dict)  # the cache check's reads, "cache/reuse" → reads
 
 
 @dataclass
@@ -147,6 +148,13 @@ def _add_counters(out: FolderCounters, doc: dict, path: str) -> None:
             row[check] = row.get(check, 0.0) + _count(value, path, f"{series}.{check}")
         if len({c for r in out.counters.values() for c in r}) > MAX_CHECKS:
             raise InputError(f"{shown(path, 300)}: more than {MAX_CHECKS} check names (expected the plugin's checks)")
+    reads = doc.get("reads") or {}
+    if isinstance(reads, dict):
+        from qdebug.engine.watch_metrics import READS
+
+        for kind in READS:  # the words the plugin writes, and no other key
+            if kind in reads:
+                out.reads[kind] = out.reads.get(kind, 0.0) + _count(reads[kind], path, f"reads.{kind}")
     clock = doc.get("clock") or {}
     if isinstance(clock, dict):
         for key, name in CLOCK.items():

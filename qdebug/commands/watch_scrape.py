@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 
 from qdebug.errors import InputError, UnreachableError
 from qdebug.shown import shown
+from qdebug.vocab import WATCH_CHECKS
 
 from .watch_folder import CHECK_EVERY, Deadline
 
@@ -19,7 +20,8 @@ SERIES = {"qdebug_watch_checks_total": "checks", "qdebug_watch_violations_total"
 WORKER = {"qdebug_watch_worker_steps_total": "steps", "qdebug_watch_worker_step_seconds_total": "step_seconds",
           "qdebug_watch_plugin_seconds_total": "plugin_seconds"}  # the plugin's clock (engine/plugin_clock.py)
 UP = "qdebug_watch_up"  # 0: the plugin says its watch is not running
-MAX_CHECKS = 64  # distinct `check` labels a reading may hold (the plugin has six)
+READS = "qdebug_watch_cache_reads_total"  # the cache check's reads, by `cache` and `reuse` (known words only are kept)
+MAX_CHECKS = 64  # distinct `check` labels a reading may hold (the plugin has seven)
 _LINE = re.compile(r"^(qdebug_watch_\w{0,200})(\{[^\n]{0,4096}\})?[ \t]+(\S+)(?:[ \t]+-?\d{1,20})?[ \t]*\r?$", re.M)
 _CHECK = re.compile(r'(?:^|[{,])\s*check="((?:[^"\\\n]|\\.){1,256})"')
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
@@ -31,6 +33,7 @@ class Scraped:
 
     counters: dict[str, dict[str, float]] = field(default_factory=dict)
     worker: dict[str, float] = field(default_factory=dict)
+    reads: dict[str, float] = field(default_factory=dict)  # "cache/reuse" → reads
 
 
 def metrics_url(source: str) -> str:
@@ -98,6 +101,11 @@ def parse_metrics(text: str, target: str, deadline: Deadline) -> Scraped:
         if number % CHECK_EVERY == 0:
             deadline.check(target, "a /metrics answer read within --timeout")
         name, labels, raw = match.groups()
+        if name == READS:
+            kind = read_kind(labels or "")
+            if kind is not None:
+                out.reads[kind] = out.reads.get(kind, 0.0) + _count(raw, target, f"{name}{labels}")
+            continue
         if name not in SERIES and name not in WORKER and name != UP:
             continue
         label = _check_label(labels or "")
@@ -114,7 +122,7 @@ def parse_metrics(text: str, target: str, deadline: Deadline) -> Scraped:
             seen.add(label)
             if len(seen) > MAX_CHECKS:
                 raise InputError(f"{target}: more than {MAX_CHECKS} check labels on qdebug_watch_* series (expected the "
-                                 "plugin's checks: placement, counts, positions, encoder_batch, layout, logits)")
+                                 f"plugin's checks: {', '.join(WATCH_CHECKS)})")
     if up == 0:
         raise InputError(f"{target}: qdebug_watch_up is 0: the watch is not running on this server (expected a vLLM whose "
                          "log says qdebug's watch is on; its log says why it did not start)")
@@ -122,6 +130,16 @@ def parse_metrics(text: str, target: str, deadline: Deadline) -> Scraped:
         raise InputError(f"{target} exports no qdebug_watch_* series: the watch is not running there (expected a vLLM "
                          "started with QDEBUG_VLLM_WATCH=1 and qdebug's plugin installed)")
     return out
+
+
+def read_kind(labels: str) -> str | None:
+    """`cache/reuse` of a cache-reads sample's labels, when both are words the plugin writes (else None: not shown)."""
+    from qdebug.vocab import CacheKind, CacheReuse
+
+    found = dict(re.findall(r'(cache|reuse)="([a-z_]{1,32})"', labels))
+    cache, reuse = found.get("cache", ""), found.get("reuse", "")
+    known = cache in {c.value for c in CacheKind} and reuse in {r.value for r in CacheReuse}
+    return f"{cache}/{reuse}" if known else None
 
 
 def _check_label(labels: str) -> str | None:

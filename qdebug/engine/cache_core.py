@@ -12,11 +12,16 @@ Where it listens (vLLM 0.32; shared/DESIGN.md "Seams in vLLM"):
 The reads go into the request's `extra_args[cache_reads.READS_ARG]` before its first step is sent to the worker, which
 checks, traces and logs them (engine/cache_witness.py). What is kept is bounded: one record per KV block of the pool,
 the media hashes of the last `PROCESSED` items, each live request's items.
+
+What it costs: the ledger times its own work (`seconds`, `calls`) and the scheduler's (`Scheduler.schedule`,
+`add_request` and `update_from_output`, the recording inside them included: `scheduler_seconds`), and, with a trace
+folder, writes both to `core-<pid>.json` there at most once a second (benchmarks/engine.py prints the share).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections import OrderedDict
 
@@ -27,6 +32,8 @@ from .cache_reads import (MEDIA_ARG, READS_ARG, BlockOrigin, CacheRead, MediaPri
 
 log = logging.getLogger("vllm.qdebug")
 PROCESSED = 65536  # media hashes whose processor remembers (the front end's cache holds far fewer items)
+CORE_FILE = "core-{pid}.json"  # in the trace folder: the engine core's recording time against its scheduler's
+CORE_KEYS = ("seconds", "calls", "scheduler_seconds", "scheduler_calls")
 
 
 class CacheLedger:
@@ -37,6 +44,25 @@ class CacheLedger:
         self.processed: OrderedDict[str, tuple[str, str, MediaPrint]] = OrderedDict()  # media hash → (request, name, item)
         self.seconds = 0.0  # the time spent here (benchmarks/engine.py: its share of the scheduler's)
         self.calls = 0
+        self.scheduler_seconds = 0.0  # the scheduler's wall time in the calls wrapped (this recording's included)
+        self.scheduler_calls = 0
+        self.published = False  # core-<pid>.json is being written
+
+    def snapshot(self) -> dict[str, float]:
+        """The recording's time and the scheduler's (CORE_KEYS; JSON-ready)."""
+        return {"seconds": self.seconds, "calls": self.calls, "scheduler_seconds": self.scheduler_seconds,
+                "scheduler_calls": self.scheduler_calls}
+
+    def publish(self) -> None:
+        """Write the snapshot to the trace folder's `core-<pid>.json` from now on (once per process; none without a
+        trace folder)."""
+        folder = os.environ.get("QDEBUG_VLLM_TRACE_DIR")
+        if self.published or not folder:
+            return
+        self.published = True
+        from .plugin_clock import publish
+
+        publish(self, folder, CORE_FILE)
 
     # what each request is made of --------------------------------------------------------------------------------
     @staticmethod
@@ -169,18 +195,51 @@ _FAILED: set[str] = set()
 
 
 def patch_scheduler(module) -> None:
-    """Wrap `Scheduler.add_request` (once)."""
+    """Wrap `Scheduler.add_request` (once), and time it, `schedule` and `update_from_output`: the scheduler's time the
+    recording is a share of."""
     cls = getattr(module, "Scheduler", None)
     if cls is None or getattr(cls.add_request, "_qdebug", False):
         return
     original = cls.add_request
 
     def add_request(self, request, *args, **kwargs):
-        _guarded("a new request's media", LEDGER.admitted, request)
-        return original(self, request, *args, **kwargs)
+        start = time.perf_counter()
+        try:
+            _guarded("a new request's media", LEDGER.admitted, request)
+            return original(self, request, *args, **kwargs)
+        finally:
+            LEDGER.scheduler_seconds += time.perf_counter() - start
+            LEDGER.scheduler_calls += 1
 
     setattr(add_request, "_qdebug", True)
     setattr(cls, "add_request", add_request)
+    for name in ("schedule", "update_from_output"):
+        if callable(getattr(cls, name, None)):
+            setattr(cls, name, _timed(getattr(cls, name)))
+
+
+def _timed(method):
+    """A scheduler method timed into LEDGER.scheduler_seconds (the first call starts core-<pid>.json)."""
+
+    def timed(self, *args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            LEDGER.scheduler_seconds += time.perf_counter() - start
+            LEDGER.scheduler_calls += 1
+            if not LEDGER.published:
+                _guarded("the engine core's clock file", LEDGER.publish)
+
+    setattr(timed, "_qdebug", True)
+    return timed
+
+
+def read_core(folder: str) -> dict[str, float]:
+    """The engine cores' recording and scheduler time summed over the `core-<pid>.json` files of a trace folder."""
+    from .plugin_clock import read_clocks
+
+    return read_clocks(folder, CORE_FILE, CORE_KEYS)
 
 
 def patch_block_pool(module) -> None:

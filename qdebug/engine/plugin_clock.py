@@ -112,27 +112,29 @@ CLOCK_FILE = "clock-{pid}.json"  # in the trace folder: one worker's clock, rewr
 WRITE_SECONDS = 1.0
 
 
-def publish(clock: PluginClock, folder: str) -> None:
-    """Rewrite `folder/clock-<pid>.json` with the clock's snapshot at most once a second while steps run (a daemon
-    thread: write beside, rename into place, so a reader never sees half a file); an error stops it, said once."""
+def publish(clock, folder: str, name: str = CLOCK_FILE) -> None:
+    """Rewrite `folder/<name with this pid>` (default `clock-<pid>.json`) with `clock.snapshot()` at most once a second
+    while it moves (a daemon thread: write beside, rename into place, so a reader never sees half a file); an error
+    stops it, said once."""
     import json
     import logging
     import os
     import threading
     import time
 
-    path = os.path.join(folder, CLOCK_FILE.format(pid=os.getpid()))
+    path = os.path.join(folder, name.format(pid=os.getpid()))
 
     def loop() -> None:
-        written: tuple[int, float] = (-1, 0.0)
+        written: dict | None = None
         while True:
             time.sleep(WRITE_SECONDS)
-            if (clock.steps, clock.writer_seconds) == written:
+            snapshot = clock.snapshot()
+            if snapshot == written:
                 continue
-            written = (clock.steps, clock.writer_seconds)
+            written = snapshot
             try:
                 with open(f"{path}.tmp", "w", encoding="utf-8") as fh:
-                    json.dump(clock.snapshot(), fh)
+                    json.dump(snapshot, fh)
                 os.replace(f"{path}.tmp", path)
             except OSError as exc:
                 logging.getLogger("vllm.qdebug").warning("qdebug: the plugin's clock is no longer written to %s (%s)", path, exc)
@@ -141,14 +143,15 @@ def publish(clock: PluginClock, folder: str) -> None:
     threading.Thread(target=loop, name="qdebug-clock", daemon=True).start()
 
 
-def read_clocks(folder: str) -> dict[str, float]:
-    """The summed clocks of the workers that wrote into `folder` (PluginClock.snapshot's keys; zeros for none)."""
+def read_clocks(folder: str, name: str = CLOCK_FILE, keys: tuple[str, ...] = ("steps", "step_seconds", "own_seconds", "writer_seconds")) -> dict[str, float]:
+    """The summed clocks of the processes that wrote `name` files into `folder` (by default the workers'
+    PluginClock.snapshot keys; zeros for none)."""
     import glob
     import json
     import os
 
-    total = {"steps": 0.0, "step_seconds": 0.0, "own_seconds": 0.0, "writer_seconds": 0.0}
-    for path in glob.glob(os.path.join(glob.escape(folder), CLOCK_FILE.format(pid="*"))):
+    total = dict.fromkeys(keys, 0.0)
+    for path in glob.glob(os.path.join(glob.escape(folder), name.format(pid="*"))):
         try:
             with open(path, encoding="utf-8") as fh:
                 doc = json.load(fh)

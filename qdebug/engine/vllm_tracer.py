@@ -148,9 +148,8 @@ class EngineTracer:
 
     # the step ------------------------------------------------------------------------------------------
     def _execute(self, execute, scheduler_output, *args, **kwargs):
-        if self.witness is not None:  # first: the finished requests' reads stay readable for this step
-            with self.clock:
-                self._guard(self.witness.observe, scheduler_output)
+        if self.witness is not None:  # first: the finished requests' reads stay readable for this step (outside vLLM's
+            self._guard(self.witness.observe, scheduler_output)  # step: the clock's outer timer counts it as the plugin's)
         if self.traced or self.pending:  # with none in flight, a finished request is nothing of the tracer's
             self._guard(self._finish, getattr(scheduler_output, "finished_req_ids", ()) or ())
         if self.batches is not None:  # after _finish: a finished request's encoder calls are still known there

@@ -20,6 +20,7 @@ from qdebug.vocab import StageName, WatchCheck, WatchOutcome
 
 from .plugin_clock import clock_of
 from .requests import client_name
+from .watch_cache import check_step
 from .watch_flight import FlightRecorder
 from .watch_checks import check_counts, check_placement, items_of, project, projection, step_positions
 from .watch_log import FindingsLog, WatchFinding
@@ -71,7 +72,7 @@ def attach_watch(runner) -> "Watcher | None":
     watcher.install()
     watcher.counters.start()  # only now: a watch that failed to attach writes no counters (/metrics: qdebug_watch_up 0)
     runner._qdebug_watch = watcher
-    log.info("qdebug: watching every request (checks %s; sampled %s of steps) into %s", ", ".join((WatchCheck.PLACEMENT, WatchCheck.COUNTS)),
+    log.info("qdebug: watching every request (checks %s; sampled %s of steps) into %s", ", ".join((WatchCheck.PLACEMENT, WatchCheck.COUNTS, WatchCheck.CACHE)),
              settings.sample, settings.folder)
     return watcher
 
@@ -155,6 +156,7 @@ class Watcher:
                 self.sampled.begin()
         except Exception as exc:
             log.warning("qdebug: watch: step not prepared (%s: %s)", type(exc).__name__, exc)
+        check_step(self, scheduler_output)  # every cache read of the step, before it runs (the clock's outer timer counts it)
         try:
             return execute(scheduler_output, *args, **kwargs)
         finally:
@@ -224,15 +226,23 @@ class Watcher:
             return
         self.counters.add(check, seconds=time.perf_counter() - start, violations=len(found))
         for finding in found:
-            try:
-                finding.trace = self.flight.record(finding.request_id, finding.cobatched)
-            except Exception as exc:  # the finding is reported without its traces
-                log.warning("qdebug: watch: no flight-recorder trace for %s (%s: %s)", shown(finding.request_id, 200),
-                            type(exc).__name__, exc)
-            self._report(finding)
+            self.record_and_report(finding)
+
+    def record_and_report(self, finding: WatchFinding) -> None:
+        """Log a violation with the flight recorder's trace of its request (when one can be recorded now)."""
+        try:
+            finding.trace = self.flight.record(finding.request_id, finding.cobatched)
+        except Exception as exc:  # the finding is reported without its traces
+            log.warning("qdebug: watch: no flight-recorder trace for %s (%s: %s)", shown(finding.request_id, 200),
+                        type(exc).__name__, exc)
+        self._report(finding)
 
     def _failed(self, check: WatchCheck, rid: str, exc: Exception, seconds: float) -> None:
         self.counters.add(check, seconds=seconds, error=True)
+        self.report_error(check, rid, exc)
+
+    def report_error(self, check: WatchCheck, rid: str, exc: Exception) -> None:
+        """Log that `check` raised (its counters are the caller's)."""
         self._report(WatchFinding(check, WatchOutcome.ERROR, _stage(check), rid, f"the check raised {type(exc).__name__}: {exc}"))
 
     def _report(self, finding: WatchFinding) -> None:

@@ -53,6 +53,8 @@ class FlightRecorder:
         self.last = 0.0
         self.chosen: set[str] = set()  # the requests the latest recording traces
         self.open = False  # the step's decoder has not run yet (set by the watcher around the merge)
+        self.starting: set[str] = set()  # requests whose first step this is (set by the cache check, which runs
+        # before the runner holds their state)
         self.limit = _trace_mb() << 20
         self.pending: queue.Queue = queue.Queue(2)  # snapshots waiting for the writer (one every MIN_GAP at most)
         self.writer: threading.Thread | None = None
@@ -90,12 +92,17 @@ class FlightRecorder:
         return self._path(root, rid)
 
     def _path(self, root: str, rid: str) -> str:
-        """Where the tracer writes `rid`'s trace: relative to the watch folder when inside it."""
-        path = os.path.join(root, f"{safe_stem(rid)}.qdt")
+        """Where the tracer writes `rid`'s trace (named by the client's qdebug_id when it gave one, as the plugin's
+        cache witness knows it): relative to the watch folder when inside it."""
+        witness = getattr(self.runner, "_qdebug_witness", None)
+        name = (witness.name(rid) if witness is not None else "") or rid
+        path = os.path.join(root, f"{safe_stem(name)}.qdt")
         inside = os.path.relpath(path, self.folder)
         return path if inside.startswith("..") else inside
 
     def _starts_now(self, rid: str) -> bool:
+        if rid in self.starting:
+            return True
         state = self.runner.requests.get(rid)
         return state is not None and int(state.num_computed_tokens) == 0
 

@@ -6,6 +6,8 @@ writes its own file; the collector sums the files of its run.
 Series (the `check` label is a `vocab.WatchCheck` word):
 - `qdebug_watch_checks_total{check}`: checks run;
 - `qdebug_watch_violations_total{check}`: checks that found their invariant broken;
+- `qdebug_watch_cache_reads_total{cache, reuse}`: the cache reads the `cache` check judged, by cache and by what was
+  served (`vocab.CacheKind`, `vocab.CacheReuse`: `unverified` ones are no violation, and are counted only here);
 - `qdebug_watch_errors_total{check}`: checks that raised (the request was answered as without the watch);
 - `qdebug_watch_check_seconds_total{check}`: seconds spent in the check (worker wall time);
 - `qdebug_watch_findings_dropped_total`: findings-log lines dropped (queue full or disk error);
@@ -33,13 +35,14 @@ import re
 import threading
 import time
 
-from qdebug.vocab import WATCH_CHECKS
+from qdebug.vocab import WATCH_CHECKS, CacheKind, CacheReuse
 
 from .plugin_clock import NoClock, PluginClock
 
 log = logging.getLogger("vllm.qdebug")
 SERIES = ("checks", "violations", "errors", "seconds")
 CLOCK = ("steps", "step_seconds", "own_seconds")  # PluginClock.snapshot's keys
+READS = tuple(f"{c.value}/{r.value}" for c in CacheKind for r in CacheReuse)  # the counter file's `reads` keys: cache/reuse
 FLUSH_SECONDS = 0.5
 MAX_FILE_BYTES = 64 << 10  # a worker's counter file is under 2 KiB
 MAX_VALUE = float(1 << 53)  # counts and seconds beyond it are not a worker's (and lose integer precision)
@@ -55,6 +58,7 @@ class WatchCounters:
         self.lock = threading.Lock()
         self.values: dict[str, dict[str, float]] = {s: {c.value: 0 for c in WATCH_CHECKS} for s in SERIES}
         self.values["seconds"] = {c.value: 0.0 for c in WATCH_CHECKS}
+        self.reads: dict[str, int] = dict.fromkeys(READS, 0)
         self.dropped = 0
         self.dirty = True
         self.thread = threading.Thread(target=self._loop, name="qdebug-watch-metrics", daemon=True)
@@ -65,14 +69,24 @@ class WatchCounters:
         if not self.thread.is_alive():
             self.thread.start()
 
-    def add(self, check: str, *, seconds: float, violations: int = 0, error: bool = False) -> None:
-        """One run of `check`: its cost, whether it found violations (counted once per run) or raised."""
+    def add(self, check: str, *, seconds: float, violations: int = 0, error: bool = False, checks: int = 1) -> None:
+        """One run of `check` that made `checks` checks (the cache check: one per read): its cost, how many of them
+        found a violation (a run of one check counts one however many findings it has), or that it raised (each of
+        its checks counted as an error)."""
         with self.lock:
             v = self.values
-            v["checks"][check] += 1
+            v["checks"][check] += checks
             v["seconds"][check] += seconds
-            v["violations"][check] += 1 if violations else 0
-            v["errors"][check] += 1 if error else 0
+            v["violations"][check] += min(violations, checks)
+            v["errors"][check] += checks if error else 0
+            self.dirty = True
+
+    def add_reads(self, kinds: list[str]) -> None:
+        """Cache reads judged, each as `cache/reuse` (READS)."""
+        with self.lock:
+            for kind in kinds:
+                if kind in self.reads:
+                    self.reads[kind] += 1
             self.dirty = True
 
     def set_dropped(self, dropped: int) -> None:
@@ -85,8 +99,8 @@ class WatchCounters:
         """A copy of the counters (JSON-ready)."""
         clock = self.clock.snapshot() if self.clock is not None else {}
         with self.lock:
-            return {**{s: dict(self.values[s]) for s in SERIES}, "dropped": self.dropped, "clock": clock, "pid": os.getpid(),
-                    "time": time.time()}
+            return {**{s: dict(self.values[s]) for s in SERIES}, "reads": dict(self.reads), "dropped": self.dropped,
+                    "clock": clock, "pid": os.getpid(), "time": time.time()}
 
     def flush(self) -> None:
         """Write the counters (write beside, rename into place) when they changed since the last write."""
@@ -131,6 +145,7 @@ def read_counters(folder: str, run: str | None = None) -> dict:
     total["seconds"] = {c.value: 0.0 for c in WATCH_CHECKS}
     dropped, files = 0, 0
     clock = dict.fromkeys(CLOCK, 0.0)
+    reads = dict.fromkeys(READS, 0)
     for name in _counter_files(folder, run):
         try:
             doc = _read_file(folder, name)
@@ -145,8 +160,11 @@ def read_counters(folder: str, run: str | None = None) -> dict:
         for key, value in doc["clock"].items():
             if key in clock:
                 clock[key] += value
+        for key, value in doc["reads"].items():
+            if key in reads:
+                reads[key] += value
         files += 1
-    return {**total, "dropped": dropped, "clock": clock, "workers": files}
+    return {**total, "reads": reads, "dropped": dropped, "clock": clock, "workers": files}
 
 
 def _counter_files(folder: str, run: str | None) -> list[str]:
@@ -172,6 +190,7 @@ def _read_file(folder: str, name: str) -> dict:
         raise ValueError("not a JSON object")
     out: dict = {s: _numbers(doc.get(s), s) for s in SERIES}
     out["clock"] = _numbers(doc.get("clock"), "clock")
+    out["reads"] = _numbers(doc.get("reads"), "reads")  # absent in an older plugin's file
     out["dropped"] = _number(doc.get("dropped", 0), "dropped")
     return out
 
@@ -252,6 +271,11 @@ class WatchCollector:
             for check, value in counters[series].items():
                 family.add_metric([check], value)
             yield family
+        reads = CounterMetricFamily("qdebug_watch_cache_reads", "cache reads the qdebug watch's cache check judged, by cache "
+                                    "and by what was served (same_content, other_content, unverified)", labels=["cache", "reuse"])
+        for key, value in counters["reads"].items():
+            reads.add_metric(key.split("/", 1), value)
+        yield reads
         dropped = CounterMetricFamily("qdebug_watch_findings_dropped", "qdebug watch findings-log lines dropped")
         dropped.add_metric([], counters["dropped"])
         yield dropped

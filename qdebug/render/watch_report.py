@@ -21,6 +21,9 @@ def watch_lines(doc: dict, latest: int = 10) -> list[str]:
     cost = plugin_cost_line(doc.get("worker") or {})
     if cost:
         lines.append(cost)
+    reads = cache_reads_line(doc.get("cache_reads") or {})
+    if reads:
+        lines.append(reads)
     shown_findings = doc["findings"][-latest:]
     if shown_findings:
         lines.append(f"latest findings ({len(shown_findings)} of {doc['findings_total']}):")
@@ -38,3 +41,10 @@ def plugin_cost_line(worker: dict) -> str:
     vllm = worker["step_seconds"] - worker["plugin_seconds"]
     return (f"plugin cost: {worker['plugin_seconds']:.3f} s in {int(worker['steps'])} worker steps against vLLM's own "
             f"{vllm:.3f} s: the step loop runs {worker['plugin_share'] * 100:.1f}% longer")
+
+
+def cache_reads_line(reads: dict) -> str:
+    """The cache check's reads per cache, in words ('' when none was counted)."""
+    parts = [f"{shown(cache, 32)} {int(row.get('same_content', 0))} same content, {int(row.get('other_content', 0))} other "
+             f"content, {int(row.get('unverified', 0))} unverified" for cache, row in reads.items()]
+    return f"cache reads: {'; '.join(parts)}" if parts else ""

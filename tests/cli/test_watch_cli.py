@@ -86,3 +86,32 @@ def test_a_servers_metrics_decide_the_exit(tmp_path, text, code):
         assert "exports no qdebug_watch_* series" in err and len(err.strip().splitlines()) == 1
     else:
         assert json.loads(out)["checks"]["placement"]["checks"] == 120
+
+
+def test_the_cache_checks_reads_are_shown_by_cache_from_a_folder_and_a_server(tmp_path):
+    """Legitimate and unverified reads are no violation: the cache check's row counts every read it judged and the
+    `cache reads` line (`cache_reads` in --json) says what each cache served, unverified reads included."""
+    folder = tmp_path / "w"
+    folder.mkdir()
+    counters = WatchCounters(str(folder), "run")
+    counters.add("cache", seconds=0.001, checks=5)
+    counters.add_reads(["prefix_cache/same_content"] * 3 + ["processor_cache/same_content", "kv_connector/unverified"])
+    counters.flush()
+    text = ('qdebug_watch_checks_total{check="cache"} 5.0\nqdebug_watch_violations_total{check="cache"} 0.0\n'
+            'qdebug_watch_cache_reads_total{cache="prefix_cache",reuse="same_content"} 3.0\n'
+            'qdebug_watch_cache_reads_total{cache="processor_cache",reuse="same_content"} 1.0\n'
+            'qdebug_watch_cache_reads_total{cache="kv_connector",reuse="unverified"} 1.0\n'
+            'qdebug_watch_cache_reads_total{cache="encoder_cache",reuse="other_content"} 0.0\n'
+            'qdebug_watch_cache_reads_total{cache="a[red]b",reuse="same_content"} 9.0\n')
+    with metrics_server(text) as url:
+        for source in (folder, url):
+            code, out, err = qdebug(tmp_path, "watch", source, "--once", "--json", "-")
+            doc = json.loads(out)
+            assert code == 0 and doc["violations"] == 0 and doc["checks"]["cache"]["checks"] == 5, (source, out, err)
+            assert list(doc["cache_reads"].items()) == [("processor_cache", {"same_content": 1, "other_content": 0, "unverified": 0}),
+                                                        ("prefix_cache", {"same_content": 3, "other_content": 0, "unverified": 0}),
+                                                        ("kv_connector", {"same_content": 0, "other_content": 0, "unverified": 1})], (source, doc)
+            code, out, err = qdebug(tmp_path, "watch", source, "--once")
+            assert code == 0 and ("cache reads: processor_cache 1 same content, 0 other content, 0 unverified; prefix_cache 3 "
+                                  "same content, 0 other content, 0 unverified; kv_connector 0 same content, 0 other content, "
+                                  "1 unverified") in out, out

@@ -62,9 +62,12 @@ async def _send_all(url: str, bodies: list[dict], concurrency: int) -> list[str]
 
 
 def watch_series(server) -> dict[tuple[str, str], float]:
-    """The qdebug_watch_* samples on the server's /metrics: (series, check label) → value."""
+    """The qdebug_watch_* samples on the server's /metrics: (series, label) → value, the label being the `check`
+    label's value, or the others' values joined by `/` (`qdebug_watch_cache_reads_total`: `prefix_cache/same_content`),
+    or "" for none."""
     text = httpx.get(f"{server.url}/metrics", timeout=30).text
     out = {}
-    for m in re.finditer(r'^(qdebug_watch_\w+?)(?:\{check="(\w+)"\})? ([0-9.eE+-]+)$', text, re.M):
-        out[(m.group(1), m.group(2) or "")] = float(m.group(3))
+    for m in re.finditer(r'^(qdebug_watch_\w+?)(?:\{([^}]*)\})? ([0-9.eE+-]+)$', text, re.M):
+        labels = dict(re.findall(r'(\w+)="(\w*)"', m.group(2) or ""))
+        out[(m.group(1), labels.get("check", "/".join(labels.values())))] = float(m.group(3))
     return out

@@ -129,3 +129,24 @@ def test_a_workers_clock_is_published_in_the_trace_folder_and_summed(tmp_path, m
     assert plugin_clock.read_clocks(str(tmp_path)) == pytest.approx({"steps": 8, "step_seconds": 0.75, "own_seconds": 0.03, "writer_seconds": 0.2})
     assert not list(tmp_path.glob("*.tmp"))
     assert plugin_clock.read_clocks(str(tmp_path / "none")) == dict.fromkeys(["steps", "step_seconds", "own_seconds", "writer_seconds"], 0.0)
+
+
+def test_the_cache_witness_observed_before_the_step_is_the_plugins_time_once(now):
+    """The tracer's wrapper takes in each step's cache reads (CacheWitness.observe) before vLLM's step runs: the clock's
+    outer timer already counts that as the plugin's. Before, it was also counted in a `with clock` block: twice."""
+    from types import SimpleNamespace
+
+    from qdebug.engine.vllm_tracer import EngineTracer
+
+    runner = Runner(now)
+    clock = runner._qdebug_clock = PluginClock()
+    clock.wrap_inner(runner)
+    witness = SimpleNamespace(observe=lambda out: now.spend(0.004))  # 4 ms taking in the step's reads
+    tracer = EngineTracer(runner, None, trace_all=False, witness=witness)
+    tracer.handles = []  # install() would set it (with the model's layers: none here)
+    inner = runner.execute_model
+    runner.execute_model = lambda out: tracer._execute(inner, out)
+    clock.wrap_outer(runner)
+    runner.execute_model(SimpleNamespace(scheduled_new_reqs=[], finished_req_ids=set()))
+    assert clock.steps == 1 and clock.own_seconds == pytest.approx(0.004)
+    assert clock.step_seconds == pytest.approx(0.034)  # vLLM's 30 ms and the plugin's 4

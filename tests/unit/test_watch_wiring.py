@@ -18,14 +18,14 @@ from tests.engine_fakes import (IMAGE_TOKEN, FakeRunner, copy_logits, drop_place
                                 serve, video)
 
 # Each check's firing test below; a check added to vocab.WATCH_CHECKS fails test_every_check_has_a_firing_test until
-# its firing test is listed here (the cache check of issue 48 is tested with its own code, in its own file).
+# its firing test is listed here (the cache check is also tested against the engine core's ledger in test_watch_cache.py).
 FIRES = {WatchCheck.PLACEMENT: "test_placement_names_the_donor_whose_rows_landed",
          WatchCheck.COUNTS: "test_counts_fire_when_the_prompts_placeholders_are_fewer_than_the_encoder_rows",
          WatchCheck.POSITIONS: "test_positions_fire_on_flattened_temporal_ids_naming_the_video_request",
          WatchCheck.ENCODER_BATCH: "test_encoder_batch_fires_naming_the_calls_partners_from_the_batch_log",
          WatchCheck.LAYOUT: "test_layout_fires_naming_the_head_first_layer",
-         WatchCheck.LOGITS: "test_logits_fire_on_a_copied_row_naming_its_source"}
-TESTED_WITH_THEIR_CODE = {WatchCheck.CACHE}
+         WatchCheck.LOGITS: "test_logits_fire_on_a_copied_row_naming_its_source",
+         WatchCheck.CACHE: "test_cache_fires_when_the_encoder_cache_serves_another_images_rows_naming_the_donor"}
 
 
 def _findings(watcher) -> list:
@@ -58,7 +58,7 @@ def _owners(runner: FakeRunner, rid: str) -> set[str]:
 
 
 def test_every_check_has_a_firing_test():
-    assert set(FIRES) | TESTED_WITH_THEIR_CODE == set(WATCH_CHECKS)
+    assert set(FIRES) == set(WATCH_CHECKS)
     assert all(name in globals() for name in FIRES.values())
 
 
@@ -69,14 +69,16 @@ def test_a_clean_step_runs_every_check_and_none_fires(tmp_path):
     runner.add(request("d", [video("vid-d")]))
     runner.step({"a": None, "b": None, "c": None, "d": 9})  # d's prompt in two chunks
     runner.step({"a": 1, "b": 1, "c": 1, "d": None})
-    runner.step({"a": 1, "b": 1, "c": 1, "d": 1})
+    runner.add(request("e", [image("img-a")]))  # a's image again: its rows legitimately from the encoder cache
+    runner.step({"a": 1, "b": 1, "c": 1, "d": 1, "e": None})
     counters = _counters(watcher)
     ran = {c for c, n in counters["checks"].items() if n}
     assert ran >= set(FIRES), counters["checks"]  # every check ran on these steps...
     assert not any(counters["violations"].values()) and not any(counters["errors"].values()), counters
     assert _findings(watcher) == []  # ...and found nothing
-    assert counters["checks"]["counts"] == 4  # each item's counts once, whatever steps its rows took
+    assert counters["checks"]["counts"] == 5  # each item's counts once, whatever steps its rows took (e's too)
     assert counters["checks"]["encoder_batch"] == 1  # the one encoder call of >= 2 items (a, b, c's images)
+    assert counters["checks"]["cache"] == 1  # e's read of a's encoding
 
 
 def test_the_watch_changes_no_tensor_the_engine_uses(tmp_path):
@@ -272,16 +274,64 @@ def test_logits_stay_silent_when_two_requests_are_the_same(tmp_path):
 @pytest.mark.parametrize("check", sorted(FIRES))
 def test_a_check_that_raises_is_counted_and_the_step_goes_on(tmp_path, check):
     """QDEBUG_VLLM_WATCH_RAISE for each check: every run of it is an error finding, counted; the logits are those of
-    the unwatched runner."""
-    plain = FakeRunner()
-    _three_images(plain)
-    expected = plain.step({"a": None, "b": None, "c": None})
+    the unwatched runner. The second step brings a's image again (e), read from the encoder cache: the cache check runs."""
+    def run(runner: FakeRunner) -> list[torch.Tensor]:
+        _three_images(runner)
+        first = runner.step({"a": None, "b": None, "c": None})
+        runner.add(request("e", [image("img-a")]))
+        return [first, runner.step({"a": 1, "b": 1, "c": 1, "e": None})]
+
+    expected = run(FakeRunner())
     runner = FakeRunner()
     watcher = serve(runner, tmp_path, sample=1.0, raising=frozenset({check}))
-    _three_images(runner)
-    assert torch.equal(runner.step({"a": None, "b": None, "c": None}), expected)
+    assert all(torch.equal(x, y) for x, y in zip(run(runner), expected))
     counters = _counters(watcher)
     assert counters["errors"][check] == counters["checks"][check] > 0, counters
     found = _findings(watcher)
     assert found and {(f.check, f.outcome) for f in found} == {(check, "error")}
     assert all(f"QDEBUG_VLLM_WATCH_RAISE names {check}" in f.evidence for f in found)
+
+
+def _encoded(runner: FakeRunner, rid: str, item: int = 0) -> torch.Tensor:
+    """What a request's item encodes to from its own patch rows (the model's encoder, called here)."""
+    pixels, grid = runner.requests[rid].mm_features[item].inputs()
+    return runner.model.embed_multimodal(pixel_values=pixels, image_grid_thw=grid.unsqueeze(0))[0]
+
+
+def test_cache_fires_when_the_encoder_cache_serves_another_images_rows_naming_the_donor(tmp_path):
+    """Two different images under one encoder-cache key (a key that is not their content: here, their size): the
+    second request is not encoded, its placeholders take the first's rows from the cache. The check names the cache,
+    the item's positions and the donor, from the fingerprints of what each request sent."""
+    runner = FakeRunner()
+    watcher = serve(runner, tmp_path)
+    runner.add(request("a", [image("4x4", seed=1)], qdebug_id="first"))
+    runner.step({"a": None})
+    runner.add(request("b", [image("4x4", seed=2)], qdebug_id="second"))
+    runner.add(request("c", [image("img-c")]))
+    with torch.inference_mode():
+        theirs, own = _encoded(runner, "a"), runner.model.embed_multimodal(
+            pixel_values=runner.waiting["b"].mm_features[0].inputs()[0], image_grid_thw=torch.tensor([[1, 4, 4]]))[0]
+    runner.step({"a": 1, "b": None, "c": None})
+    landed = _landed(runner, "b")
+    assert torch.equal(landed, theirs) and not torch.allclose(landed, own)  # what the step did, read from the rows
+    [found] = _findings(watcher)
+    assert (found.check, found.outcome, found.stage, found.request_id, found.client_id) == ("cache", "violation", "encode", "b", "second")
+    assert found.donors == ["a"] and found.cobatched == ["a", "c"], found
+    assert found.evidence.startswith("encoder_cache served image item 0 (positions 3..6) computed by a (first)"), found.evidence
+    counters = _counters(watcher)
+    assert counters["violations"]["cache"] == 1 == counters["checks"]["cache"] and counters["errors"]["cache"] == 0, counters
+
+
+def test_cache_stays_silent_when_the_encoder_cache_serves_the_same_image_again(tmp_path):
+    """The same image sent twice, one encoder-cache key: the second request's rows are the first's, legitimately; the
+    read is checked and counted as the same content."""
+    runner = FakeRunner()
+    watcher = serve(runner, tmp_path)
+    runner.add(request("a", [image("4x4", seed=1)]))
+    runner.step({"a": None})
+    runner.add(request("b", [image("4x4", seed=1)]))
+    runner.step({"a": 1, "b": None})
+    assert torch.equal(_landed(runner, "b"), _encoded(runner, "b"))
+    assert _findings(watcher) == []
+    counters = _counters(watcher)
+    assert counters["checks"]["cache"] == 1 and counters["violations"]["cache"] == 0 == counters["errors"]["cache"], counters
