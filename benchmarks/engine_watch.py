@@ -38,7 +38,7 @@ sys.path.insert(0, str(REPO))
 from tests.engine.vllm_server import VllmServer, vllm_python  # noqa: E402
 from tests.engine.watch_traffic import body_for, distinct_images, watch_series  # noqa: E402
 
-from engine import burst_seconds, clock_line, core_line, cpu_line, cpu_per_request, paired_line, server_cpu  # noqa: E402  (benchmarks/engine.py, beside this script)
+from engine_measure import burst_seconds, clock_line, core_line, cpu_line, cpu_per_request, paired_line, server_cpu  # noqa: E402  (beside this script)
 
 
 def _measure(python, work: Path, watch: bool, sample: float, bursts: list[list[dict]], concurrency: int, block_size: int) -> dict:

@@ -1,5 +1,6 @@
 """Every module of qdebug sits in a row of ARCHITECTURE.md's layer table and imports only its own row or rows above
-(imports inside functions included; `if TYPE_CHECKING:` blocks excluded, they never run); no import circle exists."""
+(imports inside functions included; `if TYPE_CHECKING:` blocks excluded, they never run); no import circle exists,
+in the package or among the benchmark scripts."""
 
 from __future__ import annotations
 
@@ -101,12 +102,17 @@ def test_the_order_check_flags_an_import_up_the_table():
 
 
 def import_circles(files: dict[str, str]) -> list[list[str]]:
-    """Groups of modules that import each other, directly or round a loop (Tarjan's strongly connected components)."""
+    """Groups of modules that import each other, directly or round a loop."""
     graph = {}
     for rel, source in files.items():
         name = ".".join(Path(rel).with_suffix("").parts)
         name = name.removesuffix(".__init__")
         graph[name] = {t for _, t in runtime_imports(rel, source, typing_too=True) if t != name}
+    return circles(graph)
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one node (Tarjan's algorithm)."""
     index, low, stack, on, circles, counter = {}, {}, [], set(), [], [0]
 
     def visit(v):
@@ -139,6 +145,30 @@ def import_circles(files: dict[str, str]) -> list[list[str]]:
 
 def test_no_import_circles():
     assert import_circles(_package_sources()) == []
+
+
+def benchmark_imports(files: dict[str, str]) -> dict[str, set[str]]:
+    """Script name → the sibling scripts it imports (a benchmark runs from its folder and imports them by bare name),
+    imports inside functions included."""
+    names = {Path(rel).stem for rel in files}
+    graph: dict[str, set[str]] = {}
+    for rel, source in files.items():
+        found = set()
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Import):
+                found |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                found.add(node.module.split(".")[0])
+        graph[Path(rel).stem] = (found & names) - {Path(rel).stem}
+    return graph
+
+
+def test_no_import_circles_in_the_benchmarks():
+    files = {str(p.relative_to(REPO)): p.read_text(encoding="utf-8") for p in sorted((REPO / "benchmarks").glob("*.py"))}
+    assert "engine" in benchmark_imports(files)
+    assert circles(benchmark_imports(files)) == []
+    planted = {"benchmarks/a.py": "def f():\n    from b import g\n", "benchmarks/b.py": "import a\n"}
+    assert circles(benchmark_imports(planted)) == [["a", "b"]]
 
 
 def test_the_circle_check_finds_a_planted_circle():
