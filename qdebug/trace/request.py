@@ -69,7 +69,7 @@ def load_image(path: str | Path):
 
 def build_request(
     prompt: str,
-    image_paths: list[str | Path],
+    image_paths: Sequence[str | Path],
     *,
     max_new_tokens: int = 16,
     request_id: str = "0",

@@ -34,6 +34,7 @@ finally:
 # Screens are imported where they are first shown (help, the timeline picture, a report's batch screen): the first
 # frame waits only for the screen it shows (benchmarks/tui.py holds it to 1.25× a minimal Textual app's).
 if TYPE_CHECKING:
+    from .app_type import AppServices
     from .screens.batch import BatchScreen
 
 
@@ -90,8 +91,8 @@ class QDebugApp(App):
         from .keymap import keymap_path, load_keymap
 
         self.keymap_path = keymap_path()
-        known = {b.id: b.description for b in RequestScreen.BINDINGS if b.id}
-        defaults = {b.id: b.key for b in RequestScreen.BINDINGS if b.id}
+        known = {b.id: b.description for b in RequestScreen.BINDINGS if isinstance(b, Binding) and b.id}
+        defaults = {b.id: b.key for b in RequestScreen.BINDINGS if isinstance(b, Binding) and b.id}
         self.user_keymap, self.keymap_error = load_keymap(self.keymap_path, known, defaults)
         if self.user_keymap:
             self.set_keymap(self.user_keymap)
@@ -138,6 +139,8 @@ class QDebugApp(App):
     def _load_model(self) -> None:
         """Load the model off the UI thread; report with ModelLoaded / ModelLoadFailed."""
         choice = self.model_spec
+        if choice is None:  # on_ready starts the loader only when there is a model to load
+            return
         try:
             from qdebug.commands.common import quiet_transformers
 
@@ -187,6 +190,10 @@ class QDebugApp(App):
     async def action_quit(self) -> None:
         """Quit (ctrl+q, `q`, `quit`)."""
         self.quit_app()
+
+
+if TYPE_CHECKING:
+    _services: type[AppServices] = QDebugApp  # the app has what its screens ask of it (tui/app_type.py)
 
 
 def build_app(

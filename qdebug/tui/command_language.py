@@ -132,8 +132,8 @@ def complete(line: str, stages: list[str]) -> str | None:
     if name == "export":
         kind, space2, path = rest.partition(" ")
         if not space2:
-            kind = next((k for k in ("png ", "svg ") if k.startswith(rest) and k != rest), None)
-            return f"{word} {kind}" if kind and rest else (f"{word} png " if not rest else None)
+            choice = next((k for k in ("png ", "svg ") if k.startswith(rest) and k != rest), None)
+            return f"{word} {choice}" if choice and rest else (f"{word} png " if not rest else None)
         done = complete_path(path) if path else None
         return f"{word} {kind} {done}" if done else None
     if name in PATH_ARGS and rest:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from textual.message import Message
 
@@ -48,6 +49,13 @@ def is_report(path: Path) -> bool:
     return "report.json" in names and "trace.json" not in names
 
 
+class Requester(Protocol):
+    """The screen that asked for file work: it hears the worker's one-line result."""
+
+    def say(self, text: str, error: bool = False) -> None:
+        """Put `text` on the screen's message line."""
+
+
 class FileRouter(routing.FileRouter):
     """Opens files for the screens of `app` and pushes the screen that shows what was opened.
 
@@ -66,7 +74,7 @@ class FileRouter(routing.FileRouter):
     class Said(Message):
         """A worker's one-line result for `requester`'s message line (an error when `error`)."""
 
-        requester: object
+        requester: Requester
         text: str
         error: bool = False
 

@@ -14,8 +14,8 @@ def info_text(doc: TraceDoc | None, paired: bool, runs: RunController, model_nam
     """The line for `doc` (`paired`: a replayed/reference pair, t toggles), the live runs of a screen that can run
     requests (`model_name`: the model being loaded, None on a screen without a model)."""
     text = Text()
-    if paired:
-        other = doc.counterpart
+    other = doc.counterpart if doc is not None else None
+    if paired and doc is not None and other is not None:
         text.append(data(f"request {doc.trace.request.id or '?'} · {doc.role} → {doc.trace.generated_text!r}", "bold magenta"))
         text.append(data(f"   (t: {other.role} → {other.trace.generated_text!r})", "dim"))
         return text

@@ -7,8 +7,9 @@ over: `detect()` is called by `build_app`. QDEBUG_PIXELS=sixel|tgp|off overrides
 from __future__ import annotations
 
 import os
+from typing import Literal
 
-_protocol: str | None | bool = False  # False: not detected yet
+_protocol: str | None | Literal[False] = False  # False: not detected yet
 
 
 def _terminal_may_show_pixels() -> bool:

@@ -10,6 +10,7 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual.message import Message
 
@@ -17,6 +18,9 @@ from qdebug.errors import describe
 from qdebug.vocab import EVERY_STEP, is_step_stage
 
 from .state import RunState
+
+if TYPE_CHECKING:
+    from qdebug.trace.schema import Trace
 
 _run_ids = itertools.count(1)
 
@@ -56,7 +60,7 @@ class RunSession:
         run_id: int
         kind: str
         stage: str | None
-        trace: object | None = None
+        trace: Trace | None = None
         error: str | None = None
 
     def __init__(self, loaded, request, breakpoints: set[str], post: Callable[[RunSession.Event], object], run_id: int | None = None):

@@ -120,11 +120,13 @@ class View:
     @property
     def pos(self) -> int | None:
         """The cursor position, defaulting to the query that chose step 0 (the last prompt token)."""
-        if self.doc is None:
-            return None
+        return None if self.doc is None else self.pos_on(self.doc)
+
+    def pos_on(self, doc: TraceDoc) -> int:
+        """The cursor position on `doc`, this view's document: `pos` for a caller that has checked there is one."""
         if self.sel.pos is not None:
-            return min(self.sel.pos, max(0, self.doc.length - 1))
-        return max(0, self.doc.prompt_len - 1)
+            return min(self.sel.pos, max(0, doc.length - 1))
+        return max(0, doc.prompt_len - 1)
 
 
 def query_move(doc: TraceDoc, pos: int, delta: int) -> int:

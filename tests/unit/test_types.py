@@ -1,6 +1,5 @@
-"""The type checker passes: `python -m mypy` with pyproject.toml's [tool.mypy] (the top-level modules and the model,
-trace, engine, analysis, export, demo, replay, render, commands and serve layers, bodies checked; the fully annotated modules kept fully
-annotated) reports no error."""
+"""The type checker passes: `python -m mypy` with pyproject.toml's [tool.mypy] (the whole package: the top-level modules
+and every layer, tui included, bodies checked; the fully annotated modules kept fully annotated) reports no error."""
 
 from __future__ import annotations
 
@@ -29,6 +28,16 @@ def test_mypy_checks_the_layers_the_ci_promises():
     assert mypy["check_untyped_defs"] is True
     strict = [o for o in mypy["overrides"] if o.get("disallow_untyped_defs")]
     assert any("qdebug.vocab" in o["module"] for o in strict)
+
+
+def test_mypy_covers_every_package_of_qdebug():
+    """Every subpackage of qdebug (the TUI too) is a checked path, and none is only read for the types it exports."""
+    mypy = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
+    packages = {f"qdebug/{p.parent.name}" for p in (ROOT / "qdebug").glob("*/__init__.py")}
+    assert "qdebug/tui" in packages
+    assert packages - set(mypy["files"]) == set()
+    silent = [m for o in mypy["overrides"] if o.get("follow_imports") in ("silent", "skip") for m in o["module"]]
+    assert [m for m in silent if m.startswith("qdebug")] == []
 
 
 def test_no_module_of_the_checked_layers_has_its_errors_hidden():

@@ -168,7 +168,7 @@ class CommandController:
         doc, sel = self.host.doc, self.host.sel
         if doc is None or not doc.trace.steps:
             raise CommandError("export: no generated tokens on screen to draw")
-        step = doc.step_chosen_at(self.host.view().pos)
+        step = doc.step_chosen_at(self.host.view().pos_on(doc))
         steps = [step] if step is not None else list(range(len(doc.trace.steps)))
         from ..images import pil_image
 

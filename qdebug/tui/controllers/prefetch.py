@@ -3,16 +3,27 @@ that goes there costs a lookup (one panel per idle turn: keys pressed meanwhile 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
+
+from ..state import View
+
+
+class Panel(Protocol):
+    """A panel that can render a view ahead of time."""
+
+    def prefetch(self, view: View) -> None:
+        """Render `view` now so that showing it later is a lookup."""
 
 
 class PrefetchHost(Protocol):
     """What the prefetcher needs from the screen whose panels it fills."""
 
-    is_current: bool
+    @property
+    def is_current(self) -> bool:
+        """Whether the screen is the one on top."""
 
-    def neighbour_views(self) -> list[tuple[object, object]]:
+    def neighbour_views(self) -> Sequence[tuple[Panel, View]]:
         """(panel, view) pairs to render: each panel for the stages after and before the selected one."""
 
     def call_after_refresh(self, callback: Callable, *args) -> bool:
@@ -37,7 +48,7 @@ class Prefetcher:
 
     def _start(self) -> None:
         self._pending = False
-        jobs = self.host.neighbour_views()
+        jobs = list(self.host.neighbour_views())
 
         def step() -> None:
             if jobs and self.host.is_current:

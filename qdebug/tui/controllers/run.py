@@ -4,12 +4,16 @@ stepper's worker, the keys n/c/b/g/r and the keys pressed before a run could tak
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from qdebug.vocab import step_stage
 
 from ..session import PendingRequest, RunSession
 from ..state import RunState, TraceDoc, run_line
+
+if TYPE_CHECKING:  # torch and transformers load with the model, not with the screen
+    from qdebug.model.load import LoadedModel
+    from qdebug.trace.request import Request
 
 
 class RunHost(Protocol):
@@ -51,8 +55,8 @@ class RunController:
         self.pending = pending  # the request the command bar composes
         self.breakpoints = breakpoints  # the screen's set: the stage list marks them
         self.session: RunSession | None = None
-        self.request = None  # the Request of the last run
-        self.loaded = None
+        self.request: Request | None = None  # the Request of the last run
+        self.loaded: LoadedModel | None = None
         self.model_error: str | None = None
         self.run_when_loaded = False  # a request waits for the model
         self.queued: list[str] = []  # n / c / g pressed before the run could take them (model loading, run starting)
@@ -73,6 +77,7 @@ class RunController:
             self.host.refresh_view()
             return
         loaded = self.loaded
+        assert loaded is not None  # settled without an error: the loader handed the model over (model_ready)
         self.host.say(f"model ready: {loaded.spec} ({loaded.adapter.name}, {loaded.device}, {loaded.dtype})")
         if self.run_when_loaded:
             self.run_when_loaded = False
@@ -168,12 +173,13 @@ class RunController:
             restarted = f" (new run; run {self._restarted_from} was replaced)" if self._restarted_from is not None else ""
             self._restarted_from = None
             host.say(f"run {event.run_id} · paused at {event.stage}{restarted}: n next stage · c continue · g next token · b breakpoint")
-            host.select_stage(event.stage)
+            if event.stage is not None:  # a pause always names its stage
+                host.select_stage(event.stage)
             if self.queued:  # a key pressed while the run was starting acts now
                 host.refresh_view()
                 self._run_queued()
                 return
-        elif event.kind == "done":
+        elif event.kind == "done" and event.trace is not None:  # "done" carries the final trace
             trace = event.trace
             host.doc = TraceDoc(trace, pil_images=images, source=f"run {event.run_id}", tokenizer=tokenizer)
             host.say(f"done: {trace.generated_text!r} ({len(trace.steps)} tokens)" + ("" if trace.stages and all(s.ok for s in trace.stages.values()) else " — some checks failed (✗)"))
@@ -201,7 +207,9 @@ class RunController:
     def _queue_key(self, key: str) -> None:
         """Keep a key pressed while the run starts; it acts at the run's next stop (first in, first out)."""
         self.queued.append(key)
-        when = "once the model is loaded and the run stops at preprocess" if self.loaded is None else f"when run {self.session.id} stops"
+        session = self.session  # set whenever the model is (a key waits for a run that is starting)
+        when = ("once the model is loaded and the run stops at preprocess" if self.loaded is None or session is None
+                else f"when run {session.id} stops")
         self.host.say(f"{' '.join(self.queued)}: queued, acts {when}")
 
     def _run_queued(self) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from rich.text import Text
 from textual import on, work
@@ -29,11 +29,18 @@ from ..widgets.message_line import MessageLine
 from ..widgets.request_table import RequestTable
 
 if TYPE_CHECKING:
+    from textual import getters
+
+    from ..app_type import QDebugAppType
     from ..routing import FileRouter
+    from ..widgets.log_pager import LogEventPager
 
 
 class BatchScreen(Screen):
     """One replay report; Enter opens the highlighted request on a request screen (through the app's file router)."""
+
+    if TYPE_CHECKING:  # qdebug's app (tui/app_type.py)
+        app = getters.app(QDebugAppType)
 
     BINDINGS = [
         Binding("enter", "open", "open request"),
@@ -88,7 +95,7 @@ class BatchScreen(Screen):
             self._count()
         table = self.query_one(RequestTable)
         table.show(self.report)
-        events = self.query_one("#events")
+        events = self._events()
         if isinstance(events, EventTimeline):
             events.report = self.report
         self.query_one(ContaminationView).report = self.report
@@ -160,10 +167,14 @@ class BatchScreen(Screen):
         """Show a line in the message bar."""
         self.query_one(MessageLine).say(text, error)
 
+    def _events(self) -> EventTimeline | LogEventPager:
+        """The events panel: the burst's timeline, or an indexed log's pager (compose puts one of them there)."""
+        return cast("EventTimeline | LogEventPager", self.query_one("#events"))
+
     @on(DataTable.RowHighlighted)
     def _follow_row(self, event: DataTable.RowHighlighted) -> None:
         """Highlight the request's lane in the timeline."""
-        self.query_one("#events").selected = event.row_key.value
+        self._events().selected = event.row_key.value
 
     @on(RequestTable.RequestChosen)
     def _open_request(self, event: RequestTable.RequestChosen) -> None:

@@ -8,7 +8,7 @@ Widgets and workers report back with messages, handled here with @on and handed 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual import on
 from textual.app import ComposeResult
@@ -36,11 +36,17 @@ from ..widgets.stage_list import StageList
 from ..widgets.view_panel import ViewPanel
 
 if TYPE_CHECKING:
+    from textual import getters
+
+    from ..app_type import QDebugAppType
     from ..routing import FileRouter
 
 
 class RequestScreen(Screen):
     """Step through one request (live run or saved trace) and look at every stage."""
+
+    if TYPE_CHECKING:  # qdebug's app (tui/app_type.py)
+        app = getters.app(QDebugAppType)
 
     BINDINGS = [
         Binding("down", "stage(1)", "next stage in the list", show=False, id="stage-down"),
@@ -71,8 +77,9 @@ class RequestScreen(Screen):
                  pending: PendingRequest | None = None, **kwargs):
         super().__init__(**kwargs)
         self.doc = doc
-        self.docs = {"replayed": doc, "reference": reference} if reference is not None else None
-        if reference is not None:
+        self.docs: dict[str, TraceDoc] | None = None
+        if doc is not None and reference is not None:  # a replayed request and its isolated reference: t toggles
+            self.docs = {"replayed": doc, "reference": reference}
             doc.counterpart, reference.counterpart = reference, doc
         self.live = live  # a model is (being) loaded: this screen can run requests
         self.pending = pending or PendingRequest()
@@ -82,10 +89,10 @@ class RequestScreen(Screen):
         self.replays = ReplayController(self, files.show_report)
         self.commands = CommandController(self, self.runs, self.replays, files)
         self.prefetcher = Prefetcher(self)
-        self._pixels_key = None
+        self._pixels_key: tuple | None = None
         self._ready = False  # widgets composed and mounted
         self._panels: bool | None = False  # top-k, offsets, heatmap and footer mounted (None: mounting; after the first frame)
-        self._info_plain = None
+        self._info_plain: str | None = None
 
     # layout ------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -96,8 +103,9 @@ class RequestScreen(Screen):
             with Vertical(id="right"):
                 with Horizontal(id="upper"):
                     yield StageDetail(id="detail")
-        if self.live:
-            yield ModelStatus(f"loading model {self.app.model_spec.model} on {self.app.model_spec.device}…", id="model-status")
+        spec = self.app.model_spec  # build_app names one whenever the screen is live
+        if self.live and spec is not None:
+            yield ModelStatus(f"loading model {spec.model} on {spec.device}…", id="model-status")
         yield MessageLine(id="message")
         yield CommandBar(self.stage_names, id="command")
 
@@ -244,7 +252,8 @@ class RequestScreen(Screen):
             panel.view = view
         if self.app.pixels and self._panels is True:
             self._show_pixels(view)
-        info = info_text(self.doc, self.docs is not None, self.runs, self.app.model_spec.model if self.live else None)
+        spec = self.app.model_spec
+        info = info_text(self.doc, self.docs is not None, self.runs, spec.model if self.live and spec is not None else None)
         if info.plain != self._info_plain:  # an unchanged line must not cost a layout pass
             self._info_plain = info.plain
             self.query_one("#info", Static).update(info)
@@ -255,10 +264,10 @@ class RequestScreen(Screen):
         """Give the pixel widget the image with the selection's attention over it (when that changed)."""
         from ..widgets.attention_view import overlay_for
 
-        key = self.query_one("#attention").view_key(view)
+        key = self.query_one("#attention", ViewPanel).view_key(view)
         if key != self._pixels_key:
             self._pixels_key = key
-            widget = self.query_one("#pixels")
+            widget: Any = self.query_one("#pixels")  # a textual-image widget (the package has no type information)
             image = overlay_for(view)
             widget.image = image
             widget.display = image is not None
@@ -277,9 +286,11 @@ class RequestScreen(Screen):
 
     def show_replay_status(self, line: str, done: int | None = None, total: int | None = None) -> None:
         """A replay's progress under the panels."""
+        from ..widgets.replay_status import ReplayStatus
+
         found = self.query("#replay-status")
         if found:
-            found.first().show(line, done, total)
+            found.first(ReplayStatus).show(line, done, total)
         else:  # a replay started before the panels mounted
             status = self._new_replay_status()
             self.mount(status, before="#message")
@@ -287,7 +298,9 @@ class RequestScreen(Screen):
 
     def hide_replay_status(self) -> None:
         """The replay ended."""
-        for status in self.query("#replay-status"):
+        from ..widgets.replay_status import ReplayStatus
+
+        for status in self.query("#replay-status").results(ReplayStatus):
             status.hide()
 
     @staticmethod
@@ -334,7 +347,7 @@ class RequestScreen(Screen):
         if replace(self.sel, **changes) != self.sel:
             self.select(**changes)
 
-    def neighbour_views(self) -> list[tuple[object, View]]:
+    def neighbour_views(self) -> list[tuple[ViewPanel, View]]:
         """Each panel with the view of the stage after, then before, the selected one (for the prefetcher)."""
         rows = self.query_one(StageList).rows
         names = [r.name for r in rows]
@@ -342,7 +355,7 @@ class RequestScreen(Screen):
             return []
         i = names.index(self.sel.stage)
         panels = list(self.query(ViewPanel))
-        jobs = []
+        jobs: list[tuple[ViewPanel, View]] = []
         for j in (i + 1, i - 1):  # ↓ is the usual direction: first
             if 0 <= j < len(names):
                 view = View(self.doc, replace(self.sel, **stage_changes(names[j], self.doc)), rows[j].status, self.runs.line())
@@ -400,12 +413,12 @@ class RequestScreen(Screen):
     def action_query(self, delta: int) -> None:
         """Move the query token (text prompt tokens, then one per generated step)."""
         if self.doc is not None:
-            self.select(pos=query_move(self.doc, self.view().pos, delta))
+            self.select(pos=query_move(self.doc, self.view().pos_on(self.doc), delta))
 
     def action_token(self, delta: int) -> None:
         """Move the cursor one token (image tokens included)."""
         if self.doc is not None:
-            self.select(pos=max(0, min(self.doc.length - 1, self.view().pos + delta)))
+            self.select(pos=max(0, min(self.doc.length - 1, self.view().pos_on(self.doc) + delta)))
 
     def action_detail(self, delta: int) -> None:
         """Scroll the stage detail."""

@@ -12,6 +12,7 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual import events, on, work
 from textual.app import ComposeResult
@@ -26,6 +27,11 @@ from qdebug.render.data_text import data
 from ..page_keys import PAGE_BINDINGS
 from ..timeline_page import TimelinePage, build_page, is_small
 from ..widgets.prerendered import PrerenderedLines, render_lines
+
+if TYPE_CHECKING:
+    from textual import getters
+
+    from ..app_type import QDebugAppType
 
 AT_ONCE = ("escape", "q", "ctrl+q")  # keys that need nothing drawn: acted on while the drawing runs
 
@@ -44,6 +50,9 @@ def render_picture(report):
 
 class TimelinePictureScreen(Screen):
     """The batch's offset timeline as a picture (or text, paged); Escape goes back."""
+
+    if TYPE_CHECKING:  # qdebug's app (tui/app_type.py)
+        app = getters.app(QDebugAppType)
 
     BINDINGS = [
         Binding("escape", "back", "back"),

@@ -8,6 +8,7 @@ import os
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -18,6 +19,11 @@ from textual.widgets import DataTable, Footer, Static
 
 from ..widgets.message_line import MessageLine
 from ..widgets.watch_views import check_rows, finding_row
+
+if TYPE_CHECKING:
+    from rich.text import Text
+
+    from qdebug.commands.watch import WatchSnapshot
 
 HISTORY = 120  # readings kept (memory is bounded whatever the run's length)
 
@@ -31,7 +37,7 @@ class WatchScreen(Screen):
     class Read(Message):
         """A reading of the source arrived (a WatchSnapshot), or the one-line reason it failed."""
 
-        snapshot: object
+        snapshot: WatchSnapshot | None
         error: str = ""
 
     def __init__(self, args, interval: float, files) -> None:
@@ -44,10 +50,10 @@ class WatchScreen(Screen):
         from qdebug.render.data_text import data
 
         yield Static(data(f"qdebug watch {self.args.source}"), id="watch-title")
-        table = DataTable(id="watch-checks", cursor_type="none")
+        table: DataTable[Text] = DataTable(id="watch-checks", cursor_type="none")
         table.add_columns("check", "checks/s", "violations/s", "violations", "errors", "seconds", "violations over time")
         yield table
-        found = DataTable(id="watch-findings", cursor_type="row")
+        found: DataTable[Text] = DataTable(id="watch-findings", cursor_type="row")
         found.add_columns("time", "check", "outcome", "request", "stage", "donors / co-batched", "trace")
         yield found
         yield MessageLine()

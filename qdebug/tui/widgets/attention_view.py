@@ -4,21 +4,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from qdebug.render.data_text import data
 
 from ..images import missing_image_note, pil_image
-from ..state import View
+from ..state import Selection, TraceDoc, View
 from .view_panel import ViewPanel
 
 
-def _choice(view: View) -> str:
-    trace = view.doc.trace
-    layer = "layer mean" if view.sel.layer is None else f"layer {view.sel.layer}/{trace.meta.num_layers}"
-    head = "head mean" if view.sel.head is None else f"head {view.sel.head}/{trace.meta.num_heads}"
+def _choice(trace, sel: Selection) -> str:
+    layer = "layer mean" if sel.layer is None else f"layer {sel.layer}/{trace.meta.num_layers}"
+    head = "head mean" if sel.head is None else f"head {sel.head}/{trace.meta.num_heads}"
     return f"{layer} · {head}"
 
 
@@ -62,10 +61,10 @@ def overlay_for(view: View):
     from qdebug.render.overlay import overlay_image
 
     doc = view.doc
-    if doc is None or not doc.trace.images or view.pos not in doc.trace.attn_queries:
+    if doc is None or not doc.trace.images or view.pos_on(doc) not in doc.trace.attn_queries:
         return None
     index = min(view.sel.image, len(doc.trace.images) - 1)
-    grid = attention_grid(doc.trace, index, queries=[view.pos], layer=view.sel.layer, head=view.sel.head)
+    grid = attention_grid(doc.trace, index, queries=[view.pos_on(doc)], layer=view.sel.layer, head=view.sel.head)
     pil = pil_image(doc, index)
     if grid is None or pil is None:
         return None
@@ -73,20 +72,20 @@ def overlay_for(view: View):
     return overlay_image(pil, grid, peak=(peak.row, peak.col))
 
 
-def why_no_attention(view: View) -> str:
-    """Precisely what is missing when the selection has no attention to draw: the query, the layer, or its rows."""
+def why_no_attention(doc: TraceDoc, pos: int, sel: Selection) -> str:
+    """Precisely what is missing when query `pos` of `doc` has no attention to draw: the query, the layer, or its rows."""
     from qdebug.trace.tensor_names import TensorKind as T
 
-    trace, pos = view.doc.trace, view.pos
+    trace = doc.trace
     if pos not in trace.attn_queries:
         kept = ", ".join(map(str, trace.attn_queries[:8])) + (" …" if len(trace.attn_queries) > 8 else "")
         return f"query pos {pos} is not one whose attention rows are kept ({kept or 'none'})"
-    layers = range(trace.meta.num_layers or trace.num_layers) if view.sel.layer is None else [view.sel.layer]
+    layers = range(trace.meta.num_layers or trace.num_layers) if sel.layer is None else [sel.layer]
     held = [l for l in layers if trace.has_tensor(T.LAYER_ATTN, layer=l)]
     if not held:
-        if not view.doc.complete:
-            return "no layer has run yet" if view.sel.layer is None else f"layer {view.sel.layer} has not run yet"
-        return "no layer kept attention weights" if view.sel.layer is None else f"layer {view.sel.layer} kept no attention weights"
+        if not doc.complete:
+            return "no layer has run yet" if sel.layer is None else f"layer {sel.layer} has not run yet"
+        return "no layer kept attention weights" if sel.layer is None else f"layer {sel.layer} kept no attention weights"
     rows = trace.tensor(T.LAYER_ATTN, layer=held[0]).shape[1]
     return f"layer {held[0]} kept {rows} attention row(s), the trace lists {len(trace.attn_queries)} queries"
 
@@ -105,8 +104,9 @@ def attention_renderable(view: View, width: int, height: int, plain: bool = Fals
     trace = doc.trace
     from .linear_note import linear_layer, linear_note
 
-    if linear_layer(trace, view.sel.layer):
-        return linear_note(trace, view.sel.layer)
+    layer = view.sel.layer
+    if layer is not None and linear_layer(trace, layer):
+        return linear_note(trace, layer)
     from qdebug.analysis.audio_attention import clip_items
     from qdebug.render.media_words import is_video
 
@@ -119,11 +119,11 @@ def attention_renderable(view: View, width: int, height: int, plain: bool = Fals
     if is_video(trace):  # a video: one heatmap per temporal slice
         from .video_attention import video_attention_renderable
 
-        return video_attention_renderable(view, width, height, plain, _choice(view))
+        return video_attention_renderable(view, width, height, plain, _choice(trace, view.sel))
     index = min(view.sel.image, len(trace.images) - 1)
     img = trace.images[index]
-    pos = view.pos
-    head = data(f"image {index} ({img.rows}×{img.cols} patches) · {_choice(view)} · query pos {pos} {doc.token_at(pos)!r}", "bold")
+    pos = view.pos_on(doc)
+    head = data(f"image {index} ({img.rows}×{img.cols} patches) · {_choice(trace, view.sel)} · query pos {pos} {doc.token_at(pos)!r}", "bold")
     step = doc.step_chosen_at(pos)
     if step is not None:
         head.append(data(f" → step {step} {trace.steps[step].token!r}", "green"))
@@ -135,7 +135,7 @@ def attention_renderable(view: View, width: int, height: int, plain: bool = Fals
         return Group(head, data(f"no attention: an engine trace ({name} exposes no attention weights); "
                                 "`qdebug attn … --save` records them for the same request", "dim"))
     if grid is None:
-        return Group(head, data(f"no attention: {why_no_attention(view)} (←/→ move between query tokens, [/] change layer)", "dim"))
+        return Group(head, data(f"no attention: {why_no_attention(doc, pos, view.sel)} (←/→ move between query tokens, [/] change layer)", "dim"))
     frame = 2 if plain else 0  # the ramp is framed (its blank low end must not hide the grid)
     s = _scale(img.rows, img.cols, max(8, (width - 4) // 2), max(3, height - 3 - frame))  # title, legend, note
     size = s * max(img.rows, img.cols)
@@ -150,7 +150,7 @@ def attention_renderable(view: View, width: int, height: int, plain: bool = Fals
     bar = Table.grid(padding=(0, 3))
     bar.add_row(legend(float(grid.min()), float(grid.max()), width=min(24, max(8, size - 10)), plain=plain),
                 Text(f"peak row {peak.row:d}, col {peak.col:d}", style="bold"))
-    parts = [head, pictures, bar]
+    parts: list[RenderableType] = [head, pictures, bar]
     if thumbnail and pil_image(doc, index) is None:  # say where it looked: the user can put the file there
         parts.append(data(missing_image_note(doc, index), "yellow"))
     if trace.meta.attn_capture:

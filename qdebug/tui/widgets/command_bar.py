@@ -38,7 +38,7 @@ class CommandBar(Input):
         self._draft = ""
         self._away = False  # Enter was pressed: keys still queued here were typed for the main view
 
-    def action_submit(self) -> None:
+    async def action_submit(self) -> None:
         """Run the line now, not when a Submitted message comes round: a key typed right after Enter is
         already queued to this bar, and must step the run instead of landing in the next command."""
         self._away = True
@@ -52,7 +52,7 @@ class CommandBar(Input):
         if event.key == "enter":
             event.prevent_default()
             event.stop()
-            self.action_submit()
+            await self.action_submit()
             return
         # anything else: Textual goes on to the base classes' key handlers
 

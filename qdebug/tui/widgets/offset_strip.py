@@ -11,7 +11,7 @@ from qdebug.trace.cached import cached_prefix, computed_from
 from qdebug.trace.tensor_names import TensorKind as T
 from qdebug.vocab import StageName
 
-from ..state import GENERATED_COLOUR, IMAGE_COLOURS, TEXT_COLOUR, View
+from ..state import GENERATED_COLOUR, IMAGE_COLOURS, TEXT_COLOUR, TraceDoc, View
 from .view_panel import ViewPanel
 
 LABEL = 12  # width of the strip labels
@@ -48,9 +48,9 @@ def _ruler(start: int, cells: int, per_cell: int) -> Text:
     return Text(" " * LABEL + "".join(line), style="dim")
 
 
-def mrope_text(view: View, pos: int) -> Text:
+def mrope_text(doc: TraceDoc, pos: int) -> Text:
     """The (t, h, w) position ids the decoder received at `pos`, against get_rope_index's when they differ."""
-    trace = view.doc.trace
+    trace = doc.trace
     text = Text("MRoPE (t,h,w) ")
     first = computed_from(trace)  # an engine trace whose prefix its cache served holds the ids of positions first..
     if pos < first:
@@ -67,7 +67,7 @@ def mrope_text(view: View, pos: int) -> Text:
                 text.append(data(f" ✗ expected {want}", "bold red"))
         return text
     deltas = trace.stages[StageName.SYNC].summary.rope_deltas if StageName.SYNC in trace.stages else None
-    if pos >= view.doc.prompt_len and deltas:
+    if pos >= doc.prompt_len and deltas:
         p = pos + deltas[0]
         text.append(f"({p:d}, {p:d}, {p:d})", style="bold")
         text.append(f" = pos{deltas[0]:+d} (rope_delta)", style="dim")
@@ -76,9 +76,8 @@ def mrope_text(view: View, pos: int) -> Text:
     return text
 
 
-def cursor_text(view: View, pos: int) -> Text:
+def cursor_text(doc: TraceDoc, pos: int) -> Text:
     """What the token under the cursor is: position, text, image cell or generation step."""
-    doc = view.doc
     text = Text(f"pos {pos} ", style="bold")
     text.append(repr(doc.token_at(pos)), style="bold cyan")
     hit = doc.image_at(pos)
@@ -101,7 +100,7 @@ def timeline_renderable(view: View, width: int) -> Text:
     doc = view.doc
     if doc is None:
         return Text("token stream: no request yet", style="dim")
-    n, pos = doc.length, view.pos
+    n, pos = doc.length, view.pos_on(doc)
     cells = max(10, width - LABEL - 1)
     trace = doc.trace
     landed = _landed(trace, getattr(view.doc, "outcome", None))
@@ -138,9 +137,9 @@ def timeline_renderable(view: View, width: int) -> Text:
     out.append("\n")
     out.append_text(_ruler(start, stop - start, 1))
     out.append("\n")
-    out.append_text(cursor_text(view, pos))
+    out.append_text(cursor_text(doc, pos))
     out.append("   ")
-    out.append_text(mrope_text(view, pos))
+    out.append_text(mrope_text(doc, pos))
     out.append("\n")
     out.append("■ text  ", style=TEXT_COLOUR)
     for img in trace.images:

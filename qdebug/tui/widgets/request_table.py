@@ -111,4 +111,5 @@ class RequestTable(DataTable):
     def _choose_row(self, event: DataTable.RowSelected) -> None:
         """Enter on a row: open that request."""
         event.stop()
-        self.post_message(self.RequestChosen(event.row_key.value))
+        if event.row_key.value is not None:  # every row is keyed by its request id (show)
+            self.post_message(self.RequestChosen(event.row_key.value))

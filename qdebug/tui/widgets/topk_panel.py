@@ -16,6 +16,8 @@ BAR = 18
 def topk_rows(view: View, pos: int) -> tuple[list[tuple[str, float]], float | None, str | None, str]:
     """(token, prob) rows, entropy, the chosen token (for a step) and a title, for position `pos`."""
     doc = view.doc
+    if doc is None:
+        return [], None, None, "no request yet"
     trace = doc.trace
     step = doc.step_chosen_at(pos)
     if step is not None:
@@ -33,7 +35,7 @@ def topk_renderable(view: View):
     """The bar chart (the chosen / actual next token highlighted)."""
     if view.doc is None:
         return Text("top-k: no request yet", style="dim")
-    pos = view.pos
+    pos = view.pos_on(view.doc)
     rows, entropy, chosen, title = topk_rows(view, pos)
     table = Table.grid(padding=(0, 1))
     table.add_column(justify="right", no_wrap=True, max_width=14)

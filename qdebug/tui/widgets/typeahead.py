@@ -4,7 +4,20 @@ on, in order, to the widget that has the focus now."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, Protocol
+
 from textual import events
+
+if TYPE_CHECKING:
+    from textual.screen import Screen
+
+
+class Mounted(Protocol):
+    """What FollowsFocus needs of the widget it is mixed into."""
+
+    @property
+    def screen(self) -> Screen[Any]:
+        """The screen the widget is on."""
 
 
 def pass_on(widget, event: events.Key) -> bool:
@@ -22,7 +35,7 @@ class FollowsFocus:
     """Mixin for the request screen's focusable panels: `:` focuses the command bar with the key itself, and
     keys that arrive after the focus moved on are passed on in order."""
 
-    async def _on_key(self, event: events.Key) -> None:
+    async def _on_key(self: Mounted, event: events.Key) -> None:
         if pass_on(self, event):
             return
         if event.key == "colon" and hasattr(self.screen, "action_command"):

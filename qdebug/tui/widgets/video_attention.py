@@ -20,10 +20,12 @@ def video_attention_renderable(view: View, width: int, height: int, plain: bool 
     from qdebug.render.heatmap import heatmap, legend
 
     doc = view.doc
+    if doc is None:
+        return Text("attention: no request yet", style="dim")
     trace = doc.trace
     index = min(view.sel.image, len(trace.images) - 1)
     img = trace.images[index]
-    pos = view.pos
+    pos = view.pos_on(doc)
     t = img.grid_thw[0]
     head = data(f"video {index} ({t} slices of {img.rows}×{img.cols} patches) · {choice} · query pos {pos} {doc.token_at(pos)!r}", "bold")
     step = doc.step_chosen_at(pos)

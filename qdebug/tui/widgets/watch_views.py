@@ -21,7 +21,7 @@ def check_rows(history: list) -> list[tuple[str, ...]]:
 
     last = history[-1]
     now = rates(history[-2], last) if len(history) > 1 else {}
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for c in last.checks:  # the plugin's checks and any other the counters name: the rows add up to the total
         per = [rates(a, b).get(c, {}).get("violations", 0) * max(b.time - a.time, 1e-9) for a, b in zip(history, history[1:])]
         rate = now.get(c, {})
