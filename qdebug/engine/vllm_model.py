@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from qdebug.model.adapters import Adapter
 
 
 @dataclass(frozen=True)
@@ -37,17 +41,36 @@ def model_configs(cfg: object) -> ModelConfigs:
                         audio_token_id=token("audio"))
 
 
+def engine_adapter(model) -> Adapter:
+    """The model adapter of the architecture a vLLM model serves (its config's model_type, or its thinker's), else the
+    Qwen-VL default: architecture paths live in model/adapters/, never here."""
+    from qdebug.model.adapters import QWEN2_VL, adapter_of_type
+
+    config = getattr(model, "config", None)
+    for cfg in (config, getattr(config, "thinker_config", None)):
+        found = adapter_of_type(str(getattr(cfg, "model_type", "") or ""))
+        if found is not None:
+            return found
+    return QWEN2_VL
+
+
 def decoder_layers(model) -> list:
-    """The decoder layers of a vLLM multimodal model (`language_model.model.layers`, or `model.layers`)."""
-    layers = _first_attribute(model, ("language_model.model.layers", "model.layers", "language_model.layers"))
+    """The decoder layers of a vLLM multimodal model, where its adapter says vLLM keeps them."""
+    paths = engine_adapter(model).engine_layer_paths
+    layers = _first_attribute(model, paths)
     if layers is None:
-        raise AttributeError(f"{type(model).__name__} has no decoder layers where qdebug looks (language_model.model.layers)")
+        raise AttributeError(f"{type(model).__name__} has no decoder layers where qdebug looks ({', '.join(paths)})")
     return list(layers)
 
 
 def decoder_norm(model):
     """The decoder's final norm (what follows the last layer), or None."""
-    return _first_attribute(model, ("language_model.model.norm", "model.norm", "language_model.norm"))
+    return _first_attribute(model, engine_norm_paths(model))
+
+
+def engine_norm_paths(model) -> tuple[str, ...]:
+    """Where the adapter of `model`'s architecture says vLLM keeps the final norm."""
+    return engine_adapter(model).engine_norm_paths
 
 
 def _first_attribute(root, paths: tuple[str, ...]):

@@ -20,6 +20,7 @@ from qdebug.vocab import StageName, WatchCheck, WatchOutcome
 
 from .plugin_clock import clock_of
 from .requests import client_name
+from .vllm_model import model_configs
 from .watch_cache import check_step
 from .watch_flight import FlightRecorder
 from .watch_checks import check_counts, check_placement, items_of, project, projection, step_positions
@@ -111,11 +112,9 @@ class Watcher:
         self.loud: dict[str, int] = {}
         self.matrix = None
         self.step_cache: dict[str, object] = {}  # identifier → projected encoder rows, this step
-        cfg = runner.model_config.hf_config
-        vision = getattr(cfg, "vision_config", None)
-        self.merge = int(getattr(vision, "spatial_merge_size", 2) or 2)
-        self.tokens = {"image": getattr(cfg, "image_token_id", None), "video": getattr(cfg, "video_token_id", None),
-                       "audio": getattr(cfg, "audio_token_id", getattr(cfg, "audio_token_index", None))}
+        configs = model_configs(runner.model_config.hf_config)  # the thinker's, for Omni; placeholder ids read once
+        self.merge = int(getattr(configs.vision, "spatial_merge_size", 2) or 2)
+        self.tokens = {"image": configs.image_token_id, "video": configs.video_token_id, "audio": configs.audio_token_id}
 
     def install(self) -> None:
         """Wrap the runner's `execute_model` and the model's `embed_input_ids`, `compute_logits` and `embed_multimodal`."""

@@ -21,12 +21,17 @@ def supported_model_types() -> list[str]:
     return [t for a in ADAPTERS for t in a.model_types]
 
 
+def adapter_of_type(model_type: str) -> Adapter | None:
+    """The adapter whose architecture has this `model_type`, or None."""
+    return next((adapter for adapter in ADAPTERS if model_type in adapter.model_types), None)
+
+
 def adapter_for(config: dict, where: str) -> Adapter:
     """The adapter for a checkpoint's config.json contents, or ModelLoadError naming what was found."""
     model_type = str(config.get("model_type", ""))
-    for adapter in ADAPTERS:
-        if model_type in adapter.model_types:
-            return adapter
+    adapter = adapter_of_type(model_type)
+    if adapter is not None:
+        return adapter
     supported = ", ".join(supported_model_types())
     if model_type in TEXT_ONLY_QWEN:
         raise ModelLoadError(

@@ -22,6 +22,10 @@ class Adapter:
     declared_encoders: tuple[Encoder, ...] = ()
     # Whether one request may carry several modalities at once, each traced at its own encoder (Qwen2.5-Omni).
     mixed_media: bool = False
+    # Where vLLM's implementation of the architecture keeps its decoder layers and final norm (engine/vllm_model.py):
+    # the first dotted path that exists under vLLM's model wins.
+    engine_layer_paths: tuple[str, ...] = ("language_model.model.layers", "model.layers", "language_model.layers")
+    engine_norm_paths: tuple[str, ...] = ("language_model.model.norm", "model.norm", "language_model.norm")
 
     def encoders(self) -> tuple[Encoder, ...]:
         """The encoders: declared, else the Qwen-VL pair (images and video through `model.model.visual`)."""
