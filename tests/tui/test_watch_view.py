@@ -15,12 +15,16 @@ from qdebug.tui.screens.request import RequestScreen
 from qdebug.tui.watch_app import build_watch_app
 from qdebug.vocab import WATCH_CHECKS
 
+from tests.metrics_text import metrics_server
+
 from .conftest import SIZE, TRACE, wait_for
 
 
 def _folder(tmp_path):
-    """A watch folder: 40 placement checks with 2 violations, one of them with a recorded trace, and 10 counts checks."""
-    shutil.copy(TRACE, tmp_path / "req-b.qdt")
+    """A watch folder: 40 placement checks with 2 violations, one of them with a recorded trace where the flight recorder
+    writes it (`traces/NAME.qdt`, the finding's `trace` relative to the folder), and 10 counts checks."""
+    (tmp_path / "traces").mkdir()
+    shutil.copy(TRACE, tmp_path / "traces" / "req-b.qdt")
     counters = WatchCounters(str(tmp_path), "run1")
     for i in range(40):
         counters.add("placement", seconds=0.001, violations=int(i in (7, 30)))
@@ -30,7 +34,7 @@ def _folder(tmp_path):
     log = FindingsLog(str(tmp_path), 1 << 20)
     log.add(WatchFinding("placement", "violation", "sync", "req-a", "item 0 (image): 24 of 24 rows ...", donors=["req-c"]))
     log.add(WatchFinding("placement", "violation", "sync", "req-b", "item 0 (image): 24 of 24 rows ...", donors=["req-a"],
-                         trace="req-b.qdt"))
+                         trace="traces/req-b.qdt"))
     log.drain()
     return counters
 
@@ -49,7 +53,7 @@ async def test_the_live_view_shows_the_folders_counters_and_opens_a_findings_tra
         rows = {r[0]: r for r in _cells(checks)}
         assert rows["placement"][3:5] == ["2", "0"] and rows["counts"][3] == "0", rows
         assert [r[3] for r in _cells(found)] == ["req-b", "req-a"]  # newest first
-        assert "donors req-a" in _cells(found)[0][5] and _cells(found)[0][6] == "req-b.qdt"
+        assert "donors req-a" in _cells(found)[0][5] and _cells(found)[0][6] == "traces/req-b.qdt"
         await pilot.press("r")  # a reading with nothing new, then more traffic with five more violations: the last
         await wait_for(pilot, lambda: len(app.screen.history) == 2, what="the second reading")  # reading's rates and sparkline
         for _ in range(5):  # more traffic, three more violations: the next reading's rates and sparkline show them
@@ -66,4 +70,36 @@ async def test_the_live_view_shows_the_folders_counters_and_opens_a_findings_tra
         found.move_cursor(row=0)
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, RequestScreen), what="the request screen")
-        assert app.screen.doc.source.endswith("req-b.qdt")
+        assert app.screen.doc.source == str(tmp_path / "traces" / "req-b.qdt")
+
+
+async def test_enter_opens_the_recorded_trace_from_a_servers_url_with_its_findings_folder(tmp_path):
+    """`qdebug watch URL --findings DIR`: the counts are the server's, the findings and their traces the folder's."""
+    _folder(tmp_path)
+    metrics = ('qdebug_watch_checks_total{check="placement"} 40.0\nqdebug_watch_violations_total{check="placement"} 2.0\n'
+               'qdebug_watch_errors_total{check="placement"} 0.0\nqdebug_watch_check_seconds_total{check="placement"} 0.04\n')
+    with metrics_server(metrics) as url:
+        app = build_watch_app(WatchArgs(source=url, findings=str(tmp_path)), interval=60)
+        async with app.run_test(size=SIZE) as pilot:
+            found = app.screen.query_one("#watch-findings", DataTable)
+            await wait_for(pilot, lambda: found.row_count == 2, what="the first reading")
+            found.move_cursor(row=0)
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: isinstance(app.screen, RequestScreen), what="the request screen")
+            assert app.screen.doc.source == str(tmp_path / "traces" / "req-b.qdt")
+
+
+async def test_a_trace_path_that_leaves_the_watch_folder_is_refused_in_one_line(tmp_path):
+    """A findings log is a file on disk: a `trace` field naming ../ outside the folder is not opened."""
+    (tmp_path / "w").mkdir()
+    (tmp_path / "outside.qdt").write_bytes(TRACE.read_bytes())
+    log = FindingsLog(str(tmp_path / "w"), 1 << 20)
+    log.add(WatchFinding("placement", "violation", "sync", "req-x", "item 0 ...", trace="../outside.qdt"))
+    log.drain()
+    app = build_watch_app(WatchArgs(source=str(tmp_path / "w")), interval=60)
+    async with app.run_test(size=SIZE) as pilot:
+        found = app.screen.query_one("#watch-findings", DataTable)
+        await wait_for(pilot, lambda: found.row_count == 1, what="the first reading")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: "leaves the watch folder" in str(app.screen.query_one("MessageLine").message[0]))
+        assert not isinstance(app.screen, RequestScreen)

@@ -4,7 +4,6 @@ findings; Enter on a finding with a recorded trace opens it in the request scree
 
 from __future__ import annotations
 
-import os
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,10 +105,16 @@ class WatchScreen(Screen):
         """Enter: open the finding's recorded trace in the request screen."""
         if event.cursor_row >= len(self.shown):
             return
+        from qdebug.commands.watch import trace_file
+        from qdebug.errors import describe
+
         finding = self.shown[event.cursor_row]
-        folder = self.args.findings or self.args.source
         if not finding.trace:
             self.say(f"no trace was recorded for {finding.request_id} (the flight recorder keeps a bounded number)", error=True)
             return
-        path = Path(folder) / os.path.basename(finding.trace)  # only a file of the watch folder itself
-        self.files.open(self, path, str(path))
+        try:  # where the recorder wrote it: traces/NAME.qdt inside the watch folder (or an absolute trace folder)
+            path = trace_file(self.args, finding.trace)
+        except Exception as exc:
+            self.say(describe(exc), error=True)
+            return
+        self.files.open(self, Path(path), path)
