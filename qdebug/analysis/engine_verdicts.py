@@ -188,9 +188,10 @@ def _stage_of(verdict: Verdict, calls: list[BurstCall], mismatch: Parting | None
 
 def _offsets(out, runs: EngineRuns) -> None:
     """text@ and visual@ from the engine's own trace (the first burst's, else the isolated run's) when the answers gave none."""
+    from qdebug.trace.landing import landings
+
     trace = next((b.get(out.id) for b in runs.bursts if b.get(out.id) is not None), runs.alone.get(out.id))
-    sync = trace.stages.get(StageName.SYNC) if trace is not None else None
-    images = (getattr(sync.summary, "images", None) or []) if sync is not None else []
+    images = landings(trace) if trace is not None else []  # images' and videos' alike
     if not images:
         return
     out.images = [{"index": i.image, "text_offset": i.text_offset, "visual_offset": i.visual_offset, "rows": i.rows} for i in images]
