@@ -7,7 +7,10 @@ from qdebug.vocab import WatchCheck
 
 from .watch_flight import MIN_GAP
 
-AFTER_DECODER = frozenset({WatchCheck.LAYOUT, WatchCheck.LOGITS})  # checks that run once the step's decoder has started
+# checks that run before the step's decoder: a violation records the offending request (and its step's), from its first row
+BEFORE_DECODER = frozenset({WatchCheck.PLACEMENT, WatchCheck.COUNTS, WatchCheck.POSITIONS, WatchCheck.ENCODER_BATCH})
+# checks that run once the step's decoder has started: a violation arms the recorder for the next step's new requests
+AFTER_DECODER = frozenset({WatchCheck.LAYOUT, WatchCheck.LOGITS})
 
 
 def trace_said(check: str, outcome: str, trace: str) -> str:
