@@ -350,7 +350,7 @@ def test_endpoint_report_saved_and_reopened_tells_one_story(traced_server, tmp_p
     from qdebug.tui.widgets.request_table import RequestTable
     from qdebug.tui.widgets.stage_list import StageList
     from tests.endpoint.conftest import run_qdebug, small_capture
-    from tests.tui.conftest import text_of
+    from tests.tui.conftest import text_of, wait_for
 
     capture = small_capture(tmp_path, 3)
     out, saved = tmp_path / "r.json", tmp_path / "r.qdr"
@@ -388,22 +388,15 @@ def test_endpoint_report_saved_and_reopened_tells_one_story(traced_server, tmp_p
                 table.move_cursor(row=keys.index(rid))
                 await pilot.pause()
                 await pilot.press("enter")
-                for _ in range(400):
-                    if isinstance(tui.screen, RequestScreen) and tui.screen.query(StageList) and tui.screen.query_one(StageList).rows:
-                        break
-                    await pilot.pause(0.02)
+                await wait_for(pilot, lambda: _stages_shown(tui.screen, RequestScreen, StageList), what=f"{rid}'s request screen")
                 screen = tui.screen
-                assert isinstance(screen, RequestScreen), f"Enter on {rid} opened no request screen"
                 roles = [d.role for d in screen.docs]
                 stages = [s.name for s in screen.query_one(StageList).rows]
                 seen[rid] = (roles, stages, screen.doc.trace)
                 await pilot.press("t")
                 assert screen.doc.role == "engine alone" and screen.doc.trace is report.engine_alone[rid]
                 await pilot.press("escape")
-                for _ in range(400):
-                    if isinstance(tui.screen, BatchScreen):
-                        break
-                    await pilot.pause(0.02)
+                await wait_for(pilot, lambda: isinstance(tui.screen, BatchScreen), what="the batch screen")
                 table = tui.screen.query_one(RequestTable)
             await pilot.press("q")
         return seen
@@ -429,7 +422,7 @@ def test_watch_folder_opened_live_opens_each_recording_checks_trace(tmp_path):
     from qdebug.tui.screens.request import RequestScreen
     from qdebug.tui.watch_app import build_watch_app
     from qdebug.tui.widgets.stage_list import StageList
-    from tests.tui.conftest import TRACE
+    from tests.tui.conftest import TRACE, wait_for
 
     folder = tmp_path / "watch"
     (folder / "traces").mkdir(parents=True)
@@ -452,27 +445,17 @@ def test_watch_folder_opened_live_opens_each_recording_checks_trace(tmp_path):
         opened = {}
         async with tui.run_test(size=(200, 50)) as pilot:
             found = tui.screen.query_one("#watch-findings", DataTable)
-            for _ in range(400):
-                if found.row_count == len(checks):
-                    break
-                await pilot.pause(0.02)
+            await wait_for(pilot, lambda: found.row_count == len(checks), what="the first reading")
             rows = [[str(c) for c in found.get_row_at(i)] for i in range(found.row_count)]
             for i, row in enumerate(rows):
                 assert row[6] == f"traces/req-{row[1]}.qdt", row  # the CLI's words for the same finding
                 found.move_cursor(row=i)
                 await pilot.pause()
                 await pilot.press("enter")
-                for _ in range(400):
-                    if isinstance(tui.screen, RequestScreen) and tui.screen.query(StageList) and tui.screen.query_one(StageList).rows:
-                        break
-                    await pilot.pause(0.02)
-                assert isinstance(tui.screen, RequestScreen), (row, str(tui.screen.query_one("MessageLine").message))
+                await wait_for(pilot, lambda: _stages_shown(tui.screen, RequestScreen, StageList), what=f"the trace of {row}")
                 opened[row[1]] = (tui.screen.doc.source, [s.name for s in tui.screen.query_one(StageList).rows])
                 await pilot.press("escape")
-                for _ in range(400):
-                    if not isinstance(tui.screen, RequestScreen):
-                        break
-                    await pilot.pause(0.02)
+                await wait_for(pilot, lambda: not isinstance(tui.screen, RequestScreen), what="the watch view")
                 found = tui.screen.query_one("#watch-findings", DataTable)
         return opened
 
@@ -480,3 +463,8 @@ def test_watch_folder_opened_live_opens_each_recording_checks_trace(tmp_path):
     assert set(opened) == set(checks)
     for check, (source, stages) in opened.items():
         assert source == str(folder / "traces" / f"req-{check}.qdt") and {"preprocess", "encode", "sync"} <= set(stages), (check, source)
+
+
+def _stages_shown(screen, request_screen: type, stage_list: type) -> bool:
+    """Whether `screen` is a request screen whose stage list is filled."""
+    return isinstance(screen, request_screen) and bool(screen.query(stage_list)) and bool(screen.query_one(stage_list).rows)

@@ -40,7 +40,9 @@ def _endpoint_report(report, *, traced: bool = True) -> ReplayReport:
                        burst_stages=["encode", None], co_batched=[["req-01"], []]),
         RequestOutcome(id="req-04", reference="d", replayed="d", verdict=Verdict.CONTAMINATED, donor="req-02", stage="sync",
                        burst_answers=["d", "d"], burst_verdicts=["ok", "contaminated"], burst_donors=[[], ["req-02"]],
-                       burst_stages=[None, "sync"]),
+                       burst_stages=[None, "sync"],
+                       # text@ and visual@ from the engine's trace, as a report saved before they named a donor holds them
+                       text_offset=3, visual_offset=3, images=[{"index": 0, "text_offset": 3, "visual_offset": 3, "rows": 9}]),
     ]
     matrix = [[1.0 if i == j else 0.0 for j in range(4)] for i in range(4)]
     matrix[2][0] = 0.5  # req-03 answered req-01's answer in one burst of two

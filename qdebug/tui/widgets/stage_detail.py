@@ -196,7 +196,7 @@ def replay_measured(summary: dict, outcome) -> dict:
         rec = dict(rec)
         own = rec.pop("visual_offset", None)
         head = {k: rec.pop(k) for k in ("image", "text_offset") if k in rec}
-        images.append({**head, "visual_offset": im["visual_offset"], "donor": im["donor"] or "its own", "own_rows_at": own, **rec})
+        images.append({**head, "visual_offset": im.get("visual_offset"), "donor": im.get("donor") or "its own", "own_rows_at": own, **rec})
     return {**summary, "images": images}
 
 
@@ -206,7 +206,7 @@ def landed_text(outcome) -> Text:
     for im in outcome.images:
         where = "nowhere as a block" if im["visual_offset"] is None else f"visual@{im['visual_offset']}"
         text.append("\n")
-        if im["donor"]:
+        if im.get("donor"):
             text.append(data(f"  image {im['index']}: rows of {im['donor']} ({where}, text@{im['text_offset']})", "bold red"))
         else:
             text.append(data(f"  image {im['index']}: its own rows ({where}, text@{im['text_offset']})",
