@@ -74,8 +74,8 @@ def matrix_table(report, limit: int = 24) -> Table | Text:
     if not ids or report.contamination is None:
         return Text("no contamination matrix (no request was re-executed)", style="dim")
     words = matrix_words(report)  # the TUI's panel says the same
-    table = Table(title=words.title, show_lines=False)
-    table.add_column(words.corner)
+    table = Table(title=data(words.title), show_lines=False)
+    table.add_column(data(words.corner))
     for d in ids:
         table.add_column(data(d), justify="right")
     for i, r in enumerate(ids):

@@ -112,7 +112,7 @@ class BatchScreen(Screen):
         self.query_one("#requests").border_title = data(requests_heading(t) if t is not None else
                                                         f"requests 1–{shown:,} of … (counting the log) · Enter opens one")
         box = self.query_one("#matrix-box")
-        box.border_title = matrix_words(self.report).heading  # an endpoint's matrix is of answers
+        box.border_title = data(matrix_words(self.report).heading)  # an endpoint's matrix is of answers
         if t is not None and t.requests_paged and t.contaminated:
             box.border_title = f"contamination: {t.contaminated:,} contaminated requests in the log"
         self.query_one("#findings", Static).update(self._findings())

@@ -60,7 +60,7 @@ def matrix_text(report, width: int | None = None) -> Text:
         outcome = report.outcome(rid)
         if outcome is not None and outcome.verdict in (Verdict.CONTAMINATED, Verdict.DESYNC):
             donors[rid] = outcome.donor
-    out = Text(words.title + "\n", style="bold")  # the CLI table's title
+    out = data(words.title + "\n", "bold", newlines=True)  # the CLI table's title
     for first in range(0, len(ids), per_block):
         cols = range(first, min(len(ids), first + per_block))
         if first:
@@ -68,8 +68,8 @@ def matrix_text(report, width: int | None = None) -> Text:
         prefix = name_width + 4  # "NN id " before the first cell
         label = words.corner
         if first == 0 and len(label) > prefix:  # on its own line: squeezed into the prefix it would shift the numbers
-            out.append(label + "\n", style="dim")
-        out.append(f"{label if first == 0 and len(label) <= prefix else '':>{prefix}}", style="dim")
+            out.append_text(data(label + "\n", "dim", newlines=True))
+        out.append_text(data(f"{label if first == 0 and len(label) <= prefix else '':>{prefix}}", "dim"))
         for j in cols:
             out.append(f"{j + 1:^{cell}d}", style="bold")
         out.append("\n")
@@ -88,7 +88,7 @@ def matrix_text(report, width: int | None = None) -> Text:
                 style = "bold white on red" if red else f"{ink} on rgb({r},{g},{b})"
                 out.append(f"{text:^{cell}}", style=style)
             out.append("\n")
-    out.append(words.legend, style="dim")
+    out.append_text(data(words.legend, "dim"))
     for line, style in (_answer_lines(report) if words.answers else _row_lines(report, donors)):
         out.append("\n")
         out.append_text(data(line, style))
