@@ -157,14 +157,15 @@ def replay(
     request: Annotated[Optional[str], typer.Option("--request", help="Logs: one request's whole story (its events and those naming it as donor).")] = None,
     kind: Annotated[Optional[list[str]], typer.Option("--kind", help="Logs: only events of a kind: overwrite | desync | shape | oob (repeatable).")] = None,
     jsonl: Annotated[Optional[str], typer.Option("--jsonl", help="Write the events as JSON Lines to PATH, or `-` for stdout.")] = None,
-    exit_zero: Annotated[bool, typer.Option("--exit-zero", help="Exit 0 even when the replay finds contamination, desync, divergence or errors (reports only).")] = False,
+    exit_zero: Annotated[bool, typer.Option("--exit-zero", help="Exit 0 even when a request's verdict is not ok or a finding is an error (reports only).")] = False,
     index_only: Annotated[bool, typer.Option("--index-only", help="Logs: only write their index (Parquet + manifest.json) to --out DIR, to ship and read later with `qdebug replay DIR...`.")] = False,
     out: Annotated[Optional[Path], typer.Option("--out", help="With --index-only: the folder the index goes to.")] = None,
     host: Annotated[Optional[str], typer.Option("--host", help="With --index-only: the host name the index records (default: this machine's).")] = None,
 ) -> None:
     """Replay a captured burst (or read a runtime log) and show who got whose visual tokens, at which offsets, when.
 
-    Exits 1 when a request is contaminated, desynced, diverged or an error (unless --exit-zero).
+    Exits 1 when a request's verdict is not ok: contaminated, desync, diverged or error; against an --endpoint also
+    server_mismatch, batch_dependent or cache_contaminated; or when a finding is an error (unless --exit-zero).
     """
     from qdebug.commands.common import consoles, say_wrote
     from qdebug.commands.log_replay import make_filter

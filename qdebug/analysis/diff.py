@@ -25,7 +25,7 @@ class StageDiff:
     cosine: float
     verdict: str  # "ok" | "diverged" | "missing"
     token_index: int | None = None  # position with the largest difference (sequence stages)
-    token_kind: str | None = None  # "image" | "text"
+    token_kind: str | None = None  # "image" | "video" | "audio" | "text"
     detail: str = ""
     top_tokens: list = field(default_factory=list)  # [{index, kind, max_abs}] the positions that moved most
     channel: int | None = None  # the channel where the first parting row parts most (beyond tolerance)
@@ -204,9 +204,8 @@ def _encoder_rows_at_positions(stage: StageDiff, positions: list[int], kinds: li
 
 def _token_kinds(trace) -> list[str]:
     items = trace_items(trace)
-    image = {p for it in items if it.visual for s, e in it.runs for p in range(s, e)}
-    audio = {p for it in items if not it.visual for s, e in it.runs for p in range(s, e)}
-    return ["image" if p in image else "audio" if p in audio else "text" for p in range(len(trace.input_ids))]
+    kind = {p: it.modality for it in items for s, e in it.runs for p in range(s, e)}  # image, video or audio: what the row is
+    return [kind.get(p, "text") for p in range(len(trace.input_ids))]
 
 
 def diff_traces(a, b, *, atol: float | None = None, rtol: float | None = None, a_label: str = "A", b_label: str = "B", extra_findings=()) -> DiffResult:
@@ -344,6 +343,8 @@ def _cached_finding(a, b, firsts: tuple[int, int], whole: set[int]) -> Finding:
 
 def image_report(a, b) -> list[dict]:
     """Each image of the request: its span, where each run's sync put its rows, and each run's attention peak."""
+    from qdebug.trace.landing import landings
+
     from .attention import attention_grid, peak_of
 
     def landed(trace, index):
@@ -353,7 +354,7 @@ def image_report(a, b) -> list[dict]:
         if summary.media is not None:  # mixed media (Omni): an image's rows are where its placeholders are when exact there
             span = next((m for m in summary.media if m.modality == "image" and m.index == index and m.runs), None)
             return span.runs[0][0] if span is not None and span.exact else None
-        return next((r.visual_offset for r in summary.images or [] if r.image == index), None)
+        return next((x.visual_offset for x in landings(trace) if x.image == index), None)  # an image's or a video's
 
     def peak(trace, index):
         grid = attention_grid(trace, index) if index < len(trace.images) else None

@@ -21,6 +21,7 @@ from qdebug.replay.report import ReplayReport, RequestOutcome
 from qdebug.vocab import FindingKind, Severity, Verdict
 
 from .detectors.divergence import topk_overlap
+from .matrix_words import ANSWERS
 from .replay import observed_evidence
 from .verdicts import burst_verdict, settle_by_text
 
@@ -150,7 +151,7 @@ def report_from_endpoint(batch: Batch, run: EndpointRun, local: dict | None = No
         "served_model": run.model,
         "schedule": f"concurrency {run.settings.concurrency}" if run.settings.concurrency else f"arrival_ts / {run.settings.speed:g}",
         # the matrix of this report is of answers, not of encoder rows: what its cells are, in words
-        "matrix_of": "answers: share of bursts in which request (row) answered what column answered alone",
+        "matrix_of": ANSWERS,
         "local_references": local is not None,
     }
     report = ReplayReport(

@@ -188,11 +188,16 @@ def _stage_of(verdict: Verdict, calls: list[BurstCall], mismatch: Parting | None
 
 def _offsets(out, runs: EngineRuns) -> None:
     """text@ and visual@ from the engine's own trace (the first burst's, else the isolated run's) when the answers gave none."""
-    trace = next((b.get(out.id) for b in runs.bursts if b.get(out.id) is not None), runs.alone.get(out.id))
-    sync = trace.stages.get(StageName.SYNC) if trace is not None else None
-    images = (getattr(sync.summary, "images", None) or []) if sync is not None else []
+    from qdebug.trace.landing import landings
+
+    k = next((k for k, b in enumerate(runs.bursts) if b.get(out.id) is not None), None)
+    trace = runs.bursts[k][out.id] if k is not None else runs.alone.get(out.id)
+    images = landings(trace) if trace is not None else []  # images' and videos' alike
     if not images:
         return
-    out.images = [{"index": i.image, "text_offset": i.text_offset, "visual_offset": i.visual_offset, "rows": i.rows} for i in images]
+    # whose rows that burst's stream held at the request's placeholders (engine_evidence.engine_rows), as a replay's images say
+    donor = runs.rows[k].get(out.id, (None, {}))[0] if k is not None and k < len(runs.rows) else None
+    out.images = [{"index": i.image, "text_offset": i.text_offset, "visual_offset": i.visual_offset, "rows": i.rows, "donor": donor}
+                  for i in images]
     out.text_offset, out.visual_offset = images[0].text_offset, images[0].visual_offset
 

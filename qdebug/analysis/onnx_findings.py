@@ -68,7 +68,7 @@ def explain_onnx(result, run) -> list[Finding]:
     if run.deepstack_model and not run.deepstack_fed and StageName.LOGITS in run.exposed:
         seen = ""
         if first is not None and first.top_tokens:
-            image = sum(1 for t in first.top_tokens if t["kind"] == "image")
+            image = sum(1 for t in first.top_tokens if t["kind"] in ("image", "video"))
             seen = (f"; the first divergent stage is {first.name} ({_where(first)}: {image} of the {len(first.top_tokens)} most-moved tokens are image "
                     "tokens, where deepstack adds)")
             if first.name == layer_stage(1) and layer0 is not None and layer0.verdict == StageVerdict.OK:

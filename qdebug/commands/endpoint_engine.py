@@ -52,6 +52,7 @@ def engine_evidence(report, run, folder: Path, settings, local_traces: dict) -> 
         "folder": str(folder), "tag": settings.engine_tag, "read": got, "expected": expected, "alone": len(read[0]), "bursts": [len(t) for t in read[1:]],
         "missing": len(lost.missing), "unreadable": len(lost.unreadable), "non_finite": len(lost.non_finite), "compared": bool(got),
         "local_references": len(local_traces), "batching": [b.to_json() if b is not None else None for b in said[1:]],
+        "judged_bursts": carry_traces(report, read, local_traces),
         "said": f"engine traces: read {got} of {expected} ({len(read[0])} alone, {got - len(read[0])} in {len(read) - 1} burst(s))"
                 + ("; nothing compared inside the engine" if expected and not got else "")
                 + ("; compared stage by stage with the local model's" if local_traces and got else ""),
@@ -107,6 +108,24 @@ def compared_nothing_why(folder: Path, tag: str, expected: int, got: int, lost: 
         return f"{head}; {folder} holds no trace at all: {plugin}, or {folder} is not its QDEBUG_VLLM_TRACE_DIR"
     return (f"{head}; {folder} holds {entries:,} other trace(s) but none of this replay's (tag {tag}): {plugin}, or the server "
             "writes to another folder now")
+
+
+def carry_traces(report, read: list[dict], local_traces: dict) -> dict[str, int]:
+    """Give the report the traces it judged each request from (saved in its .qdr for the TUI's three-way view): the
+    engine's in the burst its verdict came from (the first burst with that verdict, else the first traced), the engine's
+    alone and the local model's. Returns request id → that burst's number (1-based)."""
+    judged = {}
+    for out in report.requests:
+        rid, verdicts = out.id, out.burst_verdicts or []
+        traced = [k for k in range(1, len(read)) if out.id in read[k]]
+        k = next((k for k in traced if k - 1 < len(verdicts) and verdicts[k - 1] == out.verdict), traced[0] if traced else None)
+        if k is not None:
+            report.traces[rid], judged[rid] = read[k][rid], k
+        if rid in read[0]:
+            report.engine_alone[rid] = read[0][rid]
+        if rid in local_traces:
+            report.references[rid] = local_traces[rid]
+    return judged
 
 
 def _phase_traces(folder: Path, run, settings, phase: str, answers: dict, deadline: float, lost: Lost) -> dict:

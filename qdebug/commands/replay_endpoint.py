@@ -94,14 +94,21 @@ def _local_references(batch, args: EndpointArgs, keep_traces: bool = False) -> t
     """Each request's isolated answer from qdebug's own traced model (the model's true answer), and with `keep_traces`
     its trace with every prompt row of every layer (what the engine's traces are compared with, stage by stage)."""
     from qdebug.commands.common import quiet_transformers
+    from qdebug.replay.formats.content import ContentError
     from qdebug.trace.runner import RecordPolicy, trace_request
+
+    from .engine_diff import as_sent
 
     quiet_transformers()
     loaded = args.load()
     texts, traces = {}, {}
     for r in batch.requests:
         if r.request is not None:
-            trace = trace_request(loaded, r.request, RecordPolicy(attn_layers=set(), keep_hidden=keep_traces))
+            try:  # a video travels as JPEG frames (the content codec, as the replay sends it): the model sees those pixels
+                request = as_sent(r.request)
+            except ContentError:  # an item that cannot travel: the replay reports the request as an error
+                request = r.request
+            trace = trace_request(loaded, request, RecordPolicy(attn_layers=set(), keep_hidden=keep_traces))
             texts[r.request_id] = trace.generated_text
             if keep_traces:
                 traces[r.request_id] = trace

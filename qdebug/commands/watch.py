@@ -140,6 +140,24 @@ def read_snapshot(args: WatchArgs) -> WatchSnapshot:
                          counters_read=url or workers > 0, reads=reads)
 
 
+def trace_file(args: WatchArgs, trace: str) -> str:
+    """The file of a finding's recorded trace: its `trace` field is relative to the watch folder (the flight recorder
+    writes `traces/NAME.qdt` there), or absolute when the trace folder is outside it. InputError for a relative path
+    that leaves the folder, a source without a findings folder, or a name that is not a .qdt."""
+    from qdebug.shown import shown
+
+    folder = args.findings if is_url(args.source) else args.source
+    if folder is None:
+        raise InputError(f"trace {shown(trace, 300)}: {shown(args.source, 300)} names no watch folder (give --findings DIR)")
+    path = os.path.normpath(trace if os.path.isabs(trace) else os.path.join(folder, trace))
+    if not os.path.isabs(trace) and os.path.relpath(path, folder).startswith(".."):
+        raise InputError(f"trace {shown(trace, 300)}: leaves the watch folder {shown(folder, 300)} (expected a path inside it, "
+                         "as the flight recorder writes: traces/NAME.qdt)")
+    if not path.endswith(".qdt"):
+        raise InputError(f"trace {shown(trace, 300)}: not a .qdt trace")
+    return path
+
+
 def rates(before: WatchSnapshot, after: WatchSnapshot) -> dict[str, dict[str, float]]:
     """Per check, checks and violations per second between two snapshots."""
     span = max(after.time - before.time, 1e-9)

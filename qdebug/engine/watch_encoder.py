@@ -55,7 +55,11 @@ class EncoderBatchCheck:
             if watcher.settings.sample > 0 and not args and len(out) >= 2 and watcher.rng.random() < watcher.settings.sample:
                 items = self._items(len(out))
                 if items:
-                    watcher.run(WatchCheck.ENCODER_BATCH, items[0][1], self.check, kwargs, out, items)
+                    watcher.flight.open = True  # before the step's decoder: its requests can be traced from their first row
+                    try:
+                        watcher.run(WatchCheck.ENCODER_BATCH, items[0][1], self.check, kwargs, out, items)
+                    finally:
+                        watcher.flight.open = False
         return out
 
     def _items(self, count: int) -> list[tuple[str, str, int]] | None:

@@ -132,14 +132,14 @@ class Watcher:
             out = embed(*args, **kwargs)
             with self.clock:
                 mm = kwargs.get("multimodal_embeddings", args[1] if len(args) > 1 else None)
-                if mm is not None and len(mm):
-                    self.flight.open = True
-                    try:
+                self.flight.open = True  # before the step's decoder: a violation here can be traced from its first row
+                try:
+                    if mm is not None and len(mm):
                         self._step(out)
-                    finally:
-                        self.flight.open = False
-                if self.sampling and getattr(runner, "uses_mrope", False):
-                    self._positions()
+                    if self.sampling and getattr(runner, "uses_mrope", False):
+                        self._positions()
+                finally:
+                    self.flight.open = False
             return out
 
         model.embed_input_ids = embed_input_ids
@@ -151,6 +151,8 @@ class Watcher:
                 self.items.pop(rid, None)
                 self.counted.pop(rid, None)
             self.sampling = self.settings.sample > 0 and self.rng.random() < self.settings.sample
+            if self.flight.armed and self.settings.sample > 0 and self.flight.start_armed(scheduler_output):
+                self.sampling = True  # the requests just recorded meet the checks that armed the recorder
             if self.sampling:
                 self.sampled.begin()
         except Exception as exc:

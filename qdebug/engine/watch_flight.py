@@ -52,9 +52,10 @@ class FlightRecorder:
         self.steps = 0
         self.last = 0.0
         self.chosen: set[str] = set()  # the requests the latest recording traces
-        self.open = False  # the step's decoder has not run yet (set by the watcher around the merge)
+        self.open = False  # the step's decoder has not run yet (set by the watcher around the checks before it)
         self.starting: set[str] = set()  # requests whose first step this is (set by the cache check, which runs
         # before the runner holds their state)
+        self.armed = False  # a violation found after the decoder started: the next step's new requests are recorded
         self.limit = _trace_mb() << 20
         self.pending: queue.Queue = queue.Queue(2)  # snapshots waiting for the writer (one every MIN_GAP at most)
         self.writer: threading.Thread | None = None
@@ -75,7 +76,10 @@ class FlightRecorder:
         if rid in self.chosen and (rid in tracer.pending or rid in tracer.traced):  # traced by this step's recording
             return self._path(root, rid)
         now = time.monotonic()
-        if not self.open or now - self.last < MIN_GAP:  # once the decoder runs, a prompt can no longer be traced whole
+        if not self.open:  # once the decoder runs, a prompt can no longer be traced whole: record the next ones instead
+            self.armed = self.armed or now - self.last >= MIN_GAP
+            return ""
+        if now - self.last < MIN_GAP:
             return ""
         if trace_bytes(root) >= self.limit:
             log.warning("qdebug: watch: %s holds %d MiB of traces or more; no flight-recorder trace for %s", root,
@@ -90,6 +94,28 @@ class FlightRecorder:
         tracer._hooks(True)  # this step's decoder has not run yet: its layer hooks admit them from their first row
         self.snapshot(rid, chosen[:MAX_REQUESTS])
         return self._path(root, rid)
+
+    def start_armed(self, scheduler_output) -> bool:
+        """Armed by a violation no trace could catch (a check after the step's decoder: layout, logits), record the
+        requests whose prompts start in this step, before its decoder runs; True when a recording started (the watcher
+        then samples the step, and a violation of a step they are in names their trace)."""
+        tracer = getattr(self.runner, "_qdebug_tracer", None)
+        if tracer is None or time.monotonic() - self.last < MIN_GAP:
+            return False
+        root = str(tracer.writer.trace_dir.root)
+        if trace_bytes(root) >= self.limit:
+            return False
+        new = [str(n.req_id) for n in getattr(scheduler_output, "scheduled_new_reqs", ()) or ()
+               if not int(getattr(n, "num_computed_tokens", 0) or 0)]  # a prompt that starts here, not from the prefix cache
+        chosen = [r for r in new if r not in tracer.traced and r not in tracer.pending][:MAX_REQUESTS]
+        if not chosen:
+            return False
+        self.armed, self.last, self.chosen = False, time.monotonic(), set(chosen)
+        tracer.pending.update(self.chosen)
+        tracer.bounded.update(dict.fromkeys(self.chosen, self.limit))
+        tracer._hooks(True)
+        self.snapshot(chosen[0], chosen)
+        return True
 
     def _path(self, root: str, rid: str) -> str:
         """Where the tracer writes `rid`'s trace (named by the client's qdebug_id when it gave one, as the plugin's

@@ -62,7 +62,8 @@ class SampledChecks:
         layout = read_layout(given.detach(), reference.detach(), heads)
         if layout == TOKEN_MAJOR:
             return []
-        req_ids = list(self.watcher.runner.input_batch.req_ids)
+        recorded = self.watcher.flight.chosen  # a step's violation names a request the flight recorder traces, when it has one
+        req_ids = sorted(self.watcher.runner.input_batch.req_ids, key=lambda r: r not in recorded)
         how = "head-first ([heads, tokens, dim] read as [tokens, heads, dim])" if layout != "unknown" else "neither token-major nor head-first"
         evidence = (f"layer {layer}'s attention kernel received its value rows {how}: {int(given.shape[0])} rows of a step of "
                     f"{len(req_ids)} request(s)")

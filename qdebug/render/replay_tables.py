@@ -5,12 +5,14 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
+from qdebug.analysis.matrix_words import matrix_words
 from qdebug.vocab import EventKind
 
 from .colors import scale_color
 from .data_text import data
 from .landed import donor_cell, drawn_events, labels_note, measured, offset_cells
 from .palette import EVENT_LOOK, kind_look, verdict_style
+from .verdict_cell import verdict_text
 
 
 def _short(text: str | None, width: int = 36) -> str:
@@ -45,13 +47,7 @@ def requests_table(report) -> Table:
     if replayed:  # how far the replayed first token's distribution moved from the reference's
         table.add_column("KL₀", no_wrap=True, justify="right")
     for r in report.requests:
-        verdict = data(r.verdict, verdict_style(r.verdict))
-        if r.error:  # a server's or a worker's words: data, cut short
-            verdict.append(data(f" ({_short(r.error, 48)})", "dim"))
-        if getattr(r, "stage", None):  # the first divergent stage behind the verdict (endpoint replays with engine traces)
-            verdict.append(data(f" @{r.stage}", "bold"))
-        for label in getattr(r, "injected", None) or []:
-            verdict.append(data(f" [{_short(label, 40)}]", "dim italic"))
+        verdict = verdict_text(r)  # with its stage (endpoint replays with engine traces), as the TUI's table
         cells = ([data(r.id), data(_short(r.image, 18)), data(_short(r.reference)), data(_short(r.replayed)), data(_short(r.observed)),
                   _observed_says(r)] if replayed else [data(r.id)])
         text_at, visual_at = offset_cells(r)
@@ -77,12 +73,9 @@ def matrix_table(report, limit: int = 24) -> Table | Text:
     ids = report.contamination_ids[:limit]
     if not ids or report.contamination is None:
         return Text("no contamination matrix (no request was re-executed)", style="dim")
-    title = ("contamination: stream (row) vs isolated encoder rows (column), cosine" if report.kind == "capture"
-             else "contamination from the log: whose buffer rows reached each request's stream (1 = yes)")
-    if getattr(report, "endpoint", None):
-        title = "answers: share of bursts in which request (row) answered what column answered alone"
-    table = Table(title=title, show_lines=False)
-    table.add_column("request \\ answer of" if getattr(report, "endpoint", None) else "stream \\ rows of")
+    words = matrix_words(report)  # the TUI's panel says the same
+    table = Table(title=data(words.title), show_lines=False)
+    table.add_column(data(words.corner))
     for d in ids:
         table.add_column(data(d), justify="right")
     for i, r in enumerate(ids):

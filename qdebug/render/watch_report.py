@@ -3,6 +3,7 @@ name and field that came from the server or its log is shown through `qdebug.sho
 
 from __future__ import annotations
 
+from qdebug.engine.watch_traces import trace_said
 from qdebug.shown import shown
 
 
@@ -31,6 +32,7 @@ def watch_lines(doc: dict, latest: int = 10) -> list[str]:
         who = f" donors {', '.join(shown(d, 200) for d in f['donors'])}" if f["donors"] else ""
         lines.append(f"  {shown(f['time'], 40)} {shown(f['check'], 64)} {shown(f['outcome'], 20)} {shown(f['request_id'], 200)}"
                      f"{who}: {shown(f['evidence'], 1000)}")
+        lines.append(f"    {shown(trace_said(f['check'], f['outcome'], f['trace']), 600)}")  # the recorded trace, or why none
     return lines
 
 

@@ -94,8 +94,12 @@ class ReplayReport:
     # of a large log; JSON, the TUI and the summary read the whole log from it.
     log_index: object | None = None
     event_filter: object | None = None
-    traces: dict = field(default_factory=dict)  # id → replayed Trace
-    references: dict = field(default_factory=dict)  # id → isolated reference Trace
+    traces: dict = field(default_factory=dict)  # id → replayed Trace (an endpoint replay's: the engine's, in the burst judged)
+    references: dict = field(default_factory=dict)  # id → isolated reference Trace (an endpoint replay's: the local model's)
+    engine_alone: dict = field(default_factory=dict)  # endpoint replays with --engine-traces: id → the engine's trace of it alone
+    # ids whose traces a saved .qdr left out (its traces would have passed QDEBUG_REPORT_TRACE_MB); kept in the .qdr only
+    traces_left_out: list[str] = field(default_factory=list)
+    trace_limit_mb: int | None = None  # the bound it was saved under, when it left some out
     endpoint: str | None = None  # endpoint replays: the server's base URL
     repeats: int | None = None  # endpoint replays: how many bursts ran
     extra: dict = field(default_factory=dict)  # endpoint replays: served model, repeat counts, schedule
@@ -163,28 +167,63 @@ class ReplayReport:
                 events=[Event(**{k: v for k, v in e.items() if k in event_fields}) for e in data["events"]],
                 findings=[Finding(**f) for f in data["findings"]],
                 endpoint=data.get("endpoint"), repeats=data.get("repeats"),
+                # an endpoint replay's own keys (served model, counts, matrix_of, engine_traces...): as to_json spread them
+                extra={k: v for k, v in data.items() if k not in _KEYS} if data.get("endpoint") is not None else {},
             )
         except (KeyError, TypeError, ValueError) as exc:  # ValueError: a kind or severity outside the vocabulary
             raise TraceFormatError(f"replay report is malformed ({type(exc).__name__}: {exc})") from None
 
 
+# the keys of to_json's document that are not an endpoint replay's own (those are spread beside them: `extra`)
+_KEYS = {"format", "version", "source", "kind", "mode", "inject", "seed", "interrupted", "unknown_lines", "requests", "contamination",
+         "events", "findings", "endpoint", "repeats", "traces_left_out", "trace_limit_mb"}
 SOURCE_DIR_MEMBER = "source_dir.txt"  # the capture's absolute folder at save time
+ROLES = ("replayed", "reference", "alone")  # the members' folders: traces/<role>/N.qdt
+TRACE_LIMIT_ENV = "QDEBUG_REPORT_TRACE_MB"
+DEFAULT_TRACE_MB = 1024  # within what load_report reads by default (safezip: 4 GiB in all, 1 GiB a member)
 
 
 def save_report(report: ReplayReport, path: str | Path) -> Path:
-    """Write a `.qdr` (report.json + each request's traces as .qdt members) atomically."""
+    """Write a `.qdr` (report.json + each request's traces as .qdt members) atomically. A request's traces (replayed,
+    reference, the engine's alone) go together, in the report's order, while their .qdt files total at most
+    QDEBUG_REPORT_TRACE_MB MiB; the requests past it are listed in report.json's `traces_left_out`."""
+    from qdebug.env import env_int
     from qdebug.trace.schema import save_trace
 
     path = Path(path)
+    limit_mb = env_int(TRACE_LIMIT_ENV, DEFAULT_TRACE_MB, unit="MiB")
+    by_role = dict(zip(ROLES, (report.traces, report.references, report.engine_alone)))
+    ids = list(dict.fromkeys([*(r.id for r in report.requests), *(rid for traces in by_role.values() for rid in traces)]))
+    left_out: list[str] = []
+    used = 0
     with atomic_path(path) as tmp, zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf, tempfile.TemporaryDirectory() as work:
-        zf.writestr("report.json", strict_json.dumps(report.to_json(), indent=1))
         zf.writestr(SOURCE_DIR_MEMBER, report.source_dir or str(Path(report.source).expanduser().resolve().parent))
-        for role, traces in (("replayed", report.traces), ("reference", report.references)):
-            for i, (rid, trace) in enumerate(traces.items()):
-                member = Path(work) / f"{role}-{i}.qdt"
+        counts = dict.fromkeys(ROLES, 0)
+        for rid in ids:
+            mine = [(role, traces[rid]) for role, traces in by_role.items() if rid in traces]
+            if not mine:
+                continue
+            files = []
+            for role, trace in mine:
+                member = Path(work) / f"{role}-{counts[role]}.qdt"
                 save_trace(trace, member)
-                zf.write(member, f"traces/{role}/{i}.qdt")
-                zf.writestr(f"traces/{role}/{i}.id", rid)
+                files.append((role, member))
+            size = sum(m.stat().st_size for _, m in files)
+            if left_out or used + size > limit_mb << 20:  # in order: a report keeps its first requests' traces whole
+                left_out.append(rid)
+            else:
+                used += size
+                for role, member in files:
+                    zf.write(member, f"traces/{role}/{counts[role]}.qdt")
+                    zf.writestr(f"traces/{role}/{counts[role]}.id", rid)
+                    counts[role] += 1
+            for _, member in files:
+                member.unlink()
+        doc = report.to_json()
+        if left_out:
+            doc.update(traces_left_out=left_out, trace_limit_mb=limit_mb)
+        zf.writestr("report.json", strict_json.dumps(doc, indent=1))
+    report.traces_left_out, report.trace_limit_mb = left_out, (limit_mb if left_out else None)
     return path
 
 
@@ -209,11 +248,13 @@ def load_report(path: str | Path) -> ReplayReport:
                 report.source_dir = zf.read(SOURCE_DIR_MEMBER).decode()[:4096]
             except UnicodeDecodeError:
                 raise TraceFormatError(f"{path}: member {SOURCE_DIR_MEMBER} is not UTF-8 text") from None
+        report.traces_left_out, report.trace_limit_mb = list(data.get("traces_left_out") or []), data.get("trace_limit_mb")
+        where = {"replayed": report.traces, "reference": report.references, "alone": report.engine_alone}
         for name in zf.names():
             if name.startswith("traces/") and name.endswith(".qdt"):
                 parts = name.split("/")
-                if len(parts) != 3 or parts[1] not in ("replayed", "reference") or not parts[2][:-4].isdigit():
-                    raise TraceFormatError(f"{path}: unexpected member {name[:120]} (expected traces/replayed|reference/N.qdt)")
+                if len(parts) != 3 or parts[1] not in ROLES or not parts[2][:-4].isdigit():
+                    raise TraceFormatError(f"{path}: unexpected member {name[:120]} (expected traces/replayed|reference|alone/N.qdt)")
                 _, role, member = parts
                 try:
                     rid = zf.read(name[:-4] + ".id").decode()
@@ -224,5 +265,5 @@ def load_report(path: str | Path) -> ReplayReport:
                     trace = load_trace(target)
                 except TraceFormatError as exc:  # name the member inside the report, not the temporary file
                     raise TraceFormatError(exc.message.replace(str(target), f"{path}:{name}")) from None
-                (report.traces if role == "replayed" else report.references)[rid] = trace
+                where[role][rid] = trace
     return report

@@ -32,7 +32,13 @@ REPORT_SCHEMA = _obj(
         "findings": _list(FINDING),
     },
     {"version": {"type": "integer"}, "mode": _OPT_STR, "inject": _OPT_STR, "seed": _OPT_INT,
-     "interrupted": {"type": "boolean"}, "unknown_lines": {"type": "integer", "minimum": 0}},
+     "interrupted": {"type": "boolean"}, "unknown_lines": {"type": "integer", "minimum": 0},
+     # a saved report's: the requests whose traces it left out, past its bound in MiB
+     "traces_left_out": _list({"type": "string"}), "trace_limit_mb": {"type": "integer", "minimum": 1},
+     # an endpoint replay's own keys that the views read (`ReplayReport.extra`)
+     "endpoint": _OPT_STR, "repeats": _OPT_INT, "matrix_of": {"type": "string"}, "engine_caches_said": {"type": "string"},
+     "engine_traces": _obj({}, {"said": {"type": "string"}, "folder": {"type": "string"},
+                                "judged_bursts": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 1}}})},
 )
 
 

@@ -106,11 +106,11 @@ class FileRouter(routing.FileRouter):
 
         self.app.push_screen(BatchScreen(report, files=self, source=source))
 
-    def show_request(self, doc: TraceDoc, reference: TraceDoc | None = None) -> None:
-        """Push a request screen for one request of a report (`reference`: its isolated run, `t` toggles)."""
+    def show_request(self, doc: TraceDoc, *others: TraceDoc) -> None:
+        """Push a request screen for one request of a report (`others`: its other runs, the isolated reference first; `t` cycles)."""
         from .screens.request import RequestScreen
 
-        self.app.push_screen(RequestScreen(doc, files=self, reference=reference))
+        self.app.push_screen(RequestScreen(doc, files=self, others=others))
 
     def show_trace(self, trace, source: str, requester) -> None:
         """Show a trace: on `requester` when it is a request screen (it takes the place of what was there), else on

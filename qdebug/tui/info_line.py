@@ -11,13 +11,13 @@ from .state import TraceDoc
 
 
 def info_text(doc: TraceDoc | None, paired: bool, runs: RunController, model_name: str | None) -> Text:
-    """The line for `doc` (`paired`: a replayed/reference pair, t toggles), the live runs of a screen that can run
+    """The line for `doc` (`paired`: one request's runs of a replay, t cycles them), the live runs of a screen that can run
     requests (`model_name`: the model being loaded, None on a screen without a model)."""
     text = Text()
-    other = doc.counterpart if doc is not None else None
-    if paired and doc is not None and other is not None:
-        text.append(data(f"request {doc.trace.request.id or '?'} · {doc.role} → {doc.trace.generated_text!r}", "bold magenta"))
-        text.append(data(f"   (t: {other.role} → {other.trace.generated_text!r})", "dim"))
+    if paired and doc is not None and doc.others:
+        text.append_text(data(f"request {doc.trace.request.id or '?'} · {doc.role} → {doc.trace.generated_text!r}", "bold magenta"))
+        for other in doc.others:
+            text.append_text(data(f"   (t: {other.role} → {other.trace.generated_text!r})", "dim"))
         return text
     live = model_name is not None
     if live:

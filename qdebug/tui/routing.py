@@ -16,8 +16,8 @@ class FileRouter(Protocol):
         """Push a batch screen for a replay report."""
         ...
 
-    def show_request(self, doc: Any, reference: Any = None) -> None:
-        """Push a request screen for one request of a report."""
+    def show_request(self, doc: Any, *others: Any) -> None:
+        """Push a request screen for one request of a report (`others`: the same request's other runs)."""
         ...
 
     def open(self, requester: Any, path: Path, source: str) -> None:

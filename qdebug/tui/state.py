@@ -32,10 +32,15 @@ class TraceDoc:
         self.complete = complete
         self.pil_images = pil_images  # PIL images when the request is in memory (a live run), else None
         self.source = source  # where it came from: a file path, "live run", "replayed c"…
-        self.role = role  # "replayed" / "reference" inside a replay, else ""
+        self.role = role  # "replayed" / "reference" inside a replay ("engine, burst 2" / "engine alone" / ... of an endpoint's), else ""
         self.tokenizer = tokenizer
-        self.counterpart: TraceDoc | None = None  # the other side of a replayed/reference pair
+        self.others: list[TraceDoc] = []  # the same request's other runs (the reference; an endpoint's three ways), `t` cycles
         self._vocab: dict[int, str] | None = None
+
+    @property
+    def counterpart(self) -> TraceDoc | None:
+        """The first of the other runs (a replay's reference), None when this document stands alone."""
+        return self.others[0] if self.others else None
 
     @property
     def prompt_len(self) -> int:

@@ -100,3 +100,16 @@ def test_estimate_json_to_stdout_keeps_its_lines_on_stderr(tmp_path):
     saved = tmp_path / "e.json"
     code, _out, err = qdebug(tmp_path, "estimate", "--json", saved)
     assert code == 0 and f"wrote {saved}" in err and saved.exists()
+
+
+def test_replay_help_names_every_verdict_that_exits_1():
+    """`replay --help` says which verdicts exit 1: every one but ok (the endpoint's server_mismatch, batch_dependent and
+    cache_contaminated too: `found_problems` exits 1 on any verdict that is not ok)."""
+    from typer.testing import CliRunner
+
+    from qdebug.cli import app as cli_app
+    from qdebug.vocab import Verdict
+
+    text = " ".join(CliRunner().invoke(cli_app, ["replay", "--help"], env={"COLUMNS": "200"}).output.split())
+    said = text.split("Exits 1 when", 1)[1].split("╭", 1)[0] if "Exits 1 when" in text else ""  # the paragraph, not the options
+    assert all(v.value in said for v in Verdict if v != Verdict.OK), said

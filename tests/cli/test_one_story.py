@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from qdebug.cli import app
 from qdebug.render.offset_timeline import drawn_labels
 from qdebug.render.png_text import read_text_boxes
+from tests.engine.conftest import traced_server, vllm_py  # noqa: F401 (the real vLLM of the endpoint story, marked vllm)
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "sample_data"
@@ -333,3 +334,137 @@ def test_diff_tells_one_story(tmp_path):
     assert diverged and diverged[0] == first, data["stages"]
     texts = " ".join(s for s, _ in read_text_boxes(png)[1])
     assert first in texts, texts
+
+
+@pytest.mark.vllm
+def test_endpoint_report_saved_and_reopened_tells_one_story(traced_server, tmp_path):
+    """`replay --endpoint --engine-traces --model --save r.qdr` against a real vLLM with qdebug's plugin: the .qdr carries
+    the traces it judged from, and opened in the TUI its table, matrix and request screens say what the CLI said (verdict
+    @stage, donor, the answers matrix's title), each request three ways (engine in the burst, engine alone, local model)."""
+    from qdebug.analysis.matrix_words import ANSWERS
+    from qdebug.replay.report import load_report
+    from qdebug.tui.app import build_app
+    from qdebug.tui.screens.batch import BatchScreen
+    from qdebug.tui.screens.request import RequestScreen
+    from qdebug.tui.widgets.contamination_view import ContaminationView
+    from qdebug.tui.widgets.request_table import RequestTable
+    from qdebug.tui.widgets.stage_list import StageList
+    from tests.endpoint.conftest import run_qdebug, small_capture
+    from tests.tui.conftest import text_of, wait_for
+
+    capture = small_capture(tmp_path, 3)
+    out, saved = tmp_path / "r.json", tmp_path / "r.qdr"
+    result = run_qdebug("replay", str(capture), "--endpoint", traced_server.url, "--engine-traces", str(traced_server.traces),
+                        "--model", "demo", "--device", "cpu", "--json", str(out), "--save", str(saved), env=WIDE, timeout=900)
+    assert result.returncode in (0, 1) and saved.exists(), result.stdout + result.stderr
+    data = json.loads(out.read_text())
+    ids = {r["id"] for r in data["requests"]}
+    cli = _table_rows(result.stdout, ids)
+    flat = _flat(result.stdout)
+    assert ANSWERS in flat and "request \\ answer of" in flat
+    notes = [f for f in data["findings"] if f["kind"] == "detokenization"]  # vLLM's leading space: one line, counted
+    if len(notes) > 1:
+        assert f"[info] detokenization ×{len(notes)}:" in flat and flat.count("[info] detokenization") == 1, flat
+    report = load_report(saved)
+    assert set(report.traces) == set(report.engine_alone) == set(report.references) == ids, (list(report.traces), list(report.engine_alone))
+    burst = report.extra["engine_traces"]["judged_bursts"]
+
+    async def drive() -> dict:
+        tui = build_app(report=report, source=str(saved))
+        seen = {}
+        async with tui.run_test(size=(260, 50)) as pilot:
+            await pilot.pause()
+            assert isinstance(tui.screen, BatchScreen)
+            table = tui.screen.query_one(RequestTable)
+            matrix = _flat(text_of(tui.screen.query_one(ContaminationView), width=200))
+            assert ANSWERS in matrix and "request \\ answer of" in matrix and "encoder rows" not in matrix, matrix
+            for r in data["requests"]:
+                row = [str(c) for c in table.get_row(r["id"])]
+                verdict = f"{r['verdict']} @{r['stage']}" if r["stage"] else r["verdict"]
+                assert row[1] == verdict == cli[r["id"]]["verdict"], (row, cli[r["id"]])  # `verdict @stage` in both
+                assert (row[2] if row[2] != "–" else "") == cli[r["id"]]["donor"], (row, cli[r["id"]])
+            for rid in sorted(ids):
+                keys = [str(k.value) for k in table.rows]
+                table.move_cursor(row=keys.index(rid))
+                await pilot.pause()
+                await pilot.press("enter")
+                await wait_for(pilot, lambda: _stages_shown(tui.screen, RequestScreen, StageList), what=f"{rid}'s request screen")
+                screen = tui.screen
+                roles = [d.role for d in screen.docs]
+                stages = [s.name for s in screen.query_one(StageList).rows]
+                seen[rid] = (roles, stages, screen.doc.trace)
+                await pilot.press("t")
+                assert screen.doc.role == "engine alone" and screen.doc.trace is report.engine_alone[rid]
+                await pilot.press("escape")
+                await wait_for(pilot, lambda: isinstance(tui.screen, BatchScreen), what="the batch screen")
+                table = tui.screen.query_one(RequestTable)
+            await pilot.press("q")
+        return seen
+
+    seen = asyncio.run(drive())
+    for rid, (roles, stages, trace) in seen.items():
+        assert roles == [f"engine, burst {burst[rid]}", "engine alone", "local model (reference)"], roles
+        assert trace is report.traces[rid] and stages == trace.stage_names and {"preprocess", "encode", "sync"} <= set(stages)
+
+
+def test_watch_folder_opened_live_opens_each_recording_checks_trace(tmp_path):
+    """A watch folder written by the plugin's own writers, a finding of each check that records (with its trace where the
+    flight recorder writes it, traces/NAME.qdt): `watch --once` and the live view name the same trace for each, and
+    Enter on each opens that trace's stages on a request screen."""
+    import shutil
+
+    from textual.widgets import DataTable
+
+    from qdebug.commands.watch import WatchArgs
+    from qdebug.engine.watch_log import FindingsLog, WatchFinding
+    from qdebug.engine.watch_metrics import WatchCounters
+    from qdebug.engine.watch_traces import AFTER_DECODER, BEFORE_DECODER
+    from qdebug.tui.screens.request import RequestScreen
+    from qdebug.tui.watch_app import build_watch_app
+    from qdebug.tui.widgets.stage_list import StageList
+    from tests.tui.conftest import TRACE, wait_for
+
+    folder = tmp_path / "watch"
+    (folder / "traces").mkdir(parents=True)
+    counters = WatchCounters(str(folder), "run1")
+    log = FindingsLog(str(folder), 1 << 20)
+    checks = sorted(BEFORE_DECODER | AFTER_DECODER)
+    for check in checks:
+        shutil.copy(TRACE, folder / "traces" / f"req-{check}.qdt")
+        counters.add(check, seconds=0.001, violations=1)
+        log.add(WatchFinding(check, "violation", "sync", f"req-{check}", f"{check} evidence", trace=f"traces/req-{check}.qdt"))
+    counters.flush()
+    log.drain()
+    once = CliRunner().invoke(app, ["watch", str(folder), "--once"], env=WIDE)
+    assert once.exit_code == 1, once.output
+    said = [line.strip() for line in once.output.splitlines() if line.startswith("    ")]
+    assert said == [f"traces/req-{c}.qdt" for c in checks], once.output
+
+    async def drive() -> dict:
+        tui = build_watch_app(WatchArgs(source=str(folder)), interval=60)
+        opened = {}
+        async with tui.run_test(size=(200, 50)) as pilot:
+            found = tui.screen.query_one("#watch-findings", DataTable)
+            await wait_for(pilot, lambda: found.row_count == len(checks), what="the first reading")
+            rows = [[str(c) for c in found.get_row_at(i)] for i in range(found.row_count)]
+            for i, row in enumerate(rows):
+                assert row[6] == f"traces/req-{row[1]}.qdt", row  # the CLI's words for the same finding
+                found.move_cursor(row=i)
+                await pilot.pause()
+                await pilot.press("enter")
+                await wait_for(pilot, lambda: _stages_shown(tui.screen, RequestScreen, StageList), what=f"the trace of {row}")
+                opened[row[1]] = (tui.screen.doc.source, [s.name for s in tui.screen.query_one(StageList).rows])
+                await pilot.press("escape")
+                await wait_for(pilot, lambda: not isinstance(tui.screen, RequestScreen), what="the watch view")
+                found = tui.screen.query_one("#watch-findings", DataTable)
+        return opened
+
+    opened = asyncio.run(drive())
+    assert set(opened) == set(checks)
+    for check, (source, stages) in opened.items():
+        assert source == str(folder / "traces" / f"req-{check}.qdt") and {"preprocess", "encode", "sync"} <= set(stages), (check, source)
+
+
+def _stages_shown(screen, request_screen: type, stage_list: type) -> bool:
+    """Whether `screen` is a request screen whose stage list is filled."""
+    return isinstance(screen, request_screen) and bool(screen.query(stage_list)) and bool(screen.query_one(stage_list).rows)

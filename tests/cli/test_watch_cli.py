@@ -115,3 +115,21 @@ def test_the_cache_checks_reads_are_shown_by_cache_from_a_folder_and_a_server(tm
             assert code == 0 and ("cache reads: processor_cache 1 same content, 0 other content, 0 unverified; prefix_cache 3 "
                                   "same content, 0 other content, 0 unverified; kv_connector 0 same content, 0 other content, "
                                   "1 unverified") in out, out
+
+
+def test_once_says_each_findings_trace_or_why_it_has_none(tmp_path):
+    """A recorded trace is named where it is (relative to the folder); a layout violation says its check runs after the
+    step's decoder; a placement violation the recorder left out says it was not recorded; never a bare `-`."""
+    (tmp_path / "w").mkdir()
+    WatchCounters(str(tmp_path / "w"), "run").flush()
+    log = FindingsLog(str(tmp_path / "w"), 1 << 20)
+    log.add(WatchFinding("layout", "violation", "layer.2", "req-l", "layer 2's attention kernel received its value rows head-first"))
+    log.add(WatchFinding("placement", "violation", "sync", "req-p", "24 of 24 rows ...", donors=["req-q"], trace="traces/req-p.qdt"))
+    log.add(WatchFinding("placement", "violation", "sync", "req-r", "24 of 24 rows ...", donors=["req-q"]))
+    log.drain()
+    code, out, err = qdebug(tmp_path, "watch", tmp_path / "w", "--once")
+    assert code == 1, err
+    said = [line.strip() for line in out.splitlines() if line.startswith("    ")]
+    assert said == ["no trace: this check runs after the step's decoder; the recorder traces the next new requests instead",
+                    "traces/req-p.qdt",
+                    "no trace: not recorded; one recording per 5 s, and a prompt begun in an earlier step cannot be"], out

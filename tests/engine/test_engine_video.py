@@ -57,7 +57,7 @@ def test_diff_frames_engine_agrees_at_every_stage(traced_server, frames_dir, tmp
     verdicts = {s["name"]: s["verdict"] for s in doc["stages"]}
     assert set(verdicts.values()) == {"ok"} and doc["first_divergence"] is None, verdicts
     encode = next(s for s in doc["stages"] if s["name"] == "encode")
-    assert encode["detail"] != "no images" and encode["token_kind"] == "image"  # the video's rows were compared, not skipped
+    assert encode["detail"] != "no images" and encode["token_kind"] == "video"  # the video's rows were compared, not skipped, and named so
     assert {"layer.3", "logits", "step.0"} <= set(verdicts)
 
     engine = _engine_trace(traced_server, before)

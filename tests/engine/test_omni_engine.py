@@ -65,7 +65,7 @@ def test_a_video_agrees_at_every_stage(omni, tmp_path):
     video = video_with_sound(tmp_path / "v.mp4", seconds=2)
     doc, engine = _diff(omni, str(video), "What happens?", tmp_path / "d.json", "--fps", "2")
     encode = _agrees(doc)
-    assert encode["token_kind"] == "image"  # the video's rows (drawn on a grid)
+    assert encode["token_kind"] == "video"  # the video's rows, named as what they are
     assert [i.grid_thw for i in engine.images] == [(2, 24, 24)]
     assert all(c.ok for name in ("preprocess", "encode", "sync") for c in engine.stages[name].checks)
 

@@ -63,3 +63,47 @@ def test_a_captured_video_reaches_the_engine_as_a_video(traced_server, tmp_path)
     assert "answers only" not in json.dumps(doc["findings"])  # judged by stage comparison, not by the answers
     assert result.returncode == 0, result.stdout + result.stderr
 
+
+
+def _mp4(path, frames: list[bytes], rate: int = 2) -> None:
+    """The frames as an MP4 file (MPEG-4 part 2, written with PyAV) at `rate` fps."""
+    import av
+    import numpy as np
+    from PIL import Image
+
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("mpeg4", rate=rate)
+        stream.width, stream.height, stream.pix_fmt = 112, 84, "yuv420p"
+        for f in frames:
+            out.mux(stream.encode(av.VideoFrame.from_ndarray(np.asarray(Image.open(io.BytesIO(f)).convert("RGB")), format="rgb24")))
+        out.mux(stream.encode())
+
+
+def test_a_frames_folder_a_video_file_and_jpeg_data_get_the_same_verdicts_against_a_clean_server(traced_server, tmp_path):
+    """The same video three ways in one capture (a folder of PNG frames, an MP4 file, vLLM's JPEG data): the engine is
+    sent JPEG frames for each, and the local reference runs those same bytes, so a clean server is `ok` for all three
+    (before: the folder's reference read the PNGs and the engine parted from it at encode: a false server_mismatch)."""
+    from PIL import Image
+
+    frames = _frames()
+    folder = tmp_path / "frames"
+    folder.mkdir()
+    for i, f in enumerate(frames):  # PNGs: lossless, so the engine's JPEG of them is other pixels than the PNG's
+        Image.open(io.BytesIO(f)).convert("RGB").save(folder / f"frame_{i:03d}.png")
+    _mp4(tmp_path / "clip.mp4", frames)
+    url = "data:video/jpeg;base64," + ",".join(base64.b64encode(f).decode() for f in frames)
+    capture = tmp_path / "videos.jsonl"
+    capture.write_text("".join(json.dumps({"id": rid, "max_tokens": 8, "messages": [{"role": "user", "content": [
+        {"type": "video_url", "video_url": {"url": where}}, {"type": "text", "text": PROMPT}]}]}) + "\n"
+        for rid, where in (("vid-folder", "frames"), ("vid-file", "clip.mp4"), ("vid-jpeg", url))))
+    out = tmp_path / "r.json"
+    result = run_qdebug("replay", str(capture), "--endpoint", traced_server.url, "--engine-traces", str(traced_server.traces),
+                        "--model", "demo", "--device", "cpu", "--json", str(out), env={"COLUMNS": "200"})
+    doc = json.loads(out.read_text())
+    verdicts = {r["id"]: (r["verdict"], r["stage"]) for r in doc["requests"]}
+    assert verdicts == {rid: ("ok", None) for rid in ("vid-folder", "vid-file", "vid-jpeg")}, (verdicts, doc["findings"])
+    assert not [f for f in doc["findings"] if f["kind"] == "server_mismatch"], doc["findings"]
+    for r in doc["requests"]:  # each engine answer is the model's own for the frames it was sent
+        assert r["reference"].strip() == r["local_reference"].strip(), r
+        assert r["visual_offset"] is not None and r["visual_offset"] == r["text_offset"], r  # a video's landing, said
+    assert result.returncode == 0, result.stdout + result.stderr

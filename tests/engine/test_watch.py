@@ -3,6 +3,7 @@ and what the findings log names, against the engine's own traces and against a c
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from pathlib import Path
@@ -236,3 +237,37 @@ def test_head_first_in_a_layers_kernel_is_a_layout_violation_naming_that_layer(v
     assert series[(CHECKS, "layout")] > series[(VIOLATIONS, "layout")]  # the other layers were checked and are token-major
     assert series[(VIOLATIONS, "placement")] == 0 == series[(ERRORS, "layout")] and series[(CHECKS, "logits")] > 0, series
     assert series[(CHECKS, "positions")] > 0 and not any(series[(ERRORS, c)] for c in ("positions", "logits", "layout")), series
+
+
+def test_a_layout_violation_records_the_next_requests_and_their_trace_shows_the_layer(vllm_py, tmp_path):
+    """A check after the step's decoder (head-first in layer 2's kernel) cannot trace the request it flags; it arms the
+    flight recorder: the next requests whose prompts start are traced, a later layout violation of their step names one
+    of their traces, and that trace holds layer 2's layout finding (what the user opens at 3 a.m.)."""
+    from qdebug.trace.schema import load_trace
+
+    where = tmp_path / "srv"
+    where.mkdir()
+    env = {"QDEBUG_VLLM_WATCH": "1", "QDEBUG_VLLM_WATCH_DIR": str(where / "watch"), "QDEBUG_VLLM_INJECT": "head-first:2",
+           "QDEBUG_VLLM_WATCH_SAMPLE": "1"}
+    with VllmServer(vllm_py, where, extra_env=env) as server:  # untagged traffic: only the flight recorder traces
+        server.watch = where / "watch"
+        burst(server, distinct_images(tmp_path / "a", 4, seed=3), concurrency=4)  # flagged inside the decoder: armed
+        first = [f for f in logged(server, 1) if f.check == "layout"]
+        burst(server, distinct_images(tmp_path / "b", 4, seed=4), concurrency=4)  # these start after: traced
+        deadline = time.monotonic() + 60
+        while not [f for f in read_findings(str(server.watch)) if f.check == "layout" and f.trace] and time.monotonic() < deadline:
+            time.sleep(0.25)
+        layout = [f for f in read_findings(str(server.watch)) if f.check == "layout"]
+    assert first and not first[0].trace, first  # the first violation could not be traced
+    recorded = [f for f in layout if f.trace]
+    assert recorded and all(f.stage == "layer.2" for f in layout), [(f.request_id, f.trace) for f in layout]
+    f = recorded[0]
+    assert f.trace == f"traces/{f.request_id}.qdt", f.trace  # the step's recorded request is the one it names
+    path = server.watch / f.trace
+    deadline = time.monotonic() + 30
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.25)
+    trace = load_trace(path)
+    assert [x for x in trace.findings if x.kind == "layout" and x.stage == "layer.2"], [(x.kind, x.stage) for x in trace.findings]
+    snapshots = [json.loads(p.read_text()) for p in server.watch.glob("flight-*.json")]
+    assert any(f.request_id in s["traced"] for s in snapshots), snapshots

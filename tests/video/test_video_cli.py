@@ -109,3 +109,22 @@ def test_the_installed_command_traces_a_video(frames_dir, tmp_path):
     assert data["videos"][0]["frame_times"] == [0.0, 0.5, 1.0, 1.5] and data["videos"][0]["attention_peak"] is not None
     code, out, err = qdebug(tmp_path, "attn", tmp_path / "absent-folder", "x", "--video", tmp_path / "absent.mp4")
     assert code != 0 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_a_video_diff_names_its_rows_video_and_says_where_they_landed(frames_dir):
+    """`qdebug diff VIDEO` with the video's temporal ids flattened: the first divergent row is one of the video's (named
+    `video`, never `image`), and the videos table says where each run's rows landed (its placeholders), not "–"."""
+    result = runner.invoke(app, ["diff", str(frames_dir), "Describe the video.", "--inject", "temporal-ids-flat", "--device", "cpu",
+                                 "--max-new-tokens", "2", "--json", "-"])
+    assert result.exit_code == 1, result.output  # the position ids part: an error finding
+    data = json.loads(result.stdout)
+    first = data["first_divergence"]
+    (video,) = data["images"]
+    start, end = video["span"]
+    assert first["stage"] == "sync" and first["token_kind"] == "video" and start <= first["token_index"] < end, first
+    assert video["a_visual_offset"] == video["b_visual_offset"] == video["text_offset"] == start, video
+    shown = CliRunner().invoke(app, ["diff", str(frames_dir), "Describe the video.", "--inject", "temporal-ids-flat", "--device", "cpu",
+                                     "--max-new-tokens", "2"], env={"COLUMNS": "200"}).output
+    assert f"token {first['token_index']} (video)" in shown and "(image)" not in shown
+    row = next(line for line in shown.splitlines() if line.startswith("│ 0 ") and f"{start}..{end}" in line)
+    assert [c.strip() for c in row.strip("│").split("│")][2:4] == [str(start), str(start)], row

@@ -15,13 +15,12 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
+from qdebug.analysis.matrix_words import matrix_words
 from qdebug.render.data_text import data
 
 from ..command_language import CommandError, parse
-from ..images import image_dirs_for
 from ..page_keys import PAGE_BINDINGS
 from ..report_totals import Totals, count_totals, findings_heading, is_indexed, requests_heading
-from ..state import TraceDoc
 from ..widgets.command_bar import CommandBar
 from ..widgets.contamination_view import ContaminationView
 from ..widgets.event_timeline import EventTimeline
@@ -120,7 +119,7 @@ class BatchScreen(Screen):
         self.query_one("#requests").border_title = data(requests_heading(t) if t is not None else
                                                         f"requests 1–{shown:,} of … (counting the log) · Enter opens one")
         box = self.query_one("#matrix-box")
-        box.border_title = "contamination"
+        box.border_title = data(matrix_words(self.report).heading)  # an endpoint's matrix is of answers
         if t is not None and t.requests_paged and t.contaminated:
             box.border_title = f"contamination: {t.contaminated:,} contaminated requests in the log"
         self.query_one("#findings", Static).update(self._findings())
@@ -178,17 +177,14 @@ class BatchScreen(Screen):
 
     @on(RequestTable.RequestChosen)
     def _open_request(self, event: RequestTable.RequestChosen) -> None:
-        """Open the request's replayed trace (t toggles to its isolated reference)."""
-        trace = self.report.traces.get(event.request_id)
-        if trace is None:
-            self.say(f"request {event.request_id}: no trace in this report (runtime logs carry no tensors)", error=True)
+        """Open the request's replayed trace (t cycles its other runs: the reference; an endpoint's engine alone and local model)."""
+        from ..request_runs import no_runs_said, request_runs
+
+        docs = request_runs(self.report, event.request_id, self.source)
+        if not docs:
+            self.say(no_runs_said(self.report, event.request_id), error=True)
             return
-        ref = self.report.references.get(event.request_id)
-        # a capture names its images relative to its own folder; a .qdr may have moved with them beside it
-        dirs = image_dirs_for(self.source, self.report.source, self.report.source_dir)
-        doc = TraceDoc(trace, source=f"replay {self.source}", role="replayed", image_dirs=dirs, outcome=self.report.outcome(event.request_id))
-        reference = TraceDoc(ref, source=f"reference of {event.request_id}", role="reference", image_dirs=dirs) if ref is not None else None
-        self.files.show_request(doc, reference)
+        self.files.show_request(*docs)
 
     @on(CommandBar.Entered)
     def _run_entered(self, event: CommandBar.Entered) -> None:

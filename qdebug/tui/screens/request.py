@@ -73,14 +73,15 @@ class RequestScreen(Screen):
         Binding("q", "quit", "quit", id="quit"),
     ]
 
-    def __init__(self, doc: TraceDoc | None = None, *, files: FileRouter, reference: TraceDoc | None = None, live: bool = False,
+    def __init__(self, doc: TraceDoc | None = None, *, files: FileRouter, others: tuple[TraceDoc, ...] = (), live: bool = False,
                  pending: PendingRequest | None = None, **kwargs):
         super().__init__(**kwargs)
         self.doc = doc
-        self.docs: dict[str, TraceDoc] | None = None
-        if doc is not None and reference is not None:  # a replayed request and its isolated reference: t toggles
-            self.docs = {"replayed": doc, "reference": reference}
-            doc.counterpart, reference.counterpart = reference, doc
+        # one request's runs in the order `t` cycles them (replayed, reference; an endpoint's burst, alone, local model)
+        runs = [doc, *others] if doc is not None and others else []
+        for d in runs:
+            d.others = [o for o in runs if o is not d]
+        self.docs: list[TraceDoc] | None = runs or None
         self.live = live  # a model is (being) loaded: this screen can run requests
         self.pending = pending or PendingRequest()
         self.sel = Selection()
@@ -430,13 +431,13 @@ class RequestScreen(Screen):
             self.select(image=(self.sel.image + 1) % len(self.doc.trace.images))
 
     def action_toggle_reference(self) -> None:
-        """Swap the replayed trace and the isolated reference."""
+        """Show the request's next run: replayed ↔ reference; an endpoint's engine in the burst → engine alone → local model."""
         if self.docs is None:
             self.say("t toggles replayed/reference on a request opened from a replay", error=True)
             return
-        role = "reference" if self.doc is self.docs["replayed"] else "replayed"
-        self.show_doc(self.docs[role])
-        self.say(f"showing the {role} trace")
+        doc = self.docs[(self.docs.index(self.doc) + 1) % len(self.docs)] if self.doc in self.docs else self.docs[0]
+        self.show_doc(doc)
+        self.say(f"showing the {doc.role} trace")
 
     def action_command(self) -> None:
         """Focus the command bar (at once: keys typed behind `:` go there)."""

@@ -1,10 +1,10 @@
 """WatchScreen: `qdebug watch`'s live view. Reads the source (a server's /metrics, a watch folder) every interval in a
-worker; a table of checks (checks/s, violations/s, totals, a sparkline of violations per reading) and the latest
-findings; Enter on a finding with a recorded trace opens it in the request screen (through the app's file router)."""
+worker; the totals, a table of checks (totals, checks/s and violations/s over the readings held, a sparkline of
+violations per reading) and the latest findings (the whole finding on the message line as the cursor reaches it);
+Enter on a finding with a recorded trace opens it in the request screen (through the app's file router)."""
 
 from __future__ import annotations
 
-import os
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +18,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from ..widgets.message_line import MessageLine
-from ..widgets.watch_views import check_rows, finding_row
+from ..widgets.watch_views import check_rows, finding_row, finding_said, fit_rows, totals_line
 
 if TYPE_CHECKING:
     from rich.text import Text
@@ -50,8 +50,9 @@ class WatchScreen(Screen):
         from qdebug.render.data_text import data
 
         yield Static(data(f"qdebug watch {self.args.source}"), id="watch-title")
+        yield Static("", id="watch-totals")
         table: DataTable[Text] = DataTable(id="watch-checks", cursor_type="none")
-        table.add_columns("check", "checks/s", "violations/s", "violations", "errors", "seconds", "violations over time")
+        table.add_columns("check", "checks", "violations", "errors", "checks/s", "violations/s", "seconds", "violations over time")
         yield table
         found: DataTable[Text] = DataTable(id="watch-findings", cursor_type="row")
         found.add_columns("time", "check", "outcome", "request", "stage", "donors / co-batched", "trace")
@@ -98,24 +99,41 @@ class WatchScreen(Screen):
         latest = list(reversed(event.snapshot.findings))  # newest first
         if [(f.time, f.request_id, f.check) for f in latest] != [(f.time, f.request_id, f.check) for f in self.shown]:
             found.clear()
-            for f in latest:
-                found.add_row(*(data(cell) for cell in finding_row(f)))
+            for row in fit_rows([finding_row(f) for f in latest], found.size.width or self.app.size.width):
+                found.add_row(*(data(cell) for cell in row))
             self.shown = latest
         snap = event.snapshot
         share = snap.plugin_share
         cost = f"; the watch costs the worker's steps {share * 100:.1f}%" if share is not None else ""
         counted = "" if snap.counters_read else " (no counter files: counted from the findings log)"
-        self.say(f"{snap.violations} violation(s){counted}; {snap.findings_total} finding(s) logged{cost}")
+        status = f"{snap.violations} violation(s){counted}; {snap.findings_total} finding(s) logged{cost}"
+        self.query_one("#watch-totals", Static).update(data(f"{totals_line(list(self.history))} · {status}"))
+        if self.shown:  # the message line holds the finding under the cursor, whole (every donor, why no trace)
+            self.say(finding_said(self.shown[min(found.cursor_row, len(self.shown) - 1)]))
+        else:
+            self.say(status)
+
+    @on(DataTable.RowHighlighted, "#watch-findings")
+    def _said(self, event: DataTable.RowHighlighted) -> None:
+        """The whole finding (every donor, the trace or why none, the evidence) on the message line."""
+        if 0 <= event.cursor_row < len(self.shown):
+            self.say(finding_said(self.shown[event.cursor_row]))
 
     @on(DataTable.RowSelected, "#watch-findings")
     def _open(self, event: DataTable.RowSelected) -> None:
         """Enter: open the finding's recorded trace in the request screen."""
         if event.cursor_row >= len(self.shown):
             return
+        from qdebug.commands.watch import trace_file
+        from qdebug.errors import describe
+
         finding = self.shown[event.cursor_row]
-        folder = self.args.findings or self.args.source
         if not finding.trace:
             self.say(f"no trace was recorded for {finding.request_id} (the flight recorder keeps a bounded number)", error=True)
             return
-        path = Path(folder) / os.path.basename(finding.trace)  # only a file of the watch folder itself
-        self.files.open(self, path, str(path))
+        try:  # where the recorder wrote it: traces/NAME.qdt inside the watch folder (or an absolute trace folder)
+            path = trace_file(self.args, finding.trace)
+        except Exception as exc:
+            self.say(describe(exc), error=True)
+            return
+        self.files.open(self, Path(path), path)

@@ -150,7 +150,7 @@ def timeline_renderable(view: View, width: int) -> Text:
             out.append(data(f" visual@{where[0]}", colour if where[0] == where[1] else "bold red"))
             if where[0] != where[1]:
                 out.append(" ✗ desync", style="bold red")
-        donor = next((im["donor"] for im in getattr(getattr(doc, "outcome", None), "images", None) or [] if im["index"] == img.index), None)
+        donor = next((im.get("donor") for im in getattr(getattr(doc, "outcome", None), "images", None) or [] if im["index"] == img.index), None)
         if donor:  # the replay measured another request's rows in this span
             out.append(data(f" rows of {donor}", "bold red"))
         out.append("  ")

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rich.text import Text
 from textual import on
 from textual.message import Message
 from textual.widgets import DataTable
 
 from qdebug.render.data_text import data
 from qdebug.render.landed import donor_cell, offset_cells
+from qdebug.render.verdict_cell import verdict_text
 from qdebug.shown import shown
-from qdebug.render.palette import verdict_style
 from qdebug.vocab import Verdict
 
 HEADERS = ("id", "verdict", "donor", "text@", "visual@", "image", "reference", "replayed")
@@ -35,6 +36,15 @@ def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _cut_text(text: Text, width: int) -> Text:
+    """A styled cell cut as `_cut` cuts plain text."""
+    if len(text) <= width:
+        return text
+    cut = text[: width - 1]
+    cut.append("…")
+    return cut
+
+
 def _quoted(text: str | None) -> str:
     return "–" if text is None else repr(text)
 
@@ -56,7 +66,7 @@ class RequestTable(DataTable):
     def _cells(self, r) -> list[str]:
         """A request's cells as plain text, before any cut: a report's ids, answers and file names are data, hidden
         characters escaped (the answers are quoted: repr escapes them)."""
-        return [shown(r.id, None), shown(r.verdict), shown(donor_cell(r) or "–", None), *offset_cells(r),
+        return [shown(r.id, None), verdict_text(r).plain, shown(donor_cell(r) or "–", None), *offset_cells(r),
                 shown((r.image or "–").rsplit("/", 1)[-1], None),  # as `qdebug replay`'s table
                 _quoted(r.reference), _quoted(r.replayed if r.replayed is not None else r.observed)]
 
@@ -83,7 +93,7 @@ class RequestTable(DataTable):
             offsets_differ = r.text_offset is not None and r.visual_offset is not None and r.text_offset != r.visual_offset
             self.add_row(
                 data(cells[0], "bold", None),  # DataTable reads a str cell holding "[" as markup: every cell is a Text
-                data(cells[1], verdict_style(r.verdict), None),
+                _cut_text(verdict_text(r), self._widths[1]),  # `verdict @stage`, as `qdebug replay`'s table
                 data(cells[2], "bold red" if r.donor else "dim", None),
                 data(cells[3], limit=None),
                 data(cells[4], "bold red" if offsets_differ else "", None),

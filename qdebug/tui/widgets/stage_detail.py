@@ -9,6 +9,7 @@ from rich.segment import Segment
 
 from qdebug.render.data_text import data
 from qdebug.render.findings import findings_text
+from qdebug.render.verdict_cell import verdict_text
 from qdebug.trace.cached import cached_prefix
 from qdebug.vocab import StageName, is_layer_stage
 
@@ -195,7 +196,7 @@ def replay_measured(summary: dict, outcome) -> dict:
         rec = dict(rec)
         own = rec.pop("visual_offset", None)
         head = {k: rec.pop(k) for k in ("image", "text_offset") if k in rec}
-        images.append({**head, "visual_offset": im["visual_offset"], "donor": im["donor"] or "its own", "own_rows_at": own, **rec})
+        images.append({**head, "visual_offset": im.get("visual_offset"), "donor": im.get("donor") or "its own", "own_rows_at": own, **rec})
     return {**summary, "images": images}
 
 
@@ -205,7 +206,7 @@ def landed_text(outcome) -> Text:
     for im in outcome.images:
         where = "nowhere as a block" if im["visual_offset"] is None else f"visual@{im['visual_offset']}"
         text.append("\n")
-        if im["donor"]:
+        if im.get("donor"):
             text.append(data(f"  image {im['index']}: rows of {im['donor']} ({where}, text@{im['text_offset']})", "bold red"))
         else:
             text.append(data(f"  image {im['index']}: its own rows ({where}, text@{im['text_offset']})",
@@ -247,6 +248,10 @@ def detail_renderable(view: View):
         parts.append(Text(why, style="yellow"))
     elif view.stage_status in _WAITING:
         parts.append(Text(_WAITING[view.stage_status], style="yellow" if view.stage_status != "pending" else "dim"))
+    outcome = getattr(view.doc, "outcome", None)
+    if outcome is not None and getattr(outcome, "stage", None) == name:  # an endpoint's verdict parts here (the CLI's @stage)
+        parts.append(Text("the report's verdict: ", style="bold").append_text(verdict_text(outcome))
+                     .append(" (the first stage where the runs part)", style="dim"))
     found = findings_at(view.doc.trace, name)
     if found:  # before the summary: a finding is why a user looks at this stage
         parts.append(Text("findings", style="bold underline"))
@@ -261,8 +266,7 @@ def detail_renderable(view: View):
     parts.extend(summary_renderables(summary))
     if name == StageName.PREPROCESS:
         parts.append(tokens_text(view.doc.trace))
-    other = view.doc.counterpart
-    if other is not None:
+    for other in view.doc.others:  # the same request's other runs: the reference; an endpoint's three ways
         parts.append(compare_text(stage, other.trace.stages.get(name), other.role, own_rows=measured))
     if stage.checks:
         parts.append(Text("checks", style="bold underline"))
