@@ -91,7 +91,7 @@ def test_under_the_batch_dependent_preset_an_items_rows_follow_its_encoder_call(
     from qdebug.engine.batch_faults import mixed
 
     server, log, _, rows, _ = ran
-    assert "injected fault batch-dependent-encoder" in server.log_text()
+    assert server.said("injected fault batch-dependent-encoder"), server.log_text()[-4000:]
     sent = [name for name in burst_names() if name in rows]
     alone = {name: rows[name.rsplit(".", 1)[0] + ".reference"] for name in sent}
     together = 0

@@ -55,6 +55,18 @@ class VllmServer(Server):
         """What the server (and its engine and worker processes) printed so far."""
         return self.log.read_text(errors="replace")
 
+    def said(self, text: str, timeout: float = 30.0) -> bool:
+        """Whether the server's log holds `text` within `timeout` s: a worker's lines reach the log through vLLM's
+        forwarding of its output, which can trail what the worker already did (a fault it planted, a check it ran)."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while text not in self.log_text():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.25)
+        return True
+
     def __enter__(self) -> "VllmServer":
         self.wait_ready()
         return self
