@@ -394,9 +394,9 @@ class FakeRunner:
 # the plugin's other parts, as vllm_plugin.py attaches them ------------------------------------------------------------
 class FakeTracer:
     """What the watch reads of the plugin's tracer (`runner._qdebug_tracer`): its batch recorder, told where each step
-    begins and ends as EngineTracer's `execute_model` wrapper tells it, and the recording state the flight recorder
-    sets (`pending`, `traced`, `bounded`, `_hooks`, `writer.trace_dir.root`); the plugin's cache witness, stepped
-    first as EngineTracer steps it."""
+    begins and ends as EngineTracer's hooks on the runner's StepHooks tell it, and the recording state the flight
+    recorder sets (`pending`, `traced`, `bounded`, `_hooks`, `writer.trace_dir.root`); the plugin's cache witness,
+    stepped first as EngineTracer steps it."""
 
     def __init__(self, runner: FakeRunner, root: str, batches: Any = None, witness: Any = None) -> None:
         self.runner, self.batches, self.witness = runner, batches, witness
@@ -407,21 +407,20 @@ class FakeTracer:
         self.hooked = 0  # how many times the flight recorder asked for the layer hooks
 
     def install(self) -> None:
-        execute = self.runner.execute_model
+        from qdebug.engine.step_hooks import TRACER, hooks_of
 
-        def traced_step(scheduler_output, *args, **kwargs):
-            if self.witness is not None:
-                self.witness.observe(scheduler_output)
-            if self.batches is not None:
-                self.batches.step_begins(scheduler_output)
-            try:
-                return execute(scheduler_output, *args, **kwargs)
-            finally:
-                if self.batches is not None:
-                    self.batches.step_ends()
-
-        self.runner.execute_model = traced_step  # type: ignore[method-assign]
+        hooks_of(self.runner).subscribe(TRACER, self)
         self.runner._qdebug_tracer = self  # type: ignore[attr-defined]
+
+    def before(self, scheduler_output) -> None:
+        if self.witness is not None:
+            self.witness.observe(scheduler_output)
+        if self.batches is not None:
+            self.batches.step_begins(scheduler_output)
+
+    def after(self, scheduler_output, output) -> None:
+        if self.batches is not None:
+            self.batches.step_ends()
 
     def _hooks(self, wanted: bool) -> None:
         self.hooked += int(wanted)

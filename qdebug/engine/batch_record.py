@@ -1,7 +1,7 @@
 """BatchRecorder: what vLLM's model runner batched together, as it ran, for every request (tagged or not).
 
 Where it listens (vLLM 0.32's V1 runner; shared/DESIGN.md "Seams in vLLM"):
-- each step's `SchedulerOutput` (the tracer's `execute_model` wrapper calls `step_begins`): the requests scheduled
+- each step's `SchedulerOutput` (the tracer's step hooks call `step_begins`, `step_ends`): the requests scheduled
   (`num_scheduled_tokens`), which of them compute prompt rows (`num_computed_tokens` below the prompt's length);
 - `runner._execute_mm_encoder` (wrapped): the items the step encodes, in the order vLLM batches them (by
   `scheduled_encoder_inputs`, stable-sorted by modality, as `_batch_mm_inputs_from_scheduler` does);

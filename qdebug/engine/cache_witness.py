@@ -1,6 +1,6 @@
 """Cache provenance in vLLM's worker: the encoder-cache reads, and every read of a request gathered in one place.
 
-Where it listens: each step's `SchedulerOutput`, before the step runs (the tracer's `execute_model` wrapper calls
+Where it listens: each step's `SchedulerOutput`, before the step runs (the tracer's step hook calls
 `observe`). A new request brings its items (`mm_features`: identifier, placeholders), the fingerprints the front end
 attached and the reads the engine core judged (prefix cache, processor cache: `extra_args`, engine/cache_core.py),
 and how many prompt positions it starts with from the prefix cache. `scheduled_encoder_inputs` says which items the

@@ -1,9 +1,9 @@
 """PluginClock: the plugin's own wall time inside vLLM's worker, against the steps it runs in.
 
-vLLM's engine calls `runner.execute_model`, then `runner.sample_tokens`, once a step. The clock wraps execute_model
-twice: innermost, around vLLM's own call (a planted fault or step delay counts as vLLM's), and outermost, around every
-wrapper of the plugin's (the tracer's, the batch log's and the watch's bookkeeping before and after a step); their
-difference is the plugin's time around a step. Its time inside a step (the watch's checks in the model's
+vLLM's engine calls `runner.execute_model`, then `runner.sample_tokens`, once a step. The runner's one wrap of
+execute_model (engine/step_hooks.py) has the clock time it twice: inside, around vLLM's own call (a planted fault or
+step delay counts as vLLM's), and outside, around every part's hooks (the tracer's, the batch log's and the watch's
+bookkeeping before and after a step); their difference is the plugin's time around a step. Its time inside a step (the watch's checks in the model's
 embed/logits/encoder calls, the batch log's encoder wrappers, the tracer's layer hooks) is added by the code that
 spends it, `with clock:` (nested blocks count once). sample_tokens is vLLM's alone. The share `own / (step - own)` is
 how much longer the worker's steps run because of the plugin: an upper bound on its cost in requests/s where that
@@ -13,7 +13,9 @@ in one run, without a second server to compare with (on shared cores two servers
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from time import perf_counter
+from typing import Any
 
 
 class PluginClock:
@@ -39,47 +41,34 @@ class PluginClock:
         if not self._depth:
             self.own_seconds += perf_counter() - self._entered
 
-    def wrap_inner(self, runner) -> None:
-        """Time vLLM's own execute_model (call before qdebug wraps it)."""
-        execute = runner.execute_model
+    def engine(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Call `fn` (vLLM's own execute_model) timed as vLLM's: the inner share (StepHooks calls it)."""
+        depth, self._depth = self._depth, 0  # vLLM's own work: a hook inside it counts only its own block
+        start = perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            self._inner += perf_counter() - start
+            self._depth = depth
 
-        def inner(*args, **kwargs):
-            depth, self._depth = self._depth, 0  # vLLM's own work: a hook inside it counts only its own block
-            start = perf_counter()
-            try:
-                return execute(*args, **kwargs)
-            finally:
-                self._inner += perf_counter() - start
-                self._depth = depth
+    def step(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Call `fn` (execute_model as the engine calls it) timed as a step: what is not vLLM's in it is the plugin's."""
+        start, inner = perf_counter(), self._inner
+        try:
+            return fn(*args)
+        finally:
+            total = perf_counter() - start
+            self.steps += 1
+            self.step_seconds += total
+            self.own_seconds += total - (self._inner - inner)
 
-        runner.execute_model = inner
-
-    def wrap_outer(self, runner) -> None:
-        """Time execute_model as the engine calls it (call after every other wrapper of the plugin's)."""
-        execute = runner.execute_model
-
-        def outer(*args, **kwargs):
-            start, inner = perf_counter(), self._inner
-            try:
-                return execute(*args, **kwargs)
-            finally:
-                total = perf_counter() - start
-                self.steps += 1
-                self.step_seconds += total
-                self.own_seconds += total - (self._inner - inner)
-
-        runner.execute_model = outer
-        sample = getattr(runner, "sample_tokens", None)
-        if callable(sample):  # vLLM's step goes on there (sampling, after execute_model): its own time, none the plugin's
-
-            def sampled(*args, **kwargs):
-                start = perf_counter()
-                try:
-                    return sample(*args, **kwargs)
-                finally:
-                    self.step_seconds += perf_counter() - start
-
-            runner.sample_tokens = sampled
+    def sampling(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Call `fn` (vLLM's sample_tokens, the step's second call) timed as vLLM's step time, none of it the plugin's."""
+        start = perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self.step_seconds += perf_counter() - start
 
     def snapshot(self) -> dict[str, float]:
         """steps, step_seconds, own_seconds, writer_seconds (JSON-ready)."""

@@ -78,14 +78,24 @@ def gather_bursts(core_class: Any, seconds: float) -> None:
     log.warning("qdebug: an idle engine gathers each burst until no request arrived for %.0f ms (%s)", seconds * 1000, ENV_GATHER)
 
 
-def slow_steps(runner, seconds: float) -> None:
-    """Make `runner.execute_model` wait `seconds` before a step that schedules new requests (their prefill)."""
-    execute = runner.execute_model
+class StepDelay:
+    """A wait before each step that schedules new requests (their prefill); decode-only steps run at full speed."""
 
-    def execute_model(scheduler_output, *args, **kwargs):
-        if getattr(scheduler_output, "scheduled_new_reqs", True):  # decode-only steps run at full speed
-            time.sleep(seconds)
-        return execute(scheduler_output, *args, **kwargs)
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
 
-    runner.execute_model = execute_model
+    def before(self, scheduler_output: Any) -> None:
+        if getattr(scheduler_output, "scheduled_new_reqs", True):
+            time.sleep(self.seconds)
+
+    def after(self, scheduler_output: Any, output: Any) -> None:
+        return None
+
+
+def slow_steps(runner: Any, seconds: float) -> None:
+    """Make each of the runner's steps that schedules new requests wait `seconds` first (inside vLLM's step, as the
+    runner's StepHooks declare: the plugin's clock counts the wait as vLLM's)."""
+    from .step_hooks import DELAY, hooks_of
+
+    hooks_of(runner).subscribe(DELAY, StepDelay(seconds))
     log.warning("qdebug: each step that starts requests waits %.0f ms (%s)", seconds * 1000, ENV_STEP_DELAY)

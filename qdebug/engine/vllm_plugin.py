@@ -177,7 +177,8 @@ def _patch_runner_class(module) -> None:
         if delay and not getattr(self, "_qdebug_delay", None):
             slow_steps(self, delay)
             self._qdebug_delay = delay
-        clock = _start_clock(self) if watch_on() or os.environ.get(ENV_DIR) else None
+        if watch_on() or os.environ.get(ENV_DIR):  # the step's parts subscribe to the runner's StepHooks, in its order
+            _start_clock(self)
         if watch_on():
             try:
                 from .watch_engine import attach_watch
@@ -190,8 +191,6 @@ def _patch_runner_class(module) -> None:
                 _attach(self)
             except Exception as exc:
                 log.warning("qdebug: not tracing this worker (%s: %s)", type(exc).__name__, exc)
-        if clock is not None:  # outermost: around every wrapper of the plugin's
-            clock.wrap_outer(self)
         return result
 
     setattr(load_model, "_qdebug", True)  # marks the patch as ours (attached once)
@@ -199,12 +198,13 @@ def _patch_runner_class(module) -> None:
 
 
 def _start_clock(runner):
-    """The worker's PluginClock, timing vLLM's own execute_model from now on (the plugin's wrappers go on top)."""
+    """The worker's PluginClock, timing each step from now on (vLLM's own part and the plugin's hooks around it)."""
     from .plugin_clock import PluginClock
+    from .step_hooks import hooks_of
 
     if getattr(runner, "_qdebug_clock", None) is None:
         runner._qdebug_clock = PluginClock()
-        runner._qdebug_clock.wrap_inner(runner)
+        hooks_of(runner).use_clock(runner._qdebug_clock)
         return runner._qdebug_clock
     return None
 

@@ -1,8 +1,9 @@
 """EngineTracer: hooks on a vLLM model runner that record the tagged requests' stages from inside the worker.
 
 Where it listens (vLLM 0.32's V1 runner; see shared/DESIGN.md "Seams in vLLM"):
-- `runner.execute_model` (wrapped): finished requests are written before vLLM drops their state, and the new
-  requests the client tagged are noted (`scheduled_new_reqs[i].sampling_params.extra_args`);
+- each step (`runner.execute_model`, through the runner's StepHooks, engine/step_hooks.py): finished requests are
+  written before vLLM drops their state, and the new requests the client tagged are noted
+  (`scheduled_new_reqs[i].sampling_params.extra_args`);
 - decoder layer 0's forward pre-hook: which rows of the flattened step are whose (`input_batch.req_ids`,
   `query_start_loc`), the decoder's input rows (`sync`) and vLLM's own (MRoPE) positions; the vision tower's
   rows per image from the encoder cache (`encode`);
@@ -28,6 +29,7 @@ from qdebug.trace.hooks import to_cpu
 
 from .plugin_clock import clock_of
 from .vllm_model import decoder_layers, decoder_norm, linear_parts
+from .step_hooks import TRACER, hooks_of
 from .requests import EngineRequest, Feature, RowGap, client_name, rows_of_step, wants_trace
 
 log = logging.getLogger("vllm.qdebug")
@@ -43,7 +45,7 @@ class EngineTracer:
         self.clock = clock_of(runner)  # the hooks run inside vLLM's step: their time is the plugin's
         self.batches = batches  # a BatchRecorder (every request's steps and encoder calls), or None
         self.deepstack = deepstack  # Qwen3-VL: also measure what the engine adds between layers
-        self.before: dict[int, object] = {}  # slice index → the stream leaving the last layer (deepstack only)
+        self.leaving: dict[int, object] = {}  # slice index → the stream leaving the last layer (deepstack only)
         self.projected: dict[int, Any] = {}  # layer → its q/k/v projection's output in this step (layout check)
         self.writer = writer
         self.trace_all = trace_all
@@ -56,15 +58,15 @@ class EngineTracer:
 
     # installation -------------------------------------------------------------------------------------
     def install(self) -> None:
-        """Wrap execute_model and compute_logits; the layer hooks are attached only while a traced request is in
-        flight, so with none tagged the model runs exactly as without the plugin (vLLM never unloads a model)."""
+        """Subscribe to the runner's steps and wrap compute_logits; the layer hooks are attached only while a traced request
+        is in flight, so with none tagged the model runs exactly as without the plugin (vLLM never unloads a model)."""
         runner, model = self.runner, self.runner.model
         self.layers = decoder_layers(model)
         self.num_layers = len(self.layers)
         self.handles: list = []
-        execute, logits = runner.execute_model, model.compute_logits
-        runner.execute_model = lambda scheduler_output, *a, **kw: self._execute(execute, scheduler_output, *a, **kw)
+        logits = model.compute_logits
         model.compute_logits = lambda hidden, *a, **kw: self._logits(logits(hidden, *a, **kw))
+        hooks_of(runner).subscribe(TRACER, self)
 
     def _hooks(self, wanted: bool) -> None:
         """Attach (or remove) the decoder hooks."""
@@ -147,7 +149,9 @@ class EngineTracer:
                 s.request.layouts[layer] = {"tensor": name, "layout": layout, "heads": heads, "rows": int(given.shape[0])}
 
     # the step ------------------------------------------------------------------------------------------
-    def _execute(self, execute, scheduler_output, *args, **kwargs):
+    def before(self, scheduler_output) -> None:
+        """Before vLLM's step (the runner's StepHooks, first of the plugin's parts): finished requests written, new
+        tagged ones noted, the layer hooks attached while any is in flight."""
         if self.witness is not None:  # first: the finished requests' reads stay readable for this step (outside vLLM's
             self._guard(self.witness.observe, scheduler_output)  # step: the clock's outer timer counts it as the plugin's)
         if self.traced or self.pending:  # with none in flight, a finished request is nothing of the tracer's
@@ -156,13 +160,13 @@ class EngineTracer:
             self.batches.step_begins(scheduler_output)
         self._guard(self._note_new, getattr(scheduler_output, "scheduled_new_reqs", ()) or ())
         self._hooks(bool(self.traced or self.pending))
-        self.slices, self.before, self.projected = [], {}, {}
-        try:
-            return execute(scheduler_output, *args, **kwargs)
-        finally:
-            self.slices, self.before, self.projected = [], {}, {}
-            if self.batches is not None:
-                self.batches.step_ends()
+        self.slices, self.leaving, self.projected = [], {}, {}
+
+    def after(self, scheduler_output, output) -> None:
+        """After vLLM's step (raised or not): the step's rows forgotten, its batch-log lines written."""
+        self.slices, self.leaving, self.projected = [], {}, {}
+        if self.batches is not None:
+            self.batches.step_ends()
 
     def _guard(self, fn, *args):
         """Run a recording step; an error is logged, drops the traces involved, and never reaches vLLM."""
@@ -174,7 +178,7 @@ class EngineTracer:
                         type(exc).__name__, exc, ", ".join(dropped) or "none")
             for rid in dropped:
                 self._drop(rid)
-            self.slices, self.before, self.projected = [], {}, {}
+            self.slices, self.leaving, self.projected = [], {}, {}
             return None
 
     def _drop(self, rid: str) -> None:
@@ -300,7 +304,7 @@ class EngineTracer:
             if s.prefill:
                 rows = prompt[s.gathered:s.gathered + s.end - s.start]  # joined (copied) when its prefill is done
                 if self.deepstack:
-                    self.before[i] = rows
+                    self.leaving[i] = rows
                 s.request.hidden.setdefault(layer, []).append(rows)
             else:
                 kept = s.request.rec.step_hidden.setdefault(layer, [])
@@ -314,7 +318,7 @@ class EngineTracer:
 
     def _next_input(self, layer: int):
         def hook(module, args, kwargs):
-            if self.slices and self.before:
+            if self.slices and self.leaving:
                 with self.clock:
                     self._guard(self._record_addition, layer, args, kwargs)
             return None
@@ -329,7 +333,7 @@ class EngineTracer:
         else:  # the final norm: (hidden_states, residual)
             hidden, residual = args[0], (args[1] if len(args) > 1 else kwargs.get("residual"))
         for i, s in enumerate(self.slices):
-            before = self.before.pop(i, None)
+            before = self.leaving.pop(i, None)
             if before is None:
                 continue
             after = hidden[s.start:s.end] + (residual[s.start:s.end] if residual is not None else 0)

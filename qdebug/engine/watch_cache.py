@@ -1,8 +1,8 @@
 """The watch's `cache` check: every cache read of every request (not sampled), judged from qdebug's own fingerprints of
 what each request sent (engine/cache_reads.py), never from the engine's keys.
 
-Where it runs: in the worker, before each step runs (the watch's `execute_model` wrapper). The plugin's `CacheWitness`
-(`runner._qdebug_witness`, stepped first by the tracer's wrapper) gives the reads found in this step: the engine core's
+Where it runs: in the worker, before each step runs (the watch's step hook). The plugin's `CacheWitness`
+(`runner._qdebug_witness`, stepped first by the tracer's step hook) gives the reads found in this step: the engine core's
 prefix-, processor- and KV-connector reads of the requests whose first step this is, and the encoder-cache reads of
 the items this step computes without having encoded them. One check is one read: `other_content` is a violation
 (another request's content served to this one: a findings line naming the cache, the reused range and the donor),

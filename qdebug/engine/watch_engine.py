@@ -1,9 +1,10 @@
 """The watch inside vLLM's worker: the cheap checks on every step that merges visual rows, counted and logged.
 
 Where it listens: `model.embed_input_ids` (wrapped; vLLM's runner calls it eagerly, outside any compiled graph, with
-the step's requests laid out as `input_batch.req_ids` / `query_start_loc`), and `runner.execute_model` (wrapped: the
-requests that finished). A step without visual rows costs one `len()`. Nothing the watch does changes a tensor vLLM
-uses; any exception inside it is counted (`qdebug_watch_errors_total{check}`), logged, and swallowed.
+the step's requests laid out as `input_batch.req_ids` / `query_start_loc`), and each step (`runner.execute_model`,
+through the runner's StepHooks: the requests that finished). A step without visual rows costs one `len()`. Nothing the
+watch does changes a tensor vLLM uses; any exception inside it is counted (`qdebug_watch_errors_total{check}`), logged,
+and swallowed.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from qdebug.vocab import StageName, WatchCheck, WatchOutcome
 
 from .plugin_clock import clock_of
 from .requests import client_name
+from .step_hooks import WATCH, hooks_of
 from .vllm_model import model_configs
 from .watch_cache import check_step
 from .watch_flight import FlightRecorder
@@ -117,10 +119,9 @@ class Watcher:
         self.tokens = {"image": configs.image_token_id, "video": configs.video_token_id, "audio": configs.audio_token_id}
 
     def install(self) -> None:
-        """Wrap the runner's `execute_model` and the model's `embed_input_ids`, `compute_logits` and `embed_multimodal`."""
+        """Wrap the model's `embed_input_ids`, `compute_logits` and `embed_multimodal`; subscribe to the runner's steps."""
         runner, model = self.runner, self.runner.model
-        execute, embed = runner.execute_model, model.embed_input_ids
-        runner.execute_model = lambda scheduler_output, *a, **kw: self._execute(execute, scheduler_output, *a, **kw)
+        embed = model.embed_input_ids
         logits = model.compute_logits
         model.compute_logits = lambda hidden, *a, **kw: self._logits(logits(hidden, *a, **kw))
         if hasattr(model, "embed_multimodal"):  # encoder_batch: inside the batch recorder's wrapper (it names the items)
@@ -143,8 +144,11 @@ class Watcher:
             return out
 
         model.embed_input_ids = embed_input_ids
+        hooks_of(runner).subscribe(WATCH, self)  # last: a watch that failed to install is not called on any step
 
-    def _execute(self, execute, scheduler_output, *args, **kwargs):
+    def before(self, scheduler_output) -> None:
+        """Before vLLM's step (the runner's StepHooks, after the tracer): finished requests forgotten, the step sampled
+        or not, every cache read of the step checked."""
         try:
             self.flight.note_step(scheduler_output)
             for rid in getattr(scheduler_output, "finished_req_ids", ()) or ():
@@ -158,12 +162,12 @@ class Watcher:
         except Exception as exc:
             log.warning("qdebug: watch: step not prepared (%s: %s)", type(exc).__name__, exc)
         check_step(self, scheduler_output)  # every cache read of the step, before it runs (the clock's outer timer counts it)
-        try:
-            return execute(scheduler_output, *args, **kwargs)
-        finally:
-            if self.sampling:
-                self.sampling = False
-                self.sampled.end()
+
+    def after(self, scheduler_output, output) -> None:
+        """After vLLM's step (raised or not): the sampled checks' hooks removed."""
+        if self.sampling:
+            self.sampling = False
+            self.sampled.end()
 
     def _logits(self, logits):
         if self.sampling:

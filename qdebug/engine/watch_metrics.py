@@ -12,7 +12,7 @@ Series (the `check` label is a `vocab.WatchCheck` word):
 - `qdebug_watch_check_seconds_total{check}`: seconds spent in the check (worker wall time);
 - `qdebug_watch_findings_dropped_total`: findings-log lines dropped (queue full or disk error);
 - `qdebug_watch_worker_steps_total`, `qdebug_watch_worker_step_seconds_total`: the worker's steps and their wall time
-  (`execute_model` as vLLM's engine calls it, the plugin's wrappers included);
+  (`execute_model` as vLLM's engine calls it, the plugin's step hooks included);
 - `qdebug_watch_plugin_seconds_total`: the plugin's own part of that time (engine/plugin_clock.py): its share of the
   step is what the watch costs in requests/s;
 - `qdebug_watch_up`: 1 when a worker of this server's run has written its counters (the watch runs), else 0 and no

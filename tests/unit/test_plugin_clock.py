@@ -1,6 +1,7 @@
 """The plugin's clock in vLLM's worker: the plugin's time around a step (its wrappers) and inside it (`with clock`
-blocks in hooks, nested ones once) is its own; vLLM's own time, a planted delay included, is not. Time is a fake
-perf_counter the test advances, so every figure is exact."""
+blocks in hooks, nested ones once) is its own; vLLM's own time, a planted delay included, is not. The clock times
+the runner's one wrap of execute_model (engine/step_hooks.py). Time is a fake perf_counter the test advances, so every
+figure is exact."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 
 from qdebug.engine import plugin_clock
 from qdebug.engine.plugin_clock import NoClock, PluginClock, clock_of, share
+from qdebug.engine.step_hooks import TRACER, WATCH, hooks_of
 
 
 class FakeTime:
@@ -48,24 +50,28 @@ def now(monkeypatch) -> FakeTime:
     return fake
 
 
+class Bookkeeping:
+    """A part of the plugin's on the runner's steps: `before_s` before vLLM's step, `after_s` after it."""
+
+    def __init__(self, now: FakeTime, before_s: float, after_s: float) -> None:
+        self.now, self.before_s, self.after_s = now, before_s, after_s
+
+    def before(self, scheduler_output) -> None:
+        self.now.spend(self.before_s)
+
+    def after(self, scheduler_output, output) -> None:
+        self.now.spend(self.after_s)
+
+
 def test_the_plugins_time_around_and_inside_a_step_is_its_own_and_vllms_is_not(now):
     runner = Runner(now)
     clock = PluginClock()
     runner._qdebug_clock = clock
     vllm_execute = runner.execute_model
-    runner.execute_model = lambda out: (now.spend(0.005), vllm_execute(out))[1]  # a planted step delay: vLLM's time
-    clock.wrap_inner(runner)
-    inner = runner.execute_model
-
-    def bookkeeping(out):  # a plugin wrapper: 1 ms before the step, 2 ms after
-        now.spend(0.001)
-        try:
-            return inner(out)
-        finally:
-            now.spend(0.002)
-
-    runner.execute_model = bookkeeping
-    clock.wrap_outer(runner)
+    runner.execute_model = lambda out: (now.spend(0.005), vllm_execute(out))[1]  # a planted fault's slowness: vLLM's time
+    hooks = hooks_of(runner)
+    hooks.use_clock(clock)
+    hooks.subscribe(WATCH, Bookkeeping(now, 0.001, 0.002))  # the plugin's part: 1 ms before the step, 2 ms after
 
     def check():  # a hook inside vLLM's step: 3 ms, of which a nested block of 1 ms counts once
         with clock_of(runner):
@@ -87,15 +93,9 @@ def test_the_plugins_time_around_and_inside_a_step_is_its_own_and_vllms_is_not(n
 def test_a_step_that_raises_is_still_timed(now):
     runner = Runner(now)
     clock = PluginClock()
-    clock.wrap_inner(runner)
-    inner = runner.execute_model
-
-    def failing(out):
-        now.spend(0.004)
-        return inner(out)
-
-    runner.execute_model = failing
-    clock.wrap_outer(runner)
+    hooks = hooks_of(runner)
+    hooks.use_clock(clock)
+    hooks.subscribe(TRACER, Bookkeeping(now, 0.004, 0.0))
     runner.hooks.append(lambda: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         runner.execute_model("step")
@@ -140,13 +140,11 @@ def test_the_cache_witness_observed_before_the_step_is_the_plugins_time_once(now
 
     runner = Runner(now)
     clock = runner._qdebug_clock = PluginClock()
-    clock.wrap_inner(runner)
+    hooks_of(runner).use_clock(clock)
     witness = SimpleNamespace(observe=lambda out: now.spend(0.004))  # 4 ms taking in the step's reads
     tracer = EngineTracer(runner, None, trace_all=False, witness=witness)
     tracer.handles = []  # install() would set it (with the model's layers: none here)
-    inner = runner.execute_model
-    runner.execute_model = lambda out: tracer._execute(inner, out)
-    clock.wrap_outer(runner)
+    hooks_of(runner).subscribe(TRACER, tracer)
     runner.execute_model(SimpleNamespace(scheduled_new_reqs=[], finished_req_ids=set()))
     assert clock.steps == 1 and clock.own_seconds == pytest.approx(0.004)
     assert clock.step_seconds == pytest.approx(0.034)  # vLLM's 30 ms and the plugin's 4

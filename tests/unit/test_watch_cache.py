@@ -67,7 +67,8 @@ class Engine:
         self.ledger.filled(core, [NS(block_id=b, is_null=False) for b in blocks], 0, len(blocks), BLOCK)
 
     def step(self, new=(), encode=None, tokens=None, finished=()):
-        """One scheduler step through the watch's execute_model wrapper; vLLM's own step answers `self.ran`'s length."""
+        """One scheduler step through the watch's hooks around vLLM's step (as the runner's StepHooks call them);
+        vLLM's own step answers `self.ran`'s length."""
         out = NS(scheduled_new_reqs=list(new), scheduled_encoder_inputs=encode or {}, num_scheduled_tokens=tokens or {},
                  finished_req_ids=set(finished), free_encoder_mm_hashes=[])
 
@@ -75,7 +76,13 @@ class Engine:
             self.ran.append(scheduler_output)
             return len(self.ran)
 
-        return self.watcher._execute(execute, out)
+        self.watcher.before(out)
+        result = None
+        try:
+            result = execute(out)
+            return result
+        finally:
+            self.watcher.after(out, result)
 
     def results(self) -> tuple[dict, list]:
         self.watcher.findings.drain()
