@@ -167,23 +167,18 @@ def replay(
     Exits 1 when a request's verdict is not ok: contaminated, desync, diverged or error; against an --endpoint also
     server_mismatch, batch_dependent or cache_contaminated; or when a finding is an error (unless --exit-zero).
     """
-    from qdebug.commands.common import consoles, say_wrote
-    from qdebug.commands.log_replay import make_filter
-    from qdebug.commands.replay import ReplayArgs, found_problems, run_replay, write_replay_outputs
-    from qdebug.outputs import OutputPlan
-    from qdebug.render.replay_json import write_events_jsonl, write_report_json
-
     if json_out == "-" and jsonl == "-":
         _fail("--json - and --jsonl - would both write to stdout (expected a file for one of them)", 2)
-    from qdebug.commands.watch_findings import findings_command, is_findings_log
+    files = [file, *(more_files or [])]
+    from qdebug.commands.watch_findings import is_findings_log
 
-    if is_findings_log(file):  # qdebug watch's findings log (docs/watch.md)
-        report_console, status = consoles(json_to_stdout=json_out == "-")
-        raise typer.Exit(findings_command([file, *(more_files or [])], index_only, out, host, json_out, exit_zero, report_console, status))
-    if index_only or out is not None or host is not None:
-        from qdebug.commands.log_replay import index_only_command
+    if is_findings_log(file):  # qdebug watch's findings log (docs/watch.md): its own path
+        raise typer.Exit(_replay_findings_logs(files, index_only, out, host, json_out, exit_zero))
+    if index_only or out is not None or host is not None:  # logs indexed to ship, not read
+        raise typer.Exit(_replay_index_only(files, index_only, out, host))
+    from qdebug.commands.common import consoles
+    from qdebug.outputs import OutputPlan
 
-        raise typer.Exit(index_only_command([file, *(more_files or [])], index_only, out, host, consoles(json_to_stdout=False)[1]))
     plan = OutputPlan({"--emit-log": emit_log, "--timeline-png": timeline_png, "--save": save, "--json": json_out, "--jsonl": jsonl}).check()
     report_console, status = consoles(json_to_stdout="-" in (json_out, jsonl))
     if endpoint is not None:
@@ -196,6 +191,9 @@ def replay(
         with terminate_as_interrupt() as terminated:
             report = run_endpoint_replay(eargs, status)
     else:
+        from qdebug.commands.log_replay import make_filter
+        from qdebug.commands.replay import ReplayArgs, run_replay
+
         if engine_caches != "fresh":
             _fail("--engine-caches chooses what a replay against a server sends (expected --endpoint URL with it)", 2)
         if engine_traces_dir is not None:
@@ -205,7 +203,44 @@ def replay(
                           log_filter=make_filter(since, until, request, kind))
         with terminate_as_interrupt() as terminated:
             report = run_replay(args, status)
-    from qdebug.commands.replay import prompt_after_sigterm
+    _replay_outputs(report, terminated, plan, emit_log, timeline_png, save, json_out, jsonl, tui, report_console, status)
+    if endpoint is not None and engine_traces_dir is not None:
+        from qdebug.commands.endpoint_engine import cannot_compare
+
+        if cannot_compare(report):  # asked for the engine's evidence, read none: not a clean run (exit 5, even with --exit-zero)
+            _fail(cannot_compare(report), 5)
+    if not exit_zero:  # a gate for CI or a canary: 1 when this replay found a problem
+        from qdebug.commands.common import exit_status
+        from qdebug.commands.replay import found_problems
+
+        raise typer.Exit(exit_status(report.findings, found_problems(report)))
+
+
+def _replay_findings_logs(files: list[Path], index_only: bool, out: Optional[Path], host: Optional[str], json_out: Optional[str],
+                          exit_zero: bool) -> int:
+    """`qdebug replay` on watch findings logs: shown (exit 1 on a violation), or indexed with --index-only."""
+    from qdebug.commands.common import consoles
+    from qdebug.commands.watch_findings import findings_command
+
+    report_console, status = consoles(json_to_stdout=json_out == "-")
+    return findings_command(files, index_only, out, host, json_out, exit_zero, report_console, status)
+
+
+def _replay_index_only(files: list[Path], index_only: bool, out: Optional[Path], host: Optional[str]) -> int:
+    """`qdebug replay --index-only LOG... --out DIR`: the logs' index written to ship, nothing judged."""
+    from qdebug.commands.common import consoles
+    from qdebug.commands.log_replay import index_only_command
+
+    return index_only_command(files, index_only, out, host, consoles(json_to_stdout=False)[1])
+
+
+def _replay_outputs(report: Any, terminated: Any, plan: Any, emit_log: Optional[Path], timeline_png: Optional[Path], save: Optional[Path],
+                    json_out: Optional[str], jsonl: Optional[str], tui: bool, report_console: Any, status: Any) -> None:
+    """A replay's report written to every file asked for, then shown (the TUI, or the Rich report); an interrupted
+    replay says what its files hold and exits 130 (Ctrl-C) or 143 (SIGTERM)."""
+    from qdebug.commands.common import say_wrote
+    from qdebug.commands.replay import prompt_after_sigterm, write_replay_outputs
+    from qdebug.render.replay_json import write_events_jsonl, write_report_json
 
     written = prompt_after_sigterm(report) if terminated.is_set() else report
     with plan:
@@ -234,16 +269,6 @@ def replay(
             status.print("SIGTERM asks for a prompt stop: the files hold the requests, events and findings kept in memory "
                           f"(up to {len(report.events):,} events); Ctrl-C, or a run to the end, writes all that was read")
         raise typer.Exit(143 if terminated.is_set() else 130)
-    if endpoint is not None and engine_traces_dir is not None:
-        from qdebug.commands.endpoint_engine import cannot_compare
-
-        if cannot_compare(report):  # asked for the engine's evidence, read none: not a clean run (exit 5, even with --exit-zero)
-            _fail(cannot_compare(report), 5)
-    if not exit_zero:  # a gate for CI or a canary: 1 when this replay found a problem
-        from qdebug.commands.common import exit_status
-
-        raise typer.Exit(exit_status(report.findings, found_problems(report)))
-
 
 @app.command()
 @friendly
