@@ -18,6 +18,7 @@ from qdebug.vocab import CacheKind, StageName, WatchCheck, WatchOutcome
 
 from .cache_reads import CacheRead
 from .watch_log import WatchFinding
+from .watch_registry import Need, Point, WatchEntry, register
 from .watch_settings import ENV_RAISE
 
 # the pipeline stage whose output each cache hands over: the processor's inputs (preprocess), the encoder's rows
@@ -50,6 +51,21 @@ def starting(scheduler_output) -> set[str]:
     """The requests whose first step this is: the flight recorder traces them from their first computed position
     (after the positions a prefix cache served them, which the trace records as read from the cache)."""
     return {str(new.req_id) for new in getattr(scheduler_output, "scheduled_new_reqs", ()) or ()}
+
+
+@register
+class CacheCheck(WatchEntry):
+    """Every cache read of every step, before the step runs."""
+
+    check = WatchCheck.CACHE
+    point = Point.STEP
+    sampled = False
+    needs = frozenset({Need.SCHEDULE, Need.CACHE_READS})
+    stage = ""  # each finding names its cache's stage (STAGE)
+
+    def run(self, at, rid: str = "") -> None:
+        """One check per read, counted here (`check_step`), not one per step."""
+        check_step(self.watcher, at)
 
 
 def check_step(watcher, scheduler_output) -> None:

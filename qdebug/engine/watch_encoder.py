@@ -9,7 +9,9 @@ rows the batched call gave it. The batched outputs are returned untouched, and t
 
 from __future__ import annotations
 
-from qdebug.vocab import WatchCheck
+from qdebug.vocab import StageName, WatchCheck
+
+from .watch_registry import Need, Point, WatchEntry, register
 
 # the encoder's inputs per modality: flat patch rows (t·h·w of each item, concatenated) and one grid row per item
 INPUTS = {"image": ("pixel_values", "image_grid_thw"), "video": ("pixel_values_videos", "video_grid_thw")}
@@ -38,6 +40,25 @@ def row_difference(alone, batched) -> float:
     if a.shape != b.shape:
         return float("inf")
     return float(((a - b).norm(dim=-1) / b.norm(dim=-1).clamp_min(1e-12)).max()) if a.shape[0] else 0.0
+
+
+@register
+class EncoderBatchEntry(WatchEntry):
+    """The check's entry: at install, the model's encoder call wrapped (when the model has one)."""
+
+    check = WatchCheck.ENCODER_BATCH
+    point = Point.ENCODER
+    sampled = True  # its own draw per encoder call, not the step's
+    needs = frozenset({Need.ENCODER_CALL})
+    stage = StageName.ENCODE
+
+    def applies(self) -> bool:
+        return hasattr(self.watcher.runner.model, "embed_multimodal")
+
+    def install(self) -> None:
+        if self.applies():  # inside the batch recorder's wrapper (it names the items)
+            model = self.watcher.runner.model
+            model.embed_multimodal = EncoderBatchCheck(self.watcher, model.embed_multimodal)
 
 
 class EncoderBatchCheck:
@@ -90,6 +111,6 @@ class EncoderBatchCheck:
         evidence = (f"item {index} ({modality}) of {rid}, encoded in one call with {len(others)} other item(s): encoded alone, "
                     f"its {int(out[k].reshape(-1, out[k].shape[-1]).shape[0])} rows differ from its batched rows by up to "
                     f"{difference:.3g} of a row's norm (tolerance {TOLERANCE}); the call's other items: {partners}")
-        finding = self.watcher._finding(WatchCheck.ENCODER_BATCH, rid, self.watcher.runner.requests.get(rid), evidence, [],
+        finding = self.watcher.finding(WatchCheck.ENCODER_BATCH, rid, self.watcher.runner.requests.get(rid), evidence, [],
                                         list(dict.fromkeys(r for r, _ in others)))
         return [finding]

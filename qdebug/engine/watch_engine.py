@@ -17,17 +17,16 @@ import time
 import uuid
 
 from qdebug.shown import shown
-from qdebug.vocab import StageName, WatchCheck, WatchOutcome
+from qdebug.vocab import WatchOutcome
 
 from .plugin_clock import clock_of
 from .requests import client_name
 from .step_hooks import WATCH, hooks_of
-from .vllm_model import model_configs
-from .watch_cache import check_step
 from .watch_flight import FlightRecorder
-from .watch_checks import check_counts, check_placement, items_of, project, projection, step_positions
+from .watch_checks import items_of, project, projection, step_positions
 from .watch_log import FindingsLog, WatchFinding
 from .watch_metrics import WatchCounters, serve_counters
+from .watch_registry import ItemAt, Point, WatchEntry, entries, stage_of
 from .watch_settings import ENV_DIR, ENV_RAISE, ENV_RUN, WatchSettings, read_settings
 
 log = logging.getLogger("vllm.qdebug")
@@ -75,7 +74,7 @@ def attach_watch(runner) -> "Watcher | None":
     watcher.install()
     watcher.counters.start()  # only now: a watch that failed to attach writes no counters (/metrics: qdebug_watch_up 0)
     runner._qdebug_watch = watcher
-    log.info("qdebug: watching every request (checks %s; sampled %s of steps) into %s", ", ".join((WatchCheck.PLACEMENT, WatchCheck.COUNTS, WatchCheck.CACHE)),
+    log.info("qdebug: watching every request (checks %s; sampled %s of steps) into %s", ", ".join(e.check for e in entries() if not e.sampled),
              settings.sample, settings.folder)
     return watcher
 
@@ -96,7 +95,7 @@ def _usable_folder(folder: str) -> None:
 
 
 class Watcher:
-    """The checks on one model runner, their counters and their findings log."""
+    """The registered checks (watch_registry) on one model runner, called at their points; their counters and findings log."""
 
     def __init__(self, runner, settings: WatchSettings) -> None:
         self.runner, self.settings = runner, settings
@@ -106,17 +105,16 @@ class Watcher:
         self.flight = FlightRecorder(runner, settings.folder)
         self.rng = random.Random(os.getpid())  # which steps the sampled checks take
         self.sampling = False  # this step is sampled
-        from .watch_sampled import SampledChecks
-
-        self.sampled = SampledChecks(self)
         self.items: dict[str, list] = {}  # request → its items (read once)
-        self.counted: dict[str, set[int]] = {}  # request → its items whose counts were checked
+        self.counted: dict[str, set[tuple[str, int]]] = {}  # request → (check, item) of its once-per-item checks run
         self.loud: dict[str, int] = {}
         self.matrix = None
         self.step_cache: dict[str, object] = {}  # identifier → projected encoder rows, this step
-        configs = model_configs(runner.model_config.hf_config)  # the thinker's, for Omni; placeholder ids read once
-        self.merge = int(getattr(configs.vision, "spatial_merge_size", 2) or 2)
-        self.tokens = {"image": configs.image_token_id, "video": configs.video_token_id, "audio": configs.audio_token_id}
+        self.checks: list[WatchEntry] = [entry(self) for entry in entries()]
+        self.sampled_checks = [c for c in self.checks if c.sampled]
+        # ITEM: the once-per-item checks first (counts sees an item before placement does)
+        self.at: dict[Point, list[WatchEntry]] = {p: sorted((c for c in self.checks if c.point == p), key=lambda c: not c.once_per_item)
+                                                  for p in Point}
 
     def install(self) -> None:
         """Wrap the model's `embed_input_ids`, `compute_logits` and `embed_multimodal`; subscribe to the runner's steps."""
@@ -124,10 +122,8 @@ class Watcher:
         embed = model.embed_input_ids
         logits = model.compute_logits
         model.compute_logits = lambda hidden, *a, **kw: self._logits(logits(hidden, *a, **kw))
-        if hasattr(model, "embed_multimodal"):  # encoder_batch: inside the batch recorder's wrapper (it names the items)
-            from .watch_encoder import EncoderBatchCheck
-
-            model.embed_multimodal = EncoderBatchCheck(self, model.embed_multimodal)
+        for check in self.checks:  # an encoder check wraps the encoder call (inside the batch recorder's wrapper)
+            check.install()
 
         def embed_input_ids(*args, **kwargs):
             out = embed(*args, **kwargs)
@@ -137,8 +133,7 @@ class Watcher:
                 try:
                     if mm is not None and len(mm):
                         self._step(out)
-                    if self.sampling and getattr(runner, "uses_mrope", False):
-                        self._positions()
+                    self._dispatch(Point.MERGE, out)
                 finally:
                     self.flight.open = False
             return out
@@ -158,26 +153,42 @@ class Watcher:
             if self.flight.armed and self.settings.sample > 0 and self.flight.start_armed(scheduler_output):
                 self.sampling = True  # the requests just recorded meet the checks that armed the recorder
             if self.sampling:
-                self.sampled.begin()
+                for check in self.sampled_checks:
+                    check.begin()
         except Exception as exc:
             log.warning("qdebug: watch: step not prepared (%s: %s)", type(exc).__name__, exc)
-        check_step(self, scheduler_output)  # every cache read of the step, before it runs (the clock's outer timer counts it)
+        self._dispatch(Point.STEP, scheduler_output)  # e.g. every cache read of the step (the clock's outer timer counts it)
 
     def after(self, scheduler_output, output) -> None:
         """After vLLM's step (raised or not): the sampled checks' hooks removed."""
         if self.sampling:
             self.sampling = False
-            self.sampled.end()
+            for check in self.sampled_checks:
+                check.end()
 
     def _logits(self, logits):
         if self.sampling:
             with self.clock:
-                self.run(WatchCheck.LOGITS, "", self.sampled.logits, logits)
+                self._dispatch(Point.LOGITS, logits)
         return logits
+
+    def _dispatch(self, point: Point, at, rid: str = "") -> None:
+        """Run the checks registered at `point` (a sampled one on a sampled step only)."""
+        for check in self.at[point]:
+            self._call(check, at, rid)
+
+    def _call(self, check: WatchEntry, at, rid: str) -> None:
+        """Run one check if it runs now (an unsampled one always, a sampled one on a sampled step; where it applies);
+        whatever it raises is counted against it, never reaches vLLM."""
+        try:
+            if (self.sampling or not check.sampled) and check.applies():
+                check.run(at, rid)
+        except Exception as exc:  # its own `applies` or `run` (the default `run` guards itself)
+            self._failed(check.check, rid, exc, 0.0)
 
     # the step ------------------------------------------------------------------------------------------
     def _step(self, out) -> None:
-        """Placement and counts for every request whose placeholder rows this step computes."""
+        """The ITEM checks (placement, counts) on every item whose placeholder rows this step computes."""
         try:
             runner = self.runner
             req_ids = list(runner.input_batch.req_ids)
@@ -193,34 +204,27 @@ class Watcher:
                     rows, enc = step_positions(item, int(state.num_computed_tokens), int(qsl[i + 1] - qsl[i]))
                     if not rows:
                         continue
+                    at = ItemAt(rid, state, item, out, int(qsl[i]), rows, enc, req_ids)
                     counted = self.counted.setdefault(rid, set())
-                    if item.index not in counted:
-                        counted.add(item.index)
-                        self.run(WatchCheck.COUNTS, rid, self._counts, rid, state, item)
-                    self.run(WatchCheck.PLACEMENT, rid, self._placement, rid, state, item, out, int(qsl[i]), rows, enc, req_ids)
-        except Exception as exc:  # before any check could run: counted against placement, the check of this step
-            self._failed(WatchCheck.PLACEMENT, "", exc, 0.0)
+                    for check in self.at[Point.ITEM]:
+                        if check.once_per_item:
+                            if (check.check, item.index) in counted:
+                                continue
+                            counted.add((check.check, item.index))
+                        self._call(check, at, rid)
+        except Exception as exc:  # before any check could run: counted against the step's checks (placement)
+            for check in self.at[Point.ITEM]:
+                if not check.once_per_item:
+                    self._failed(check.check, "", exc, 0.0)
         finally:
             self.step_cache = {}
 
-    def _positions(self) -> None:
-        """The sampled positions check on this step's requests."""
-        from .watch_sampled import positions_findings
-
-        try:
-            req_ids = list(self.runner.input_batch.req_ids)
-            qsl = self.runner.query_start_loc.np[: len(req_ids) + 1]
-        except Exception as exc:
-            self._failed(WatchCheck.POSITIONS, "", exc, 0.0)
-            return
-        self.run(WatchCheck.POSITIONS, "", positions_findings, self, self.runner, req_ids, qsl)
-
-    def run(self, check: WatchCheck, rid: str, fn, *args) -> None:
+    def run(self, check: str, rid: str, fn, *args) -> None:
         """Run one check, timed; its findings logged and counted; an exception counted and logged, never raised."""
         with self.clock:
             self._run(check, rid, fn, *args)
 
-    def _run(self, check: WatchCheck, rid: str, fn, *args) -> None:
+    def _run(self, check: str, rid: str, fn, *args) -> None:
         start = time.perf_counter()
         try:
             if check in self.settings.raising:
@@ -242,13 +246,13 @@ class Watcher:
                         type(exc).__name__, exc)
         self._report(finding)
 
-    def _failed(self, check: WatchCheck, rid: str, exc: Exception, seconds: float) -> None:
+    def _failed(self, check: str, rid: str, exc: Exception, seconds: float) -> None:
         self.counters.add(check, seconds=seconds, error=True)
         self.report_error(check, rid, exc)
 
-    def report_error(self, check: WatchCheck, rid: str, exc: Exception) -> None:
+    def report_error(self, check: str, rid: str, exc: Exception) -> None:
         """Log that `check` raised (its counters are the caller's)."""
-        self._report(WatchFinding(check, WatchOutcome.ERROR, _stage(check), rid, f"the check raised {type(exc).__name__}: {exc}"))
+        self._report(WatchFinding(check, WatchOutcome.ERROR, stage_of(check), rid, f"the check raised {type(exc).__name__}: {exc}"))
 
     def _report(self, finding: WatchFinding) -> None:
         self.findings.add(finding)  # caps the client's ids in place; a line lost reaches the counters (on_dropped)
@@ -257,8 +261,8 @@ class Watcher:
             log.warning("qdebug: watch %s %s (#%d): request %s%s: %s", finding.check, finding.outcome, seen, finding.request_id,
                         f" (donors {', '.join(finding.donors)})" if finding.donors else "", finding.evidence[:300])
 
-    # the checks ----------------------------------------------------------------------------------------
-    def _projected(self, identifier: str):
+    # shared by the checks ----------------------------------------------------------------------------
+    def projected(self, identifier: str):
         """An item's encoder rows, projected (once per step); None when vLLM's encoder cache no longer holds them."""
         if identifier not in self.step_cache:
             rows = (getattr(self.runner, "encoder_cache", None) or {}).get(identifier)
@@ -270,63 +274,16 @@ class Watcher:
                 self.step_cache[identifier] = project(rows.reshape(-1, rows.shape[-1]), self.matrix)
         return self.step_cache[identifier]
 
-    def _placement(self, rid: str, state, item, out, start: int, rows: list[int], enc: list[int], req_ids: list[str]) -> list[WatchFinding]:
-        import torch
-
-        own = self._projected(item.identifier)
-        if own is None or max(enc) >= own.shape[0]:
-            return []  # no source to compare with (counts says when the rows are too few)
-        if rows[-1] - rows[0] == len(rows) - 1 and enc[-1] - enc[0] == len(enc) - 1:  # one run (as an image's is): views
-            landed, mine = project(out[start + rows[0]:start + rows[-1] + 1], self.matrix), own[enc[0]:enc[-1] + 1]
-        else:
-            landed = project(out.index_select(0, torch.tensor(rows, device=out.device) + start), self.matrix)
-            mine = own[torch.tensor(enc, device=own.device)]
-        result = check_placement(rid, item, landed, mine, self._live_rows)
-        if not result.wrong:
-            return []
-        share = ", ".join([*(f"{n} from {d}" for d, n in sorted(result.donors.items())),
-                           *([f"{result.shifted} its own from other positions"] if result.shifted else []),
-                           *([f"{result.unmatched} no live request's"] if result.unmatched else [])])
-        first, last = item.embeds[enc[0]], item.embeds[enc[-1]]
-        evidence = (f"item {item.index} ({item.modality}): {result.wrong} of {result.compared} rows at its placeholders "
-                    f"(prompt positions {first}..{last}) are not its own encoder rows: {share}")
-        return [self._finding(WatchCheck.PLACEMENT, rid, state, evidence, sorted(result.donors), req_ids)]
-
-    def _live_rows(self):
-        """(owners, projected encoder rows) of every item a live request holds in the encoder cache."""
-        owners: dict[str, list[str]] = {}
-        for rid in list(self.runner.requests):
-            state = self.runner.requests.get(rid)
-            for item in self.items.get(rid) or items_of(state) if state is not None else []:
-                owners.setdefault(item.identifier, []).append(rid)
-        for identifier, names in owners.items():
-            rows = self._projected(identifier)
-            if rows is not None:
-                yield sorted(set(names)), rows
-
-    def _counts(self, rid: str, state, item) -> list[WatchFinding]:
-        rows = (getattr(self.runner, "encoder_cache", None) or {}).get(item.identifier)
-        if rows is None:
-            return []
-        why = check_counts(item, getattr(state, "prompt_token_ids", None), self.tokens.get(item.modality), int(rows.shape[0]), self.merge)
-        if why is None:
-            return []
-        return [self._finding(WatchCheck.COUNTS, rid, state, f"item {item.index} ({item.modality}): {why}", [], [])]
-
-    def step_finding(self, check: WatchCheck, stage: str, req_ids: list[str], evidence: str, donors: list[str] | None = None) -> WatchFinding:
+    def step_finding(self, check: str, stage: str, req_ids: list[str], evidence: str, donors: list[str] | None = None) -> WatchFinding:
         """A violation about a step: its first request named, the others co-batched."""
         rid = req_ids[0] if req_ids else ""
-        finding = self._finding(check, rid, self.runner.requests.get(rid), evidence, donors or [], req_ids)
+        finding = self.finding(check, rid, self.runner.requests.get(rid), evidence, donors or [], req_ids)
         finding.stage = stage
         return finding
 
-    def _finding(self, check: WatchCheck, rid: str, state, evidence: str, donors: list[str], req_ids: list[str]) -> WatchFinding:
+    def finding(self, check: str, rid: str, state, evidence: str, donors: list[str], req_ids: list[str]) -> WatchFinding:
+        """A violation of `check` about one request (its client's name, donors and co-batched requests)."""
         name, _ = client_name(getattr(getattr(state, "sampling_params", None), "extra_args", None), rid)
-        return WatchFinding(check, WatchOutcome.VIOLATION, _stage(check), rid, evidence, client_id=name if name != rid else "",
+        return WatchFinding(check, WatchOutcome.VIOLATION, stage_of(check), rid, evidence, client_id=name if name != rid else "",
                             donors=donors, cobatched=[r for r in req_ids if r != rid])
 
-
-def _stage(check: WatchCheck) -> str:
-    """The pipeline stage a check looks at."""
-    return {WatchCheck.PLACEMENT: StageName.SYNC, WatchCheck.COUNTS: StageName.PREPROCESS, WatchCheck.POSITIONS: StageName.SYNC,
-            WatchCheck.ENCODER_BATCH: StageName.ENCODE, WatchCheck.LOGITS: StageName.LOGITS}.get(check, "")

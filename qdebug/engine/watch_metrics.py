@@ -75,10 +75,10 @@ class WatchCounters:
         its checks counted as an error)."""
         with self.lock:
             v = self.values
-            v["checks"][check] += checks
-            v["seconds"][check] += seconds
-            v["violations"][check] += min(violations, checks)
-            v["errors"][check] += checks if error else 0
+            v["checks"][check] = v["checks"].get(check, 0) + checks  # a registered check outside vocab too
+            v["seconds"][check] = v["seconds"].get(check, 0.0) + seconds
+            v["violations"][check] = v["violations"].get(check, 0) + min(violations, checks)
+            v["errors"][check] = v["errors"].get(check, 0) + (checks if error else 0)
             self.dirty = True
 
     def add_reads(self, kinds: list[str]) -> None:

@@ -1,10 +1,11 @@
-"""The watch's sampled checks, on a share of steps (QDEBUG_VLLM_WATCH_SAMPLE):
+"""The watch's sampled checks, on a share of steps (QDEBUG_VLLM_WATCH_SAMPLE), each a registered entry:
 
 - `layout`: in each decoder layer, the value rows vLLM's attention kernel receives against the rows its q/k/v
   projection produced (engine/layouts.read_layout): anything but token-major is a violation naming the layer (seed
   001's head-first buffer). Hooks are attached for the sampled step only.
 - `logits`: the rows the step samples from hold no NaN/Inf, and no request's row is an exact copy of another's whose
   prompt, images and tokens so far differ (two identical requests may share a row; two different ones never do).
+- `positions`: at the merge of visual rows, the MRoPE ids the step feeds against the model's own rope index.
 """
 
 from __future__ import annotations
@@ -15,13 +16,21 @@ from qdebug.vocab import StageName, WatchCheck, layer_stage
 
 from .layouts import TOKEN_MAJOR, read_layout
 from .vllm_model import decoder_layers
+from .watch_registry import Need, Point, WatchEntry, register
 
 
-class SampledChecks:
-    """Layout hooks for one sampled step, and the logits check on the rows it samples from."""
+@register
+class LayoutCheck(WatchEntry):
+    """Layout hooks on the decoder layers for one sampled step."""
+
+    check = WatchCheck.LAYOUT
+    point = Point.DECODER
+    sampled = True
+    needs = frozenset({Need.LAYERS})
+    stage = ""  # each finding names its layer's stage
 
     def __init__(self, watcher) -> None:
-        self.watcher = watcher
+        super().__init__(watcher)
         self.layers = decoder_layers(watcher.runner.model)
         self.handles: list = []
         self.projected: dict[int, Any] = {}
@@ -69,7 +78,18 @@ class SampledChecks:
                     f"{len(req_ids)} request(s)")
         return [self.watcher.step_finding(WatchCheck.LAYOUT, layer_stage(layer), req_ids, evidence)]
 
-    def logits(self, logits) -> list:
+
+@register
+class LogitsCheck(WatchEntry):
+    """The rows a sampled step samples from: no NaN/Inf, no copy of another request's row."""
+
+    check = WatchCheck.LOGITS
+    point = Point.LOGITS
+    sampled = True
+    needs = frozenset({Need.LOGITS})
+    stage = StageName.LOGITS
+
+    def findings(self, logits) -> list:
         """NaN/Inf rows and copies between different requests, in the rows this step samples from."""
         import torch
 
@@ -102,6 +122,26 @@ class SampledChecks:
             return (list(s.prompt_token_ids or []), [str(f.identifier) for f in s.mm_features or []], list(s.output_token_ids or []))
 
         return key(sa) != key(sb)
+
+
+@register
+class PositionsCheck(WatchEntry):
+    """The MRoPE ids a sampled step feeds, against the model's own rope index (MRoPE models only)."""
+
+    check = WatchCheck.POSITIONS
+    point = Point.MERGE
+    sampled = True
+    needs = frozenset({Need.ITEMS, Need.MROPE})
+    stage = StageName.SYNC
+
+    def applies(self) -> bool:
+        return bool(getattr(self.watcher.runner, "uses_mrope", False))
+
+    def findings(self, out) -> list:
+        """The step's requests (an error reading them is this check's), each checked by `positions_findings`."""
+        runner = self.watcher.runner
+        req_ids = list(runner.input_batch.req_ids)
+        return positions_findings(self.watcher, runner, req_ids, runner.query_start_loc.np[: len(req_ids) + 1])
 
 
 def positions_findings(watcher, runner, req_ids: list[str], qsl) -> list:
