@@ -150,6 +150,10 @@ class FindingKind(StrEnum):
     BATCH_DEPENDENT = "batch_dependent"  # inside the engine, a request's run in a burst parts from its run alone
     ENGINE_BATCHING = "engine_batching"  # how the engine actually batched a burst (its encoder calls and steps)
     BURST_NOT_BATCHED = "burst_not_batched"  # a burst whose requests never shared an encoder call or a step
+    # engine caches (endpoint replays against vLLM): one read a cache served a request (another's content: an error; the
+    # same content, folded per request: info), and a request's warm run (production caching) against its cold runs
+    CACHE_READ = "cache_read"
+    WARM_RUN = "warm_run"
 
 
 EVENT_KINDS: tuple[EventKind, ...] = tuple(EventKind)
@@ -189,7 +193,8 @@ WATCH_CHECKS: tuple[WatchCheck, ...] = tuple(WatchCheck)
 
 
 class CacheKind(StrEnum):
-    """A cache an engine serves a request from instead of computing: what a cache read names (engine/cache_reads.py)."""
+    """A cache an engine serves a request from instead of computing: what a cache read names (engine/cache_reads.py).
+    Members in pipeline order (a cache verdict's stage is the first that served another's content)."""
 
     PROCESSOR = "processor_cache"  # a media item's processed inputs (pixel values, features), front end, by media hash
     ENCODER = "encoder_cache"  # a media item's encoder rows, by the item's identifier (its hash or the client's uuid)
@@ -205,4 +210,4 @@ class CacheReuse(StrEnum):
     UNVERIFIED = "unverified"  # no record of who computed it, or no fingerprint of one side: cannot be judged
 
 
-CACHE_KINDS: tuple[CacheKind, ...] = tuple(CacheKind)
+CACHE_KINDS: tuple[CacheKind, ...] = tuple(CacheKind)  # in pipeline order: what a request meets first comes first

@@ -175,7 +175,15 @@ def recount(report: ReplayReport) -> None:
         "requests_contaminated": by_request[Verdict.CONTAMINATED],
         "requests_nondeterministic": len({f.request_id for f in report.findings if f.kind == FindingKind.NONDETERMINISM}),
         "requests": {str(v): by_request[v] for v in Verdict if by_request[v]},
+        "cache_contaminated": runs.count(Verdict.CACHE_CONTAMINATED), "requests_cache_contaminated": by_request[Verdict.CACHE_CONTAMINATED],
     }
+    warm = [o for o in report.requests if o.warm_verdict is not None]
+    if warm:  # the warm phase (production caching): answers, runs that part from their cold run, cache verdicts
+        report.extra["counts"]["warm"] = {
+            "answers": sum(1 for o in warm if o.warm_verdict != Verdict.ERROR), "parted": sum(1 for o in warm if o.warm_parted),
+            "cache_contaminated": sum(1 for o in warm if o.warm_verdict == Verdict.CACHE_CONTAMINATED),
+            "errors": sum(1 for o in warm if o.warm_verdict == Verdict.ERROR),
+        }
 
 
 def bad_logprob_findings(rid: str, ref, answers: list) -> list[Finding]:

@@ -32,6 +32,7 @@ class EngineRuns:
     local: dict = field(default_factory=dict)  # --model: request id → the local model's trace ({} without)
     batching: dict = field(default_factory=dict)  # (request id, phase index: 0 alone, k burst k) → RunBatching
     rows: list = field(default_factory=list)  # per burst: request id → (donor or None, row owners) (engine_evidence.engine_rows)
+    mismatch: dict = field(default_factory=dict)  # request id → where the engine alone parts from the local model (with --model)
     atol: float | None = None
     rtol: float | None = None
 
@@ -59,6 +60,7 @@ def apply_engine_comparison(report, runs: EngineRuns) -> list[Finding]:
         mismatch = parting(runs.local[out.id], alone, runs.atol, runs.rtol) if out.id in runs.local else None
         if mismatch is not None and mismatch.stage:  # what the engine's own trace saw its kernels receive (seed 001's layout)
             mismatch.findings += [f for f in alone.findings if f.kind == FindingKind.LAYOUT]
+        runs.mismatch[out.id] = mismatch
         calls = [_judge_burst(out, k, alone, runs, mismatch) for k in range(len(out.burst_verdicts))]
         _settle_nondeterminism(out.id, calls, runs)
         report.findings = [f for f in report.findings if not (f.request_id == out.id and (
@@ -70,12 +72,22 @@ def apply_engine_comparison(report, runs: EngineRuns) -> list[Finding]:
 
 def _judge_burst(out, k: int, alone, runs: EngineRuns, mismatch: Parting | None) -> BurstCall:
     """One burst run of a request: its stream's rows first, then where it parts from the engine alone."""
-    text = out.burst_verdicts[k]
-    trace = runs.bursts[k].get(out.id) if k < len(runs.bursts) else None
+    phase = runs.bursts[k] if k < len(runs.bursts) else {}
+    donors = out.burst_donors[k] if out.burst_donors and k < len(out.burst_donors) else []
+    rows = runs.rows[k].get(out.id, (None, {})) if k < len(runs.rows) else (None, {})
+    return judge_run(out.id, out.burst_verdicts[k], donors, alone, phase, rows, runs.batching.get((out.id, k + 1), RunBatching()),
+                     runs, mismatch)
+
+
+def judge_run(rid: str, text: Verdict, donors: list, alone, phase: dict, rows: tuple, batching: RunBatching, runs: EngineRuns,
+              mismatch: Parting | None) -> BurstCall:
+    """One batched run of request `rid` (a burst's, or the warm phase's), given its answers' verdict `text` and donors, the
+    engine's traces of its phase (`phase`: request id → trace), whose rows landed in its stream (`rows`), who shared it
+    (`batching`): its stream's rows first, then where it parts from the engine alone (`alone`)."""
+    trace = phase.get(rid)
     if text == Verdict.ERROR or trace is None:  # no answer, or no engine evidence: the answers' verdict stands
-        donors = out.burst_donors[k] if out.burst_donors and k < len(out.burst_donors) else []
         return BurstCall(text, donors=list(donors))
-    donor, owners = runs.rows[k].get(out.id, (None, {}))
+    donor, owners = rows
     others = [o for o in owners if o not in (OWN, UNMATCHED)]
     if donor is not None or others or owners.get(UNMATCHED):
         return BurstCall(Verdict.CONTAMINATED, StageName.SYNC, [donor] if donor else others)
@@ -84,10 +96,9 @@ def _judge_burst(out, k: int, alone, runs: EngineRuns, mismatch: Parting | None)
         return BurstCall(Verdict.SERVER_MISMATCH if mismatch and mismatch.stage else Verdict.OK, parting=part)
     if mismatch is not None and mismatch.stage and part.at_or_after(mismatch.stage):  # downstream of the engine's own fault
         return BurstCall(Verdict.SERVER_MISMATCH, parting=part)
-    batching = runs.batching.get((out.id, k + 1), RunBatching())
     partners = batching.encoder_call if part.stage == StageName.ENCODE and batching.encoder_call else batching.batch_step
     if part.stage == StageName.ENCODE:  # whose rows the parted encoder rows are: a neighbour's, its own shifted, no one's
-        neighbours = {r: t for r, t in runs.bursts[k].items() if r != out.id}
+        neighbours = {r: t for r, t in phase.items() if r != rid}
         part.rows = attribute_encoder_rows(alone, trace, neighbours, engine_tolerance(alone, trace, runs.atol, runs.rtol))
     return BurstCall(Verdict.BATCH_DEPENDENT, part.stage, partners=list(partners), parting=part)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,8 +23,8 @@ def consoles(json_to_stdout: bool):
     from rich.console import Console
 
     report = Console(stderr=json_to_stdout, highlight=False, markup=False, emoji=False)
-    if not report.is_terminal:  # piped or captured: wide enough that tables don't fold every word
-        report = Console(stderr=json_to_stdout, highlight=False, markup=False, emoji=False, width=160)
+    if not report.is_terminal and not os.environ.get("COLUMNS", "").isdigit():  # piped or captured: wide enough that tables
+        report = Console(stderr=json_to_stdout, highlight=False, markup=False, emoji=False, width=160)  # don't fold every word (COLUMNS, when set, wins)
     return report, Console(stderr=True, highlight=False, markup=False, emoji=False)
 
 

@@ -9,17 +9,20 @@ from pathlib import Path
 
 from qdebug.vocab import FindingKind, Severity
 
-REFERENCE = "reference"  # the phase of the isolated run (replay.endpoint's phase names)
 
-
-def engine_evidence(report, run, folder: Path, settings, local_traces: dict) -> None:
-    """Read the engine's traces and batch records of `run`, set the verdicts they decide and add their findings."""
+def engine_evidence(report, run, folder: Path, settings, local_traces: dict) -> dict[str, str]:
+    """Read the engine's traces and batch records of `run`, set the verdicts they decide and add their findings; the
+    warm phase's runs, when it ran, are judged as burst runs are (analysis.warm.warm_traces). Returns, for each warm run
+    judged from its trace, where it parts from its run alone ("" where it does not)."""
     from qdebug.analysis.engine_evidence import engine_findings, engine_rows, no_evidence_findings
     from qdebug.analysis.engine_verdicts import EngineRuns, apply_engine_comparison
+    from qdebug.analysis.warm import warm_traces
     from qdebug.findings import Finding
+    from qdebug.replay.endpoint_phases import phase_names
 
-    phases = [REFERENCE, *(f"burst-{k + 1}" for k in range(len(run.bursts)))]
-    answered = [run.references, *run.bursts]
+    phases = phase_names(run)
+    nb = len(run.bursts)
+    answered = [run.references, *run.bursts, *((run.warm,) if len(phases) > nb + 1 else ())]
     deadline = time.monotonic() + settings.timeout  # one bound for them all: a server that traces nothing costs one --timeout
     read: list[dict] = []
     lost = Lost()
@@ -28,12 +31,14 @@ def engine_evidence(report, run, folder: Path, settings, local_traces: dict) -> 
     expected = sum(1 for answers in answered for a in answers.values() if a.error is None)
     got = sum(len(t) for t in read)
     # the burst traces against the answers' donors (engine_contamination, engine_disagreement), before the verdicts move
-    found = engine_findings(report, read[1:])
+    found = engine_findings(report, read[1:nb + 1])
     found += no_evidence_findings(lost.missing, lost.unreadable, lost.non_finite)
-    runs = EngineRuns(alone=read[0], bursts=read[1:], local=local_traces, rows=[engine_rows(t) for t in read[1:]])
+    runs = EngineRuns(alone=read[0], bursts=read[1:nb + 1], local=local_traces, rows=[engine_rows(t) for t in read[1:nb + 1]])
     said = _batching(folder, settings.engine_tag, phases, read, runs, answered)
     found += apply_engine_comparison(report, runs)
-    for k, b in enumerate(said[1:], start=1):
+    warm = read[nb + 1] if len(read) > nb + 1 else {}
+    where = warm_traces(report, runs, warm, {rid: b for (rid, k), b in runs.batching.items() if k == nb + 1}) if warm else {}
+    for k, b in enumerate(said[1:nb + 1], start=1):
         if b is None:  # traces of this burst are missing and no batch record says how it ran: nothing to tell
             continue
         if b.batched:
@@ -48,12 +53,16 @@ def engine_evidence(report, run, folder: Path, settings, local_traces: dict) -> 
     nothing = compared_nothing_why(folder, settings.engine_tag, expected, got, lost) if expected and not got else ""
     if nothing:  # asked for the engine's evidence and read none: nothing inside the engine was compared (exit 5)
         found.append(Finding(FindingKind.PARTIAL_COMPARISON, Severity.ERROR, nothing))
+    in_bursts = sum(len(t) for t in read[1:nb + 1])
     report.extra["engine_traces"] = {
-        "folder": str(folder), "tag": settings.engine_tag, "read": got, "expected": expected, "alone": len(read[0]), "bursts": [len(t) for t in read[1:]],
+        "folder": str(folder), "tag": settings.engine_tag, "read": got, "expected": expected, "alone": len(read[0]),
+        "bursts": [len(t) for t in read[1:nb + 1]],
         "missing": len(lost.missing), "unreadable": len(lost.unreadable), "non_finite": len(lost.non_finite), "compared": bool(got),
-        "local_references": len(local_traces), "batching": [b.to_json() if b is not None else None for b in said[1:]],
-        "judged_bursts": carry_traces(report, read, local_traces),
-        "said": f"engine traces: read {got} of {expected} ({len(read[0])} alone, {got - len(read[0])} in {len(read) - 1} burst(s))"
+        "local_references": len(local_traces), "batching": [b.to_json() if b is not None else None for b in said[1:nb + 1]],
+        "judged_bursts": carry_traces(report, read[:nb + 1], local_traces),
+        **({"warm": len(warm), "warm_batching": said[nb + 1].to_json() if said[nb + 1] is not None else None} if len(said) > nb + 1 else {}),
+        "said": f"engine traces: read {got} of {expected} ({len(read[0])} alone, {in_bursts} in {nb} burst(s)"
+                + (f", {len(warm)} warm" if len(read) > nb + 1 else "") + ")"
                 + ("; nothing compared inside the engine" if expected and not got else "")
                 + ("; compared stage by stage with the local model's" if local_traces and got else ""),
     }
@@ -61,6 +70,7 @@ def engine_evidence(report, run, folder: Path, settings, local_traces: dict) -> 
         report.extra["engine_traces"]["cannot_compare"] = nothing
     _say_prefix_hits(report.extra["engine_traces"], read)
     report.findings += found
+    return where
 
 
 def _say_prefix_hits(said: dict, read: list[dict]) -> None:

@@ -29,7 +29,7 @@ class EndpointArgs(ModelChoice):
     retries: int = 2
     max_answer_mb: float = 64.0
     model: str | None = None  # --model: also run local references with qdebug's traced model
-    engine_caches: str = "fresh"  # --engine-caches: fresh identities per run and phase, or keep the server's caching
+    engine_caches: str = "fresh"  # --engine-caches: fresh (cold phases isolated, then a warm phase), keep or cold (replay.endpoint)
     engine_traces: Path | None = None  # --engine-traces: the folder a vLLM running qdebug's plugin writes traces to
 
 
@@ -47,7 +47,7 @@ def run_endpoint_replay(args: EndpointArgs, console=None) -> ReplayReport:
     """Parse the capture, replay it against the endpoint (and locally with --model); returns a ReplayReport."""
     from qdebug.analysis.endpoint import report_from_endpoint
     from qdebug.errors import InputError
-    from qdebug.replay.endpoint import ENGINE_CACHES_SAID, EndpointSettings, check_endpoint_settings, run_endpoint
+    from qdebug.replay.endpoint import FRESH, EndpointSettings, check_endpoint_settings, run_endpoint
     from qdebug.replay.formats.detect import read_batch
 
     settings = EndpointSettings(url=args.url, served_model=args.served_model, api_key_env=args.api_key_env, concurrency=args.concurrency,
@@ -74,20 +74,38 @@ def run_endpoint_replay(args: EndpointArgs, console=None) -> ReplayReport:
     total = sum(1 for r in batch.requests if r.request is not None)
     from qdebug.commands.common import two_phase_progress
 
-    with two_phase_progress(console, (f"isolated, one at a time → {args.url}", total), (f"burst × {args.repeat}", total * args.repeat),
-                            "errors") as on_progress:
+    warm = settings.engine_caches == FRESH  # a warm phase follows the bursts when the server is vLLM
+    with two_phase_progress(console, (f"isolated, one at a time → {args.url}", total),
+                            (f"burst × {args.repeat}" + (", then warm" if warm else ""), total * (args.repeat + warm)), "errors") as on_progress:
         run = run_endpoint(batch, settings, on_progress)
     report = report_from_endpoint(batch, run, local)
-    # What this run did to the server's caches: fresh, keep or not_sent, and in words.
-    report.extra.update(engine_caches=run.engine_caches, engine_caches_said=f"engine caches: {ENGINE_CACHES_SAID[run.engine_caches]}")
-    if settings.engine_tag and folder is not None:
-        from qdebug.analysis.endpoint import recount
+    _judge_caches(report, run, folder if settings.engine_tag else None, settings, local_traces)
+    return report
 
+
+def _judge_caches(report, run, folder: Path | None, settings, local_traces: dict) -> None:
+    """What each phase did about the server's caches (`engine_caches`, `phases`, in words), the engine's traces (with
+    --engine-traces), the warm runs against the cold ones, and the cache verdicts from the engine's record of every
+    cache read; then the counts, recounted from the verdicts as they finally stand."""
+    from qdebug.analysis.endpoint import recount
+    from qdebug.analysis.warm import settle_warm, warm_answers
+    from qdebug.replay.endpoint_phases import caches_said, phases_json
+
+    from .endpoint_caches import SETTLE_S, cache_evidence
+
+    report.extra.update(engine_caches=run.engine_caches, engine_caches_said=caches_said(run), phases=phases_json(run))
+    warm_answers(report, run)
+    where: dict[str, str] = {}
+    settle = SETTLE_S
+    if folder is not None:
         from .endpoint_engine import engine_evidence
 
-        engine_evidence(report, run, folder, settings, local_traces)
-        recount(report)
-    return report
+        where = engine_evidence(report, run, folder, settings, local_traces)
+        traces = report.extra["engine_traces"]
+        settle = 1.0 if traces["read"] == traces["expected"] else SETTLE_S  # their lines are written in the same step
+    provenance = cache_evidence(report, run, folder, settings.engine_tag, where, settle)
+    settle_warm(report, provenance, where)
+    recount(report)
 
 
 def _local_references(batch, args: EndpointArgs, keep_traces: bool = False) -> tuple[dict, dict]:

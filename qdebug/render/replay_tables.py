@@ -8,6 +8,7 @@ from rich.text import Text
 from qdebug.analysis.matrix_words import matrix_words
 from qdebug.vocab import EventKind
 
+from .cache_cells import cache_lines, has_cache_column, reused_cell
 from .colors import scale_color
 from .data_text import data
 from .landed import donor_cell, drawn_events, labels_note, measured, offset_cells
@@ -25,8 +26,7 @@ def requests_table(report) -> Table:
     """One row per request: id, image, reference, replayed, observed and what it says, verdict (this replay's), donor, offsets."""
     if getattr(report, "endpoint", None):
         title = f"{report.kind}: {report.source} · endpoint {report.endpoint} · {report.repeats} burst(s) (replayed = first burst)"
-        said = (getattr(report, "extra", None) or {}).get("engine_caches_said")
-        if said:  # what this run did about the engine's caches: whether "alone" was really alone
+        for said in cache_lines(report):  # what each phase did about the engine's caches, and whose record of reads was read
             title += f" · {said}"
         engine = (getattr(report, "extra", None) or {}).get("engine_traces")
         if engine:  # that the engine's own traces were read, and how many: a clean run says so too
@@ -35,7 +35,10 @@ def requests_table(report) -> Table:
         title = f"{report.kind}: {report.source}" + (f" · mode {report.mode} · inject {report.inject} · seed {report.seed}" if report.mode else "")
     table = Table(title=data(title))  # the source's name, the endpoint's URL, what the server's traces said: data
     replayed = report.kind == "capture"
-    columns = ("id", "image", "reference", "replayed", "observed") if replayed else ("id",)
+    columns = ["id", "image", "reference", "replayed", "observed"] if replayed else ["id"]
+    warm = any(getattr(r, "warm_verdict", None) is not None for r in report.requests)
+    if warm:  # an endpoint report's warm phase (production caching): its answer beside the cold ones
+        columns.insert(4, "warm")
     for col in columns:
         table.add_column(col, overflow="fold")
     if replayed:  # what production's answer says on its own: never the verdict, which is this replay's
@@ -46,14 +49,21 @@ def requests_table(report) -> Table:
         table.add_column(col, no_wrap=True)
     if replayed:  # how far the replayed first token's distribution moved from the reference's
         table.add_column("KL₀", no_wrap=True, justify="right")
+    cached = has_cache_column(report)
+    if cached:  # what a cache served it: the range behind a cache verdict, or its reads of its own content
+        table.add_column("reused", overflow="fold")
     for r in report.requests:
         verdict = verdict_text(r)  # with its stage (endpoint replays with engine traces), as the TUI's table
         cells = ([data(r.id), data(_short(r.image, 18)), data(_short(r.reference)), data(_short(r.replayed)), data(_short(r.observed)),
                   _observed_says(r)] if replayed else [data(r.id)])
+        if warm:
+            cells.insert(4, data(_short(r.warm_answer)))
         text_at, visual_at = offset_cells(r)
         row = [*cells, verdict, data(donor_cell(r)), data(text_at), data(visual_at)]
         if replayed:
             row.append(Text("–" if r.first_token_kl is None else f"{r.first_token_kl:.2g}"))
+        if cached:
+            row.append(data(reused_cell(r)))
         table.add_row(*row)
     return table
 

@@ -1,4 +1,5 @@
-"""Replay a capture against an OpenAI-compatible chat-completions server: each request alone, then the burst.
+"""Replay a capture against an OpenAI-compatible chat-completions server: each request alone, then the burst, then (vLLM)
+the warm phase: the burst again with production caching.
 
 An async httpx client: per-request timeouts, bounded concurrency, retries with backoff on connection resets
 and 5xx (reported as such, never as contamination), one-line errors. The API key, when given, goes only in
@@ -21,12 +22,13 @@ from qdebug.errors import InputError, QDebugError, UnreachableError
 from .batch import Batch
 
 
-FRESH, KEEP = "fresh", "keep"  # --engine-caches
-ENGINE_CACHES = (FRESH, KEEP)
-NOT_SENT = "not_sent"  # fresh asked, but the server does not list itself as vLLM: nothing sent that it might refuse
-ENGINE_CACHES_SAID = {FRESH: "fresh identities per run", KEEP: "kept (production caching)",
-                      NOT_SENT: "not sent (the server does not list itself as vLLM, whose cache fields they are)"}
+# --engine-caches: FRESH: the cold phases (reference, bursts) with fresh identities, then a warm phase with production
+# caching; KEEP: every phase with production caching (no warm phase: every phase is one); COLD: the cold phases only.
+FRESH, KEEP, COLD = "fresh", "keep", "cold"
+ENGINE_CACHES = (FRESH, KEEP, COLD)
+NOT_SENT = "not_sent"  # the server does not list itself as vLLM: its caches are not controlled, nothing sent it might refuse
 VLLM_OWNER = "vllm"  # what vLLM's /v1/models says each model is `owned_by`
+REFERENCE, WARM = "reference", "warm"  # the isolated phase and the warm phase (bursts are `burst-K`)
 
 # A chat answer is kilobytes (a few MB with logprobs); far above that it is a broken or hostile server.
 DEFAULT_MAX_ANSWER_MB = 64.0
@@ -101,7 +103,7 @@ class EndpointSettings:
     backoff: float = 0.25
     top_logprobs: int = 5
     max_answer_mb: float = DEFAULT_MAX_ANSWER_MB  # an answer's size once decompressed (a gzip bomb, a runaway body)
-    engine_caches: str = "fresh"  # FRESH: new media identities and prefix-cache salt per run and phase; KEEP: send neither
+    engine_caches: str = FRESH  # --engine-caches (FRESH, KEEP or COLD above)
     run_id: str = field(default_factory=lambda: secrets.token_hex(6))  # this run's part of every identity
     engine_tag: str | None = None  # tag each request for a vLLM running qdebug's plugin: qdebug_id "<tag>.<id>.<phase>"
 
@@ -125,7 +127,7 @@ class EndpointRun:
     endpoint: str
     model: str
     settings: EndpointSettings
-    engine_caches: str = KEEP  # what this run sent: FRESH identities, or none (KEEP asked, or NOT_SENT to a non-vLLM server)
+    engine_caches: str = KEEP  # what this run did: FRESH, KEEP, COLD as asked of vLLM, or NOT_SENT (a server that is not vLLM)
     model_aliases: tuple = ()  # what /v1/models says `model` is besides its name: checkpoint, base model (model_aliases)
     references: dict = field(default_factory=dict)  # id → Answer (each request alone)
     bursts: list = field(default_factory=list)  # per repeat: id → Answer
@@ -133,6 +135,17 @@ class EndpointRun:
     client_cpu_s: float = 0.0  # the client's own CPU time over all requests sent
     sent: int = 0
     burst_seconds: list = field(default_factory=list)  # wall time of each burst
+    warm: dict = field(default_factory=dict)  # id → Answer in the warm phase (production caching; {} when none ran)
+    warm_seconds: float | None = None
+
+    def fresh(self, phase: str) -> bool:
+        """Whether `phase` was sent with fresh cache identities (uuid per media part, cache_salt)."""
+        return self.engine_caches in (FRESH, COLD) and phase != WARM
+
+    @property
+    def warms(self) -> bool:
+        """Whether this run has a warm phase: fresh cold phases against vLLM, then production caching."""
+        return self.engine_caches == FRESH
 
 
 def check_endpoint_settings(settings: EndpointSettings) -> tuple[str, str | None]:
@@ -149,7 +162,7 @@ def check_endpoint_settings(settings: EndpointSettings) -> tuple[str, str | None
     if settings.timeout <= 0:
         raise InputError(f"--timeout {settings.timeout}: expected a positive number of seconds")
     if settings.engine_caches not in ENGINE_CACHES:
-        raise InputError(f"--engine-caches {settings.engine_caches}: expected {' or '.join(ENGINE_CACHES)}")
+        raise InputError(f"--engine-caches {settings.engine_caches}: expected {', '.join(ENGINE_CACHES[:-1])} or {ENGINE_CACHES[-1]}")
     if not settings.max_answer_mb > 0:
         raise InputError(f"--max-answer-mb {settings.max_answer_mb}: expected a positive number of megabytes")
     base = settings.url.rstrip("/")
@@ -175,11 +188,11 @@ def chat_body(request, model: str, top_logprobs: int) -> dict:
     return body
 
 
-def isolated(body: dict, settings: EndpointSettings, request_id: str, phase: str, sent: str = FRESH) -> dict:
-    """The body with fresh engine-cache identities for this (run, phase, request) under --engine-caches fresh: a `uuid`
-    per media part (vLLM's processor and encoder cache key) and a `cache_salt` (its prefix cache), so no phase is
-    served another's encodings or KV blocks. `sent` is what the run sends (EndpointRun.engine_caches): only FRESH adds them."""
-    if sent != FRESH:
+def isolated(body: dict, settings: EndpointSettings, request_id: str, phase: str, fresh: bool = True) -> dict:
+    """The body with fresh engine-cache identities for this (run, phase, request) when `fresh` (a cold phase against
+    vLLM: EndpointRun.fresh): a `uuid` per media part (vLLM's processor and encoder cache key) and a `cache_salt` (its
+    prefix cache), so no run is served another's encodings or KV blocks; else the body as captured (production caching)."""
+    if not fresh:
         return body
     import hashlib
 
@@ -210,7 +223,8 @@ def engine_trace_id(tag: str, request_id: str, phase: str) -> str:
 
 
 def engine_tagged(body: dict, settings: EndpointSettings, request_id: str, phase: str) -> dict:
-    """The body, tagged for qdebug's vLLM plugin when the run asks for engine traces (`vllm_xargs`)."""
+    """The body, tagged for qdebug's vLLM plugin when the run asks for engine traces (`vllm_xargs`): traced, and named
+    `qdebug_id` for the plugin's records (its batch log's encoder calls, steps and cache reads)."""
     if not settings.engine_tag:
         return body
     return {**body, "vllm_xargs": {"qdebug_trace": True, "qdebug_id": engine_trace_id(settings.engine_tag, request_id, phase)}}
@@ -289,7 +303,7 @@ def _wire(body: "dict | Answer", run: "EndpointRun", request_id: str, phase: str
     """What goes out for one request in one phase: its body with this phase's cache identities and engine tag."""
     if isinstance(body, Answer):
         return body
-    return engine_tagged(isolated(body, run.settings, request_id, phase, run.engine_caches), run.settings, request_id, phase)
+    return engine_tagged(isolated(body, run.settings, request_id, phase, run.fresh(phase)), run.settings, request_id, phase)
 
 
 async def _send(client, body: "dict | Answer", tag: str, settings: EndpointSettings, key: str | None) -> Answer:
@@ -382,7 +396,8 @@ def run_endpoint(
     settings: EndpointSettings,
     on_progress: Callable[[str, str, bool], None] | None = None,
 ) -> EndpointRun:
-    """Each request alone (sequentially), then the burst `repeat` times; Ctrl-C keeps what finished."""
+    """Each request alone (sequentially), then the burst `repeat` times, then the warm phase when the run has one
+    (EndpointRun.warms); Ctrl-C keeps what finished."""
     base, key = check_endpoint_settings(settings)
     run = EndpointRun(base, settings.served_model or "", settings)
     try:
@@ -400,31 +415,37 @@ async def _run(batch: Batch, settings: EndpointSettings, base: str, key: str | N
     async with httpx.AsyncClient(base_url=base, headers=headers, timeout=settings.timeout, limits=limits, follow_redirects=False) as client:
         run.model, run.model_aliases, owner = await _probe_model(client, settings, base, key)
         # uuid and cache_salt are vLLM's; other servers may refuse them (transformers serve answers 422), so they go
-        # only to a server that lists itself as vLLM.
-        run.engine_caches = KEEP if settings.engine_caches == KEEP else (FRESH if owner == VLLM_OWNER else NOT_SENT)
+        # only to a server that lists itself as vLLM; another server's caches are not the client's to control.
+        run.engine_caches = settings.engine_caches if owner == VLLM_OWNER else NOT_SENT
         items = [r for r in batch.requests if r.request is not None]
         cpu0 = time.process_time()
         bodies = _bodies(items, run.model, settings)
         for r in items:  # the isolated reference: one request at a time, nothing else in flight
-            answer = await _send(client, _wire(bodies[r.request_id], run, r.request_id, "reference"),
-                                 f"{r.request_id}/reference", settings, key)
+            answer = await _send(client, _wire(bodies[r.request_id], run, r.request_id, REFERENCE),
+                                 f"{r.request_id}/{REFERENCE}", settings, key)
             run.references[r.request_id] = answer
             run.sent += 1
-            progress("reference", r.request_id, answer.error is None)
+            progress(REFERENCE, r.request_id, answer.error is None)
         if items and all(a.error and a.error.startswith("HTTP 4") for a in run.references.values()):
             raise EndpointError(f"{base} refused every request: {next(iter(run.references.values())).error}")
         for k in range(settings.repeat):
             burst: dict = {}
             run.bursts.append(burst)
             started = time.perf_counter()
-            await _burst(client, items, bodies, run, key, burst, k, progress)
+            await _burst(client, items, bodies, run, key, burst, f"burst-{k + 1}", progress)
             run.burst_seconds.append(time.perf_counter() - started)
+            run.sent += len(items)
+        if run.warms:  # after the cold phases: the capture as production runs it, caches and all
+            started = time.perf_counter()
+            await _burst(client, items, bodies, run, key, run.warm, WARM, progress)
+            run.warm_seconds = time.perf_counter() - started
             run.sent += len(items)
         run.client_cpu_s = time.process_time() - cpu0
 
 
-async def _burst(client, items, bodies, run: EndpointRun, key, burst: dict, k: int, progress) -> None:
-    """Send every request as captured: at its arrival offset (divided by --speed), or N at a time."""
+async def _burst(client, items, bodies, run: EndpointRun, key, burst: dict, phase: str, progress) -> None:
+    """Send every request of one phase as captured, in capture order: at its arrival offset (divided by --speed), or N at
+    a time."""
     settings = run.settings
     gate = asyncio.Semaphore(settings.concurrency or 64)
     stamps = [r.arrival_ts for r in items if r.arrival_ts is not None]
@@ -437,8 +458,7 @@ async def _burst(client, items, bodies, run: EndpointRun, key, burst: dict, k: i
             if delay > 0:
                 await asyncio.sleep(delay)
         async with gate:
-            answer = await _send(client, _wire(bodies[r.request_id], run, r.request_id, f"burst-{k + 1}"),
-                                 f"{r.request_id}/burst-{k + 1}", settings, key)
+            answer = await _send(client, _wire(bodies[r.request_id], run, r.request_id, phase), f"{r.request_id}/{phase}", settings, key)
         burst[r.request_id] = answer
         progress("burst", r.request_id, answer.error is None)
 

@@ -52,12 +52,27 @@ class RequestOutcome:
     # What production's answer (`observed`) says on its own, never the verdict: ok | contaminated | diverged, None without one.
     observed_verdict: Verdict | None = None
     observed_donor: str | None = None  # whose isolated answer production returned, when observed_verdict is contaminated
+    # endpoint replays with a warm phase (production caching, after the cold phases): its answer, its verdict (judged as a
+    # burst run's, or cache_contaminated) with the stage behind it, and whether it parts from the request's cold run
+    # (answers, first-token distribution, engine stages) with the first token's KL from the cold answer
+    warm_answer: str | None = None
+    warm_verdict: Verdict | None = None
+    warm_stage: str | None = None
+    warm_donor: str | None = None
+    warm_parted: bool | None = None
+    warm_first_token_kl: float | None = None
+    # endpoint replays with --engine-traces: every cache read the engine recorded for this request's runs (phase, cache,
+    # reuse, range, donor: analysis.cache_verdicts.read_json), and the one behind a cache_contaminated verdict
+    cache_reads: list | None = None
+    cache_read: dict | None = None
 
     def __post_init__(self) -> None:
         # A verdict outside the vocabulary (a corrupt .qdr) is refused where it is made.
         self.verdict = Verdict(self.verdict)
         if self.observed_verdict is not None:
             self.observed_verdict = Verdict(self.observed_verdict)
+        if self.warm_verdict is not None:
+            self.warm_verdict = Verdict(self.warm_verdict)
 
     def to_json(self) -> dict:
         """As the `requests` entries of the replay JSON (a NaN, e.g. a server's logprob, as null)."""

@@ -1,7 +1,9 @@
 """What `replay --endpoint` puts on the wire, seen by a recording server of our own on a loopback socket: every media
 item travels as the kind of part it was captured as (image_url, video_url, input_audio), and `--engine-caches fresh`
-gives each (run, phase, request, item) its own `uuid` and each (run, phase, request) its own `cache_salt` when the
-server lists itself as vLLM (`owned_by`); `keep`, or a server that is not vLLM, gets neither."""
+gives each (run, phase, request, item) of the cold phases its own `uuid` and each (run, phase, request) its own
+`cache_salt` when the server lists itself as vLLM (`owned_by`), then sends a warm phase with neither (production
+caching); `keep` sends neither in any phase, `cold` no warm phase, and a server that is not vLLM gets neither and no
+warm phase. The report says which caches each phase met."""
 
 from __future__ import annotations
 
@@ -31,7 +33,9 @@ class _Recorder(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         with self.server.lock:
             self.server.bodies.append((self.headers.get("X-Qdebug-Request"), body))
-        self._answer({"id": "x", "object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": "a circle"}}]})
+        # a server whose caches change answers: what it says to a request it may serve from cache (no cache_salt)
+        text = self.server.cached_answer if "cache_salt" not in body and self.server.cached_answer else "a circle"
+        self._answer({"id": "x", "object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]})
 
     def _answer(self, doc: dict) -> None:
         data = json.dumps(doc).encode()
@@ -49,6 +53,7 @@ class _Recorder(BaseHTTPRequestHandler):
 def recorder():
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
     server.bodies, server.lock, server.owner = [], threading.Lock(), "vllm"  # as vLLM lists its models
+    server.cached_answer = ""
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield server
@@ -112,52 +117,100 @@ def _media(body: dict) -> list[dict]:
     return [p for p in body["messages"][0]["content"] if p["type"] != "text"]
 
 
-def test_fresh_gives_every_phase_request_and_item_its_own_identity(recorder, capture, tmp_path):
+IDS = ("two-images", "video", "audio")
+FRESH_SAID = "fresh identities and salt (no cache entry shared with another run)"
+WARM_SAID = "production caching (no salt, no uuid: prefix, encoder and processor caches read as for any request)"
+
+
+def test_fresh_gives_every_cold_phase_request_and_item_its_own_identity_then_a_warm_phase_none(recorder, capture, tmp_path):
     path, video = capture
     doc = _replay(recorder, path, tmp_path)
     sent = {tag: body for tag, body in recorder.bodies}
     phases = ("reference", "burst-1", "burst-2")
-    assert set(sent) == {f"{rid}/{phase}" for rid in ("two-images", "video", "audio") for phase in phases}
-    for phase in phases:  # each item as the kind of part it was captured as, in order
+    assert set(sent) == {f"{rid}/{phase}" for rid in IDS for phase in (*phases, "warm")}
+    warm = [(tag, body) for tag, body in recorder.bodies if tag.endswith("/warm")]
+    assert [tag for tag, _ in recorder.bodies][-3:] == [tag for tag, _ in warm]  # after every cold phase
+    for _, body in warm:  # the capture as production sends it: no salt, no uuid, every media part as captured
+        assert "cache_salt" not in body and all("uuid" not in p for p in body["messages"][0]["content"])
+        assert "vllm_xargs" not in body  # nothing to name it for: no --engine-traces
+    for phase in (*phases, "warm"):  # each item as the kind of part it was captured as, in order
         assert [p["type"] for p in sent[f"two-images/{phase}"]["messages"][0]["content"]] == ["image_url", "image_url", "text"]
         assert [p["type"] for p in sent[f"video/{phase}"]["messages"][0]["content"]] == ["video_url", "text"]
         assert sent[f"video/{phase}"]["messages"][0]["content"][0]["video_url"]["url"] == video  # the captured frames' bytes
         assert [p["type"] for p in sent[f"audio/{phase}"]["messages"][0]["content"]] == ["input_audio", "text"]
-    uuids = [p["uuid"] for body in sent.values() for p in _media(body)]
+    cold = {tag: body for tag, body in sent.items() if not tag.endswith("/warm")}
+    uuids = [p["uuid"] for body in cold.values() for p in _media(body)]
     assert len(uuids) == 3 * (2 + 1 + 1) and len(set(uuids)) == len(uuids)  # one per (phase, request, item), none shared
-    salts = [body["cache_salt"] for body in sent.values()]
+    salts = [body["cache_salt"] for body in cold.values()]
     assert len(set(salts)) == len(salts) == 9
     assert all(len(s) <= 128 and not set(s) & set("@/\\\x00") for s in salts)  # what vLLM's validate_cache_salt takes
     assert all("uuid" not in p for body in sent.values() for p in body["messages"][0]["content"] if p["type"] == "text")
-    assert doc["engine_caches"] == "fresh" and doc["engine_caches_said"] == "engine caches: fresh identities per run"
+    assert doc["engine_caches"] == "fresh"
+    assert doc["engine_caches_said"] == f"engine caches: reference, burst-1, burst-2: {FRESH_SAID}; warm: {WARM_SAID}"
+    assert doc["phases"] == [{"phase": p, "caching": "fresh", "said": FRESH_SAID} for p in phases] + \
+        [{"phase": "warm", "caching": "production", "said": WARM_SAID}]
     assert {r["verdict"] for r in doc["requests"]} == {"ok"}
+    assert {(r["warm_answer"], r["warm_verdict"], r["warm_parted"]) for r in doc["requests"]} == {("a circle", "ok", False)}
+    assert doc["counts"]["warm"] == {"answers": 3, "parted": 0, "cache_contaminated": 0, "errors": 0}
+    # without --engine-traces nothing says who computed what a cache served: said, and no cache verdict given
+    assert not doc["cache_provenance"]["read"] and "pass --engine-traces DIR" in doc["cache_provenance"]["said"]
 
     first = set(uuids)
     recorder.bodies.clear()
     _replay(recorder, path, tmp_path)  # a second run shares no identity with the first
-    assert not first & {p["uuid"] for _, body in recorder.bodies for p in _media(body)}
+    assert not first & {p["uuid"] for _, body in recorder.bodies for p in _media(body) if "uuid" in p}
 
 
 def _no_identity(recorder) -> None:
-    assert len(recorder.bodies) == 9
+    assert len(recorder.bodies) == 9 and not [tag for tag, _ in recorder.bodies if tag.endswith("/warm")]
     for _, body in recorder.bodies:
         assert "cache_salt" not in body
         assert all("uuid" not in p for p in body["messages"][0]["content"])
 
 
-def test_keep_sends_no_identity_and_says_so(recorder, capture, tmp_path):
+def test_keep_sends_no_identity_in_any_phase_and_says_so(recorder, capture, tmp_path):
     path, _ = capture
     doc = _replay(recorder, path, tmp_path, "--engine-caches", "keep")
     _no_identity(recorder)
-    assert doc["engine_caches"] == "keep" and doc["engine_caches_said"] == "engine caches: kept (production caching)"
+    assert doc["engine_caches"] == "keep"
+    assert doc["engine_caches_said"] == f"engine caches: reference, burst-1, burst-2: {WARM_SAID}"
+    assert {p["caching"] for p in doc["phases"]} == {"production"} and "warm" not in doc["counts"]
 
 
-def test_a_server_that_is_not_vllm_gets_no_identity(recorder, capture, tmp_path):
+def test_cold_sends_the_cold_phases_only(recorder, capture, tmp_path):
+    path, _ = capture
+    doc = _replay(recorder, path, tmp_path, "--engine-caches", "cold")
+    assert len(recorder.bodies) == 9 and all("cache_salt" in body for _, body in recorder.bodies)
+    assert doc["engine_caches"] == "cold" and doc["engine_caches_said"] == f"engine caches: reference, burst-1, burst-2: {FRESH_SAID}"
+    assert all(r["warm_verdict"] is None for r in doc["requests"])
+
+
+def test_a_server_that_is_not_vllm_gets_no_identity_and_no_warm_phase(recorder, capture, tmp_path):
     recorder.owner = "huggingface"  # transformers serve answers 422 to a cache_salt: vLLM's fields go to vLLM only
     doc = _replay(recorder, capture[0], tmp_path)
     _no_identity(recorder)
-    assert doc["engine_caches"] == "not_sent" and "does not list itself as vLLM" in doc["engine_caches_said"]
+    assert doc["engine_caches"] == "not_sent" and "not controlled: the server is not vLLM" in doc["engine_caches_said"]
+    assert {p["caching"] for p in doc["phases"]} == {"uncontrolled"}
+    assert not doc["cache_provenance"]["read"] and "the server is not vLLM" in doc["cache_provenance"]["said"]
     assert {r["verdict"] for r in doc["requests"]} == {"ok"}
+
+
+def test_a_warm_run_that_parts_from_its_cold_run_is_judged_by_its_answers_and_no_cache_is_blamed(recorder, capture, tmp_path):
+    recorder.cached_answer = "a square"  # what this server answers a request it may serve from its caches
+    out = tmp_path / "r.json"
+    url = f"http://127.0.0.1:{recorder.server_address[1]}"
+    result = CliRunner().invoke(app, ["replay", str(capture[0]), "--endpoint", url, "--concurrency", "3", "--json", str(out)],
+                                env={"COLUMNS": "300"})
+    doc = json.loads(out.read_text())
+    assert result.exit_code == 1, result.output  # a request not ok
+    for r in doc["requests"]:
+        assert (r["reference"], r["warm_answer"], r["warm_parted"]) == ("a circle", "a square", True), r
+        assert r["verdict"] == r["warm_verdict"] == "diverged" and r["burst_verdicts"] == ["ok"], r
+        (f,) = [f for f in doc["findings"] if f["kind"] == "warm_run" and f["request_id"] == r["id"]]
+        assert "parts from its cold run" in f["message"] and "no cache is blamed without it" in f["message"], f
+        assert "pass --engine-traces DIR" in f["message"]
+    assert "cache_contaminated" not in result.output and doc["counts"]["warm"]["parted"] == 3
+    assert doc["counts"]["requests"] == {"diverged": 3}
 
 
 def test_a_bad_engine_caches_value_is_one_line_exit_2(capture, recorder):
@@ -165,7 +218,7 @@ def test_a_bad_engine_caches_value_is_one_line_exit_2(capture, recorder):
     url = f"http://127.0.0.1:{recorder.server_address[1]}"
     result = CliRunner().invoke(app, ["replay", str(path), "--endpoint", url, "--engine-caches", "sometimes"])
     assert result.exit_code == 2
-    assert "--engine-caches sometimes: expected fresh or keep" in result.output and "Traceback" not in result.output
+    assert "--engine-caches sometimes: expected fresh, keep or cold" in result.output and "Traceback" not in result.output
     assert recorder.bodies == []  # refused before anything was sent
     result = CliRunner().invoke(app, ["replay", str(path), "--engine-caches", "keep"])
     assert result.exit_code == 2 and "expected --endpoint URL with it" in result.output

@@ -40,13 +40,28 @@ def test_a_batch_dependent_encoder_is_found_at_encode_naming_its_encoder_call(ba
             else:  # encoded alone (its own call, or served from no cache: fresh identities): as alone
                 assert verdict == "ok", (k, r, calls)
     assert flagged, "no burst encoded two requests' images in one call"
+    # the warm phase (production caching, after the bursts) is judged as a burst run is: a warm run encoded with others
+    # is batch_dependent at encode too, named in its warm_run finding with who shared its call
+    calls, _ = records(batch_encoder.traces, tag, "warm")
+    shared = {rid: sorted({o for o in call if o != rid}) for call in calls if len(set(call)) > 1 for rid in call}
+    for r in doc["requests"]:
+        if r["id"] in shared:
+            assert (r["warm_verdict"], r["warm_stage"], r["warm_parted"]) == ("batch_dependent", "encode", True), r
+            (f,) = [f for f in doc["findings"] if f["kind"] == "warm_run" and f["request_id"] == r["id"]]
+            assert "at encode" in f["message"] and all(o in f["message"] for o in shared[r["id"]]), f
+            assert "not blamed on a cache" in f["message"], f  # the engine's record shows no read of another's content
+        else:
+            assert r["warm_verdict"] == "ok", (r, calls)
     dependent = [r for r in doc["requests"] if r["verdict"] == "batch_dependent"]
     assert dependent and all(r["stage"] == "encode" for r in dependent)
     assert not [r for r in doc["requests"] if r["verdict"] in ("contaminated", "server_mismatch")], doc["requests"]
     # a batch's doing is never called nondeterminism: no run that parted is "diverged", no nondeterminism finding
-    assert not [r for r in doc["requests"] if "diverged" in r["burst_verdicts"]], doc["requests"]
+    assert not [r for r in doc["requests"] if "diverged" in r["burst_verdicts"] or r["warm_verdict"] == "diverged"], doc["requests"]
     assert not [f for f in doc["findings"] if f["kind"] == "nondeterminism"], doc["findings"]
     for r in dependent:
+        if "batch_dependent" not in r["burst_verdicts"]:  # dependent in its warm run only (checked above)
+            assert r["warm_verdict"] == "batch_dependent", r
+            continue
         (f,) = [f for f in doc["findings"] if f["kind"] == "batch_dependent" and f["request_id"] == r["id"]]
         first = next(k for k, v in enumerate(r["burst_verdicts"]) if v == "batch_dependent")
         assert f["stage"] == "encode" and all(o in f["message"] for o in r["co_batched"][first]), f
@@ -69,6 +84,7 @@ def gathering_server(vllm_py, tmp_path_factory):
 def test_a_clean_engine_under_the_same_bursts_three_times_is_all_ok_and_says_how_it_batched(gathering_server, tmp_path):
     doc, result = replay(gathering_server, tmp_path / "r.json", "--repeat", "3", "--model", "demo", "--device", "cpu")
     assert {r["verdict"] for r in doc["requests"]} == {"ok"}, [(r["id"], r["verdict"], r["stage"]) for r in doc["requests"]]
+    assert {(r["warm_verdict"], r["warm_parted"]) for r in doc["requests"]} == {("ok", False)}  # production caching changes nothing
     assert_one_story(doc, result)
     batching = doc["engine_traces"]["batching"]
     assert len(batching) == 3 and any(b["batched"] for b in batching), batching  # the bursts really batched

@@ -68,6 +68,11 @@ class BatchScreen(Screen):
     def compose(self) -> ComposeResult:
         """Title line; requests; timeline | matrix; findings; messages, command bar, keys."""
         yield Static(self._title(), id="info")
+        from qdebug.render.cache_cells import cache_lines
+
+        caches = cache_lines(self.report)  # an endpoint report: what each phase did about the engine's caches, as the CLI says
+        if caches:
+            yield Static(Text("\n".join(caches), style="dim"), id="caches")
         yield RequestTable(id="requests")
         with Horizontal(id="batch-lower"):
             with VerticalScroll(id="timeline-box"):

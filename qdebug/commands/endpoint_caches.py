@@ -1,0 +1,73 @@
+"""`replay --endpoint URL --engine-traces DIR`: read what the engine recorded of every cache read of the run's requests
+(the `cache_reads` lines of DIR/batches.jsonl, one per finished request, tagged for tracing or not) and judge them
+(analysis.cache_verdicts); without DIR, or against a server that is not vLLM, say why no cache verdict is given."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+SETTLE_S = 3.0  # how long the last requests' lines may take: the plugin writes them in the engine's next step
+POLL_S = 0.2
+
+
+def cache_evidence(report, run, folder: Path | None, tag: str | None, where: dict[str, str], settle: float = SETTLE_S) -> bool | None:
+    """Judge the run's cache reads into `report` (verdicts, findings, `cache_provenance`); `where`: where each traced warm
+    run parts (analysis.warm.warm_traces); `settle`: how long to wait for the last requests' lines (less once their
+    traces, written in the same step, were all read). Returns True when the engine's records were read, False when the
+    folder holds none of this run, None when none were asked for (no --engine-traces) or the server is not vLLM."""
+    from qdebug.analysis.cache_verdicts import judge_cache_reads, provenance_summary, run_reads
+    from qdebug.engine.batch_log import BATCH_LOG
+    from qdebug.replay.endpoint import NOT_SENT, WARM, engine_trace_id
+    from qdebug.vocab import CacheKind
+    from qdebug.replay.endpoint_phases import ISOLATED, caching, phase_names
+
+    if run.engine_caches == NOT_SENT:
+        report.extra["cache_provenance"] = {"read": False, "said": "cache provenance: none (the server is not vLLM: its caches "
+                                            "were not controlled, and no cache verdict is given without the engine's record)"}
+        return None
+    if folder is None or tag is None:
+        report.extra["cache_provenance"] = {"read": False, "said": "cache provenance: not read (pass --engine-traces DIR, the "
+                                            "QDEBUG_VLLM_TRACE_DIR of a vLLM running qdebug's plugin, to see who computed what "
+                                            "each cache served; no cache verdict without it)"}
+        return None
+    phases = phase_names(run)
+    answered = dict(zip(phases, [run.references, *run.bursts, *((run.warm,) if run.warm else ())]))
+    origins = {engine_trace_id(tag, rid, p): (rid, p) for p in phases for rid in answered[p]}
+    ours = {n for n, (rid, p) in origins.items() if answered[p][rid].error is None}
+    log = _settled(folder, ours, settle)
+    if not log.shared(ours).steps:
+        report.extra["cache_provenance"] = {"read": False, "said": f"cache provenance: not recorded ({folder / BATCH_LOG} holds no "
+                                            "step of this run's requests: expected a vLLM running qdebug's plugin with "
+                                            f"QDEBUG_VLLM_TRACE_DIR={folder})"}
+        return False
+    reads: dict[str, dict] = {}
+    for name in ours & set(log.cache_reads):
+        rid, phase = origins[name]
+        reads.setdefault(phase, {})[rid] = log.cache_reads[name]
+    by_request = run_reads(reads, origins, phases)
+    fresh = {p for p in phases if caching(run, p) == ISOLATED}
+    no_warm = "" if run.warms else f"no warm phase ran (--engine-caches {run.engine_caches}), so no warm run was compared with a cold one"
+    report.findings += judge_cache_reads(report, by_request, phases, fresh, where, no_warm)
+    summary = provenance_summary(by_request, str(folder / BATCH_LOG))
+    if run.warm and not any(r.phase == WARM and r.read.cache == CacheKind.PREFIX for rs in by_request.values() for r in rs):
+        # the warm runs are tagged for tracing: say what the record shows of the prefix cache, never more
+        summary["said"] += ("; no warm run read the prefix cache (a traced request reads it only where the server's qdebug "
+                            "plugin lets it: one that computes a traced request's whole prompt bypasses it)")
+    report.extra["cache_provenance"] = summary
+    return True
+
+
+def _settled(folder: Path, names: set[str], settle: float):
+    """The batch log once every request of `names` that ran has had its chance to be written: a request's cache reads
+    are a line written in the step after it finished, so wait (at most `settle` s) while some that ran have none (a
+    request that read no cache never gets one)."""
+    from qdebug.engine.batch_log import read_batch_log
+
+    deadline = time.monotonic() + settle
+    while True:
+        log = read_batch_log(folder)
+        ran = {n for s in log.shared(names).steps for n in s.names if n in names}
+        if not ran - set(log.cache_reads) or time.monotonic() > deadline:
+            return log
+        time.sleep(POLL_S)
