@@ -103,6 +103,25 @@ def judge_run(rid: str, text: Verdict, donors: list, alone, phase: dict, rows: t
     return BurstCall(Verdict.BATCH_DEPENDENT, part.stage, partners=list(partners), parting=part)
 
 
+def repeats_a_batch(rid: str, call: BurstCall, trace, mine: RunBatching, burst_verdicts: list, runs: EngineRuns) -> bool:
+    """Whether a parted run outside the bursts (the warm phase's) is nondeterminism by the bursts' rule: it ran alone, or
+    in the batch composition (at its stage) of a burst run that agreed with the run alone or that it parts from."""
+    if mine.alone:
+        return True
+
+    def key(b: RunBatching):
+        return b.composition[0] if call.stage == StageName.ENCODE and b.composition else b.composition
+
+    for k, verdict in enumerate(burst_verdicts):
+        b = runs.batching.get((rid, k + 1))
+        if b is None or b.alone or key(b) != key(mine):
+            continue
+        twin = runs.bursts[k].get(rid) if k < len(runs.bursts) else None
+        if verdict == Verdict.OK or (twin is not None and parting(twin, trace, runs.atol, runs.rtol).stage is not None):
+            return True
+    return False
+
+
 def _settle_nondeterminism(rid: str, calls: list[BurstCall], runs: EngineRuns) -> None:
     """A parted burst run whose batch composition is the isolated run's (nothing shared it), that of a burst run that
     agreed with it, or that of another parted burst run it disagrees with, is nondeterminism (`diverged`), not a

@@ -47,7 +47,7 @@ def warm_traces(report, runs, warm: dict, batching: dict) -> dict[str, str]:
     parts from its run alone in words ("" where it does not)."""
     from .engine_batching import RunBatching
     from .engine_evidence import engine_rows
-    from .engine_verdicts import judge_run
+    from .engine_verdicts import judge_run, repeats_a_batch
 
     rows = engine_rows(warm) if warm else {}
     said: dict[str, str] = {}  # every run judged from its trace: where it parts ("" where it does not)
@@ -55,8 +55,11 @@ def warm_traces(report, runs, warm: dict, batching: dict) -> dict[str, str]:
         alone = runs.alone.get(out.id)
         if alone is None or out.id not in warm or out.warm_verdict is None:
             continue
+        mine = batching.get(out.id, RunBatching())
         call = judge_run(out.id, out.warm_verdict, [out.warm_donor] if out.warm_donor else [], alone, warm,
-                         rows.get(out.id, (None, {})), batching.get(out.id, RunBatching()), runs, runs.mismatch.get(out.id))
+                         rows.get(out.id, (None, {})), mine, runs, runs.mismatch.get(out.id))
+        if call.verdict == Verdict.BATCH_DEPENDENT and repeats_a_batch(out.id, call, warm[out.id], mine, out.burst_verdicts or [], runs):
+            call.verdict = Verdict.DIVERGED  # the same batch (or none), repeated, gave another answer: never a batch's doing
         out.warm_verdict, out.warm_stage = call.verdict, call.stage
         out.warm_donor = call.donors[0] if call.verdict == Verdict.CONTAMINATED and len(call.donors) == 1 else None
         parted = call.verdict == Verdict.CONTAMINATED or (call.parting is not None and call.parting.stage is not None)

@@ -1,6 +1,7 @@
-"""`replay --endpoint URL --engine-traces DIR`: read what the engine recorded of every cache read of the run's requests
-(the `cache_reads` lines of DIR/batches.jsonl, one per finished request, tagged for tracing or not) and judge them
-(analysis.cache_verdicts); without DIR, or against a server that is not vLLM, say why no cache verdict is given."""
+"""`replay --endpoint URL`: what each phase did about the server's caches, the warm phase against the cold ones, and with
+`--engine-traces DIR` what the engine recorded of every cache read of the run's requests (the `cache_reads` lines of
+DIR/batches.jsonl, one per finished request, tagged for tracing or not), judged (analysis.cache_verdicts); without DIR,
+or against a server that is not vLLM, the report says why no cache verdict is given."""
 
 from __future__ import annotations
 
@@ -11,6 +12,29 @@ SETTLE_S = 3.0  # how long the last requests' lines may take: the plugin writes 
 POLL_S = 0.2
 
 
+def judge_caches(report, run, folder: Path | None, settings, local_traces: dict) -> None:
+    """What each phase did about the server's caches (`engine_caches`, `phases`, in words), the engine's traces (with
+    --engine-traces), the warm runs against the cold ones, and the cache verdicts from the engine's record of every
+    cache read; then the counts, recounted from the verdicts as they finally stand."""
+    from qdebug.analysis.endpoint import recount
+    from qdebug.analysis.warm import settle_warm, warm_answers
+    from qdebug.replay.endpoint_phases import caches_said, phases_json
+
+    report.extra.update(engine_caches=run.engine_caches, engine_caches_said=caches_said(run), phases=phases_json(run))
+    warm_answers(report, run)
+    where: dict[str, str] = {}
+    settle = SETTLE_S
+    if folder is not None:
+        from .endpoint_engine import engine_evidence
+
+        where = engine_evidence(report, run, folder, settings, local_traces)
+        traces = report.extra["engine_traces"]
+        settle = 1.0 if traces["read"] == traces["expected"] else SETTLE_S  # their lines are written in the same step
+    provenance = cache_evidence(report, run, folder, settings.engine_tag, where, settle)
+    settle_warm(report, provenance, where)
+    recount(report)
+
+
 def cache_evidence(report, run, folder: Path | None, tag: str | None, where: dict[str, str], settle: float = SETTLE_S) -> bool | None:
     """Judge the run's cache reads into `report` (verdicts, findings, `cache_provenance`); `where`: where each traced warm
     run parts (analysis.warm.warm_traces); `settle`: how long to wait for the last requests' lines (less once their
@@ -19,8 +43,8 @@ def cache_evidence(report, run, folder: Path | None, tag: str | None, where: dic
     from qdebug.analysis.cache_verdicts import judge_cache_reads, provenance_summary, run_reads
     from qdebug.engine.batch_log import BATCH_LOG
     from qdebug.replay.endpoint import NOT_SENT, WARM, engine_trace_id
-    from qdebug.vocab import CacheKind
     from qdebug.replay.endpoint_phases import ISOLATED, caching, phase_names
+    from qdebug.vocab import CacheKind
 
     if run.engine_caches == NOT_SENT:
         report.extra["cache_provenance"] = {"read": False, "said": "cache provenance: none (the server is not vLLM: its caches "
@@ -29,7 +53,8 @@ def cache_evidence(report, run, folder: Path | None, tag: str | None, where: dic
     if folder is None or tag is None:
         report.extra["cache_provenance"] = {"read": False, "said": "cache provenance: not read (pass --engine-traces DIR, the "
                                             "QDEBUG_VLLM_TRACE_DIR of a vLLM running qdebug's plugin, to see who computed what "
-                                            "each cache served; no cache verdict without it)"}
+                                            "each cache served; no cache verdict without it; this run's requests are named "
+                                            f"{run.settings.name_tag}.<request>.<phase> in the plugin's records)"}
         return None
     phases = phase_names(run)
     answered = dict(zip(phases, [run.references, *run.bursts, *((run.warm,) if run.warm else ())]))

@@ -79,33 +79,10 @@ def run_endpoint_replay(args: EndpointArgs, console=None) -> ReplayReport:
                             (f"burst × {args.repeat}" + (", then warm" if warm else ""), total * (args.repeat + warm)), "errors") as on_progress:
         run = run_endpoint(batch, settings, on_progress)
     report = report_from_endpoint(batch, run, local)
-    _judge_caches(report, run, folder if settings.engine_tag else None, settings, local_traces)
+    from .endpoint_caches import judge_caches
+
+    judge_caches(report, run, folder if settings.engine_tag else None, settings, local_traces)
     return report
-
-
-def _judge_caches(report, run, folder: Path | None, settings, local_traces: dict) -> None:
-    """What each phase did about the server's caches (`engine_caches`, `phases`, in words), the engine's traces (with
-    --engine-traces), the warm runs against the cold ones, and the cache verdicts from the engine's record of every
-    cache read; then the counts, recounted from the verdicts as they finally stand."""
-    from qdebug.analysis.endpoint import recount
-    from qdebug.analysis.warm import settle_warm, warm_answers
-    from qdebug.replay.endpoint_phases import caches_said, phases_json
-
-    from .endpoint_caches import SETTLE_S, cache_evidence
-
-    report.extra.update(engine_caches=run.engine_caches, engine_caches_said=caches_said(run), phases=phases_json(run))
-    warm_answers(report, run)
-    where: dict[str, str] = {}
-    settle = SETTLE_S
-    if folder is not None:
-        from .endpoint_engine import engine_evidence
-
-        where = engine_evidence(report, run, folder, settings, local_traces)
-        traces = report.extra["engine_traces"]
-        settle = 1.0 if traces["read"] == traces["expected"] else SETTLE_S  # their lines are written in the same step
-    provenance = cache_evidence(report, run, folder, settings.engine_tag, where, settle)
-    settle_warm(report, provenance, where)
-    recount(report)
 
 
 def _local_references(batch, args: EndpointArgs, keep_traces: bool = False) -> tuple[dict, dict]:

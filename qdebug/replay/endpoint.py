@@ -107,6 +107,11 @@ class EndpointSettings:
     run_id: str = field(default_factory=lambda: secrets.token_hex(6))  # this run's part of every identity
     engine_tag: str | None = None  # tag each request for a vLLM running qdebug's plugin: qdebug_id "<tag>.<id>.<phase>"
 
+    @property
+    def name_tag(self) -> str:
+        """The `<tag>` of every request's qdebug_id against vLLM: the engine tag when tracing, else this run's own."""
+        return self.engine_tag or f"qdebug-replay-{self.run_id}"
+
 
 @dataclass
 class Answer:
@@ -222,12 +227,15 @@ def engine_trace_id(tag: str, request_id: str, phase: str) -> str:
     return f"{tag}.{request_id}.{phase}"
 
 
-def engine_tagged(body: dict, settings: EndpointSettings, request_id: str, phase: str) -> dict:
-    """The body, tagged for qdebug's vLLM plugin when the run asks for engine traces (`vllm_xargs`): traced, and named
-    `qdebug_id` for the plugin's records (its batch log's encoder calls, steps and cache reads)."""
-    if not settings.engine_tag:
-        return body
-    return {**body, "vllm_xargs": {"qdebug_trace": True, "qdebug_id": engine_trace_id(settings.engine_tag, request_id, phase)}}
+def engine_tagged(body: dict, settings: EndpointSettings, request_id: str, phase: str, named: bool = False) -> dict:
+    """The body, tagged for qdebug's vLLM plugin (`vllm_xargs`): traced and named when the run asks for engine traces;
+    with `named` (a server that lists itself as vLLM) at least named `qdebug_id`, so the plugin's records (its batch
+    log's encoder calls, steps and cache reads, the watch's findings) name it as this replay does."""
+    if settings.engine_tag:
+        return {**body, "vllm_xargs": {"qdebug_trace": True, "qdebug_id": engine_trace_id(settings.engine_tag, request_id, phase)}}
+    if named:
+        return {**body, "vllm_xargs": {"qdebug_id": engine_trace_id(settings.name_tag, request_id, phase)}}
+    return body
 
 
 def _redact(text: str, key: str | None) -> str:
@@ -303,7 +311,8 @@ def _wire(body: "dict | Answer", run: "EndpointRun", request_id: str, phase: str
     """What goes out for one request in one phase: its body with this phase's cache identities and engine tag."""
     if isinstance(body, Answer):
         return body
-    return engine_tagged(isolated(body, run.settings, request_id, phase, run.fresh(phase)), run.settings, request_id, phase)
+    return engine_tagged(isolated(body, run.settings, request_id, phase, run.fresh(phase)), run.settings, request_id, phase,
+                         named=run.engine_caches != NOT_SENT)
 
 
 async def _send(client, body: "dict | Answer", tag: str, settings: EndpointSettings, key: str | None) -> Answer:

@@ -132,7 +132,12 @@ def test_fresh_gives_every_cold_phase_request_and_item_its_own_identity_then_a_w
     assert [tag for tag, _ in recorder.bodies][-3:] == [tag for tag, _ in warm]  # after every cold phase
     for _, body in warm:  # the capture as production sends it: no salt, no uuid, every media part as captured
         assert "cache_salt" not in body and all("uuid" not in p for p in body["messages"][0]["content"])
-        assert "vllm_xargs" not in body  # nothing to name it for: no --engine-traces
+    # every request named for the plugin's records as the replay names it (`<run>.<request>.<phase>`), never traced
+    # without --engine-traces
+    names = {tag: body["vllm_xargs"] for tag, body in recorder.bodies}
+    run = {x["qdebug_id"].split(".")[0] for x in names.values()}
+    assert len(run) == 1 and all(x == {"qdebug_id": f"{next(iter(run))}.{tag.replace('/', '.')}"} for tag, x in names.items())
+    assert f"named {next(iter(run))}.<request>.<phase>" in doc["cache_provenance"]["said"]
     for phase in (*phases, "warm"):  # each item as the kind of part it was captured as, in order
         assert [p["type"] for p in sent[f"two-images/{phase}"]["messages"][0]["content"]] == ["image_url", "image_url", "text"]
         assert [p["type"] for p in sent[f"video/{phase}"]["messages"][0]["content"]] == ["video_url", "text"]
@@ -161,11 +166,12 @@ def test_fresh_gives_every_cold_phase_request_and_item_its_own_identity_then_a_w
     assert not first & {p["uuid"] for _, body in recorder.bodies for p in _media(body) if "uuid" in p}
 
 
-def _no_identity(recorder) -> None:
+def _no_identity(recorder, named: bool = True) -> None:
     assert len(recorder.bodies) == 9 and not [tag for tag, _ in recorder.bodies if tag.endswith("/warm")]
     for _, body in recorder.bodies:
         assert "cache_salt" not in body
         assert all("uuid" not in p for p in body["messages"][0]["content"])
+        assert ("vllm_xargs" in body) == named  # vLLM's field, for vLLM only
 
 
 def test_keep_sends_no_identity_in_any_phase_and_says_so(recorder, capture, tmp_path):
@@ -188,7 +194,7 @@ def test_cold_sends_the_cold_phases_only(recorder, capture, tmp_path):
 def test_a_server_that_is_not_vllm_gets_no_identity_and_no_warm_phase(recorder, capture, tmp_path):
     recorder.owner = "huggingface"  # transformers serve answers 422 to a cache_salt: vLLM's fields go to vLLM only
     doc = _replay(recorder, capture[0], tmp_path)
-    _no_identity(recorder)
+    _no_identity(recorder, named=False)
     assert doc["engine_caches"] == "not_sent" and "not controlled: the server is not vLLM" in doc["engine_caches_said"]
     assert {p["caching"] for p in doc["phases"]} == {"uncontrolled"}
     assert not doc["cache_provenance"]["read"] and "the server is not vLLM" in doc["cache_provenance"]["said"]
@@ -222,3 +228,12 @@ def test_a_bad_engine_caches_value_is_one_line_exit_2(capture, recorder):
     assert recorder.bodies == []  # refused before anything was sent
     result = CliRunner().invoke(app, ["replay", str(path), "--engine-caches", "keep"])
     assert result.exit_code == 2 and "expected --endpoint URL with it" in result.output
+
+
+def test_replay_help_says_which_verdicts_exit_1_and_what_engine_caches_does():
+    result = CliRunner().invoke(app, ["replay", "--help"], env={"COLUMNS": "200"})
+    said = " ".join(result.output.replace("│", " ").split())
+    assert result.exit_code == 0
+    for verdict in ("contaminated", "desync", "diverged", "server_mismatch", "batch_dependent", "cache_contaminated"):
+        assert verdict in said.split("Exits 1 when", 1)[1].split("(unless --exit-zero)")[0], verdict
+    assert "then a warm phase replays the capture with production caching" in said and "cold: the cold phases only" in said

@@ -18,6 +18,8 @@ from pathlib import Path
 
 from PIL import Image
 
+from tests.endpoint.test_endpoint_donors_agree import table_cells
+
 REPO = Path(__file__).resolve().parents[2]
 PIPELINE = ["processor_cache", "encoder_cache", "prefix_cache", "kv_connector"]  # the order a request meets the caches
 PHASES = ("reference", "burst-1", "warm")  # the documented command's phases (one burst, then the warm phase)
@@ -100,17 +102,6 @@ def served_other_content(read: LoggedRead, sent: dict[str, Sent]) -> bool:
     return mine.prefix != theirs.prefix
 
 
-def table_rows(text: str) -> tuple[list[str], dict[str, list[str]]]:
-    """The requests table's column names and each request's first line."""
-    columns = [c.strip() for c in next(line for line in text.splitlines() if line.startswith("┃ id")).split("┃")[1:-1]]
-    rows = {}
-    for line in text.splitlines():
-        cells = [c.strip() for c in line.split("│")[1:-1]]
-        if len(cells) == len(columns) and cells[0].startswith("req-") and cells[0] not in rows:
-            rows[cells[0]] = cells
-    return columns, rows
-
-
 def flat(text: str) -> str:
     """Terminal text with box borders and wrapping taken out."""
     return " ".join(text.replace("│", " ").replace("╭", " ").replace("╰", " ").split())
@@ -129,7 +120,7 @@ def assert_one_cache_story(doc: dict, result: subprocess.CompletedProcess, saved
     text = flat(result.stdout)
     for said in (doc["engine_caches_said"], doc["cache_provenance"]["said"]):  # the report says what each phase did
         assert flat(said) in text, said
-    columns, rows = table_rows(result.stdout)
+    columns, rows = table_cells(result.stdout)
     for r in doc["requests"]:  # the table's verdict with its stage, its donor and the reused range, as the JSON's
         cells = dict(zip(columns, rows[r["id"]]))
         assert cells["verdict"] == r["verdict"] + (f" @{r['stage']}" if r["stage"] else ""), (cells, r)

@@ -94,7 +94,8 @@ def test_head_first_in_qwen3_5s_gated_delta_rule_is_localised_to_its_layer(vllm_
 
 
 def burst(server, out, repeat: int = 1) -> tuple[dict, object]:
-    return story_replay(server, out, "--repeat", str(repeat))
+    # the bursts' rows are this test's subject: the cold phases only (the warm phase: tests/engine/test_replay_caches.py)
+    return story_replay(server, out, "--repeat", str(repeat), "--engine-caches", "cold")
 
 
 BURST_TRIES = 3  # replays of five bursts each; the fault needs two requests' prompts in one scheduler step

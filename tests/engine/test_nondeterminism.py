@@ -40,6 +40,7 @@ def test_the_same_request_alone_repeated_that_disagrees_is_nondeterminism(noisy_
     assert r["id"] == rid and r["co_batched"] == [[], [], []], r  # alone in every burst run: the batch records say so
     assert r["verdict"] == "diverged" and set(r["burst_verdicts"]) == {"diverged"}, r
     assert r["stage"] == "encode" and set(r["burst_stages"]) == {"encode"}, r
+    assert r["warm_verdict"] == "diverged" and r["warm_stage"] == "encode", r  # its warm run, alone too: the same rule
     kinds = {f["kind"] for f in doc["findings"] if f.get("request_id") == rid}
     assert "nondeterminism" in kinds and not kinds & {"batch_dependent", "server_mismatch", "contamination"}, doc["findings"]
     (f,) = [f for f in doc["findings"] if f["kind"] == "nondeterminism"]
@@ -66,8 +67,10 @@ def test_twin_bursts_of_the_same_composition_that_disagree_are_nondeterminism_no
     for attempt in range(3):
         seen = len(read_batch_log(noisy_gathering_encoder.traces).encoder_calls)  # the calls of earlier replays
         out = tmp_path / f"r{attempt}.json"
+        # the twin rule of the bursts is this test's subject: no warm phase (a third composition the engine's timing decides)
         result = run_qdebug("replay", str(capture), "--endpoint", noisy_gathering_encoder.url, "--engine-traces",
-                            str(noisy_gathering_encoder.traces), "--repeat", "2", "--json", str(out), env={"COLUMNS": "320"}, timeout=900)
+                            str(noisy_gathering_encoder.traces), "--repeat", "2", "--engine-caches", "cold", "--json", str(out),
+                            env={"COLUMNS": "320"}, timeout=900)
         assert out.exists(), result.stdout + result.stderr
         assert result.returncode == 1, result.stderr
         doc = json.loads(out.read_text())
