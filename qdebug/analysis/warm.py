@@ -10,7 +10,7 @@ the worse of its verdict and its warm run's, and says how a warm run that parts 
 from __future__ import annotations
 
 from qdebug.findings import Finding
-from qdebug.replay.endpoint import EndpointRun
+from qdebug.replay.endpoint import WARM, EndpointRun
 from qdebug.vocab import FindingKind, Severity, StageName, Verdict
 
 from .endpoint import first_token_shift, judge
@@ -109,9 +109,9 @@ def _parted(out, provenance: bool | None, where: str | None) -> Finding:
     if out.warm_first_token_kl is not None:
         said += f", first-token KL {out.warm_first_token_kl:.3g}"
     if provenance:
-        reads = out.cache_reads or []
-        said += (f"; no cache read served it another's content ({len(reads)} read(s) on record, all of its own content or "
-                 "unverified): not blamed on a cache")
+        reads = [c for c in out.cache_reads or [] if c.get("phase") == WARM]
+        said += (f"; no cache read of its warm run served it another's content ({len(reads)} read(s) of it on record, all of "
+                 "its own content or unverified): not blamed on a cache")
     elif provenance is False:
         said += "; the engine recorded no cache reads of this run (its trace folder holds no batch records of it): no cache is blamed"
     else:
