@@ -72,7 +72,7 @@ class BatchScreen(Screen):
 
         caches = cache_lines(self.report)  # an endpoint report: what each phase did about the engine's caches, as the CLI says
         if caches:
-            yield Static(Text("\n".join(caches), style="dim"), id="caches")
+            yield Static(Text("\n").join(data(line, "dim") for line in caches), id="caches")
         yield RequestTable(id="requests")
         with Horizontal(id="batch-lower"):
             with VerticalScroll(id="timeline-box"):
