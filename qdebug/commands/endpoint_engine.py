@@ -74,7 +74,7 @@ def engine_evidence(report, run, folder: Path, settings, local_traces: dict) -> 
 
 
 def _say_prefix_hits(said: dict, read: list[dict]) -> None:
-    """How many traced runs the prefix cache served a prefix of (`--engine-caches keep`): their comparisons used the
+    """How many traced runs the prefix cache served a prefix of (the warm phase, `--engine-caches keep`): their comparisons used the
     positions they computed, and the report says so."""
     from qdebug.trace.cached import cached_prefix
 
