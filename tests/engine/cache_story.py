@@ -107,6 +107,15 @@ def flat(text: str) -> str:
     return " ".join(text.replace("│", " ").replace("╭", " ").replace("╰", " ").split())
 
 
+def cache_lines(doc: dict) -> list[str]:
+    """The lines the findings list shows for the JSON's cache findings: each error and warning as it is, the info ones of
+    a kind folded into one line naming their requests (render.findings.listed, the rule both the CLI and the TUI follow)."""
+    from qdebug.findings import Finding
+    from qdebug.render.findings import listed
+
+    return [f.message for f in listed([Finding(**f) for f in doc["findings"]]) if f.kind.split(" ")[0] in ("cache_read", "warm_run")]
+
+
 def assert_one_cache_story(doc: dict, result: subprocess.CompletedProcess, saved: Path) -> None:
     """Counts, table, findings, JSON, exit code and the TUI's batch screen on the saved report agree."""
     verdicts = Counter(r["verdict"] for r in doc["requests"])
@@ -127,9 +136,8 @@ def assert_one_cache_story(doc: dict, result: subprocess.CompletedProcess, saved
         assert (cells["donor"] or None) == r["donor"], (cells, r)
         if r["cache_read"]:
             assert cells["reused"] == r["cache_read"]["what"], (cells, r)
-    for f in doc["findings"]:  # every cache finding in the terminal report, as in the JSON
-        if f["kind"] in ("cache_read", "warm_run"):
-            assert flat(f["message"]) in text, f["message"]
+    for said in cache_lines(doc):  # every cache finding in the terminal report, as in the JSON (alike info ones folded)
+        assert flat(said) in text, said
     # the TUI's batch screen on the saved report: the same verdicts, donors, cache lines and findings
     from qdebug.replay.report import load_report
     from qdebug.tui.app import build_app
@@ -152,6 +160,5 @@ def assert_one_cache_story(doc: dict, result: subprocess.CompletedProcess, saved
     for r in doc["requests"]:
         assert shown[r["id"]][1].split(" ")[0] == r["verdict"] and (shown[r["id"]][2] if shown[r["id"]][2] != "–" else None) == r["donor"], shown[r["id"]]
     assert flat(doc["engine_caches_said"]) in flat(caches) and flat(doc["cache_provenance"]["said"]) in flat(caches)
-    for f in doc["findings"]:
-        if f["kind"] in ("cache_read", "warm_run"):
-            assert flat(f["message"]) in flat(findings), f["message"]
+    for said in cache_lines(doc):
+        assert flat(said) in flat(findings), said
