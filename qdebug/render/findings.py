@@ -28,26 +28,31 @@ class Listed:
 
 
 def listed(findings) -> list[Listed]:
-    """Findings in the order a reader needs them (errors, warnings, then info, each as found), info findings of one kind
-    folded into one line with their count and the requests they name (`--json` keeps every one)."""
-    groups: dict[str, list] = {}
+    """Findings in the order a reader needs them (errors, warnings, then info, each as found), info findings that say
+    the same thing of different requests folded into one line with their count and the requests (`--json` keeps every
+    one). Info findings of one kind that say different things (each burst's batching, each cache read) stay lines."""
+    groups: dict[tuple[str, str], list] = {}
     for f in findings:
         if f.severity == Severity.INFO:
-            groups.setdefault(f.kind, []).append(f)
+            groups.setdefault(_said(f), []).append(f)
     out, done = [], set()
     for f in sorted(findings, key=lambda f: RANK.get(f.severity, 1)):
-        alike = groups.get(f.kind, []) if f.severity == Severity.INFO else []
+        alike = groups.get(_said(f), []) if f.severity == Severity.INFO else []
         if len(alike) < 2:
             out.append(Listed(f.severity, f.kind, f.message))
             continue
-        if f.kind in done:
+        if _said(f) in done:
             continue
-        done.add(f.kind)
+        done.add(_said(f))
         ids = list(dict.fromkeys(g.request_id for g in alike if g.request_id))
         who = ", ".join(ids[:NAMED]) + (f", … {len(ids) - NAMED} more" if len(ids) > NAMED else "")
-        said = SAID_TOGETHER.get(f.kind) or _without_request(f.message, f.request_id)
-        out.append(Listed(f.severity, f"{f.kind} ×{len(alike)}", f"{'requests ' + who + ': ' if ids else ''}{said}"))
+        out.append(Listed(f.severity, f"{f.kind} ×{len(alike)}", f"{'requests ' + who + ': ' if ids else ''}{_said(f)[1]}"))
     return out
+
+
+def _said(f) -> tuple[str, str]:
+    """(kind, what the finding says of its request, without naming it): alike findings say the same."""
+    return f.kind, SAID_TOGETHER.get(f.kind) or _without_request(f.message, f.request_id)
 
 
 def _without_request(message: str, rid: str | None) -> str:

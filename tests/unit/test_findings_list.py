@@ -33,3 +33,14 @@ def test_fourteen_detokenization_notes_are_one_line_with_their_count_below_the_e
 def test_a_single_info_finding_keeps_its_own_words():
     lines = _printed([whitespace_finding(" a cat", "a cat", "req-01")])
     assert len(lines) == 1 and lines[0].startswith("[info] detokenization: request req-01: the server's answer ' a cat'"), lines
+
+
+def test_info_findings_of_one_kind_that_say_different_things_each_keep_their_line():
+    """Each burst's batching, each request's cache reads: folding them under the first one's words would tell every
+    request's story as the first's (the count and the request list beside someone else's message)."""
+    said = [Finding(FindingKind.ENGINE_BATCHING, Severity.INFO, f"burst {k}: req-0{k} shared its encoder call with req-09", request_id=f"req-0{k}")
+            for k in (1, 2, 3)]
+    same = [Finding(FindingKind.ENGINE_BATCHING, Severity.INFO, f"request req-1{k}: ran alone in every step", request_id=f"req-1{k}") for k in (1, 2)]
+    lines = _printed([*said, *same])
+    assert lines[:3] == [f"[info] engine_batching: burst {k}: req-0{k} shared its encoder call with req-09" for k in (1, 2, 3)], lines
+    assert lines[3:] == ["[info] engine_batching ×2: requests req-11, req-12: ran alone in every step"], lines
