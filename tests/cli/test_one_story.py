@@ -390,7 +390,7 @@ def test_endpoint_report_saved_and_reopened_tells_one_story(traced_server, tmp_p
                 await pilot.press("enter")
                 await wait_for(pilot, lambda: _stages_shown(tui.screen, RequestScreen, StageList), what=f"{rid}'s request screen")
                 screen = tui.screen
-                roles = [d.role for d in screen.docs]
+                roles = [d.role for d in screen.documents.docs]
                 stages = [s.name for s in screen.query_one(StageList).rows]
                 seen[rid] = (roles, stages, screen.doc.trace)
                 await pilot.press("t")

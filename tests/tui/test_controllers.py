@@ -9,8 +9,10 @@ from types import SimpleNamespace
 import pytest
 
 from qdebug.tui.controllers.command import CommandHost
+from qdebug.tui.controllers.cursor import CursorHost
+from qdebug.tui.controllers.documents import DocHost
 from qdebug.tui.controllers.prefetch import PrefetchHost
-from qdebug.tui.controllers.replay import ReplayHost
+from qdebug.tui.controllers.replay import ReplayHost, ReplayStatusBar
 from qdebug.tui.controllers.run import RunHost
 from qdebug.tui.screens.request import RequestScreen
 
@@ -19,9 +21,9 @@ from .conftest import ROOT
 CONTROLLERS = ROOT / "qdebug" / "tui" / "controllers"
 
 
-def _protocol_members(node: ast.ClassDef) -> set[str]:
-    """Names a Protocol class declares: annotated attributes, methods and properties."""
-    names = set()
+def _protocol_members(node: ast.ClassDef, protocols: dict[str, ast.ClassDef]) -> set[str]:
+    """Names a Protocol class declares: annotated attributes, methods and properties, its base protocols' included."""
+    names = set().union(*(_protocol_members(protocols[ast.unparse(b)], protocols) for b in node.bases if ast.unparse(b) in protocols))
     for item in node.body:
         if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
             names.add(item.target.id)
@@ -83,12 +85,13 @@ def _controllers():
 
 def test_every_controller_reads_only_what_it_defines_or_its_host_declares():
     controllers, protocols = _controllers()
-    assert {c.name for c in controllers} >= {"RunController", "CommandController", "ReplayController", "Prefetcher"}
+    assert {c.name for c in controllers} >= {"RunController", "CommandController", "ReplayController", "Prefetcher", "Cursor",
+                                             "DocController"}
     for controller in controllers:
         undefined = _self_reads(controller) - _defined(controller)
         assert not undefined, f"{controller.name} reads self.{', self.'.join(sorted(undefined))} without defining them"
         host = protocols[_host_protocol(controller)]
-        undeclared = _self_reads(controller, ("host",)) - _protocol_members(host)
+        undeclared = _self_reads(controller, ("host",)) - _protocol_members(host, protocols)
         assert not undeclared, f"{controller.name} reads host.{', host.'.join(sorted(undeclared))}: not in {host.name}"
 
 
@@ -99,9 +102,16 @@ def test_the_check_catches_an_undeclared_read():
     assert _self_reads(node, ("host",)) == {"secret"}
 
 
-@pytest.mark.parametrize("protocol", [RunHost, CommandHost, ReplayHost, PrefetchHost], ids=lambda p: p.__name__)
+@pytest.mark.parametrize("protocol", [RunHost, CommandHost, ReplayHost, PrefetchHost, CursorHost, DocHost], ids=lambda p: p.__name__)
 def test_the_request_screen_implements_every_host_protocol(protocol):
     screen = RequestScreen(files=SimpleNamespace(show_report=lambda report, source: None))
     declared = {n for n in vars(protocol) if not n.startswith("_")} | set(getattr(protocol, "__annotations__", {}))
     missing = sorted(n for n in declared if n not in vars(screen) and not hasattr(RequestScreen, n))
     assert not missing, f"RequestScreen lacks {missing} of {protocol.__name__}"
+
+
+def test_the_request_panels_implement_the_replay_status_bar():
+    from qdebug.tui.request_panels import RequestPanels
+
+    missing = sorted(n for n in vars(ReplayStatusBar) if not n.startswith("_") and not hasattr(RequestPanels, n))
+    assert not missing, f"RequestPanels lacks {missing} of ReplayStatusBar"

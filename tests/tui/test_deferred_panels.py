@@ -65,14 +65,14 @@ async def test_a_replay_status_asked_for_before_the_panels_mount_is_shown_then_h
             await pilot.pause()
             screen = app.screen
             assert not screen.query("#replay-status") and not screen.query("#topk")
-            screen.show_replay_status("references 1/3", 1, 3)
+            screen.panels.show_replay_status("references 1/3", 1, 3)
             await pilot.pause()
             await pilot.pause()
             status = screen.query_one("#replay-status")
             assert status.display and status.line == "references 1/3" and status.lines == ["references 1/3"]
             order = [w.id for w in screen.children]
             assert order.index("replay-status") == order.index("message") - 1, order
-            screen.hide_replay_status()
+            screen.panels.hide_replay_status()
             assert not status.display
     finally:
         RequestScreen.first_frame_shown = first_frame_shown  # type: ignore[method-assign]

@@ -94,7 +94,7 @@ async def test_a_saved_endpoint_report_opens_each_request_three_ways_in_the_clis
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, RequestScreen), what="the request screen")
         screen = app.screen
-        assert [d.role for d in screen.docs] == ["engine, burst 2", "engine alone", "local model (reference)"]
+        assert [d.role for d in screen.documents.docs] == ["engine, burst 2", "engine alone", "local model (reference)"]
         assert screen.doc.trace is saved.traces["req-04"] and screen.query_one("StageList").rows
         await wait_for(pilot, lambda: screen.sel.stage is not None)
         screen.select(stage="sync")

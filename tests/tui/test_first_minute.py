@@ -80,7 +80,7 @@ async def test_a_key_pressed_while_the_model_loads_acts_once_it_is_ready(monkeyp
         await pilot.press("c")
         assert app.loaded is None  # pressed while loading
         assert "queued" in _message(screen) and "c" in _message(screen)
-        assert "run 1 · waits for the model to load" in screen._info_plain
+        assert "run 1 · waits for the model to load" in screen.panels.info_plain
         go.set()
         await wait_for(pilot, _finished(screen), timeout=180, what="the queued c runs the request to the end")
         assert screen.doc.trace.generated_text == "a blue square in"
@@ -116,7 +116,7 @@ async def test_one_paused_state_in_header_panel_and_list(demo):
         await wait_for(pilot, _paused_at(screen, "preprocess"))
         await wait_for(pilot, lambda: screen.doc is not None, what="the preprocess snapshot")
         await pilot.pause()
-        header = screen._info_plain
+        header = screen.panels.info_plain
         detail = " ".join(text_of(screen.query_one(StageDetail)).split())  # as read, whatever the wrapping
         row = screen.query_one(StageList).rows[0]
         assert "run 1 · paused at preprocess" in header and "next request" not in header
@@ -141,7 +141,7 @@ async def test_run_on_a_paused_run_visibly_starts_a_new_one(demo):
         assert any("run 2 started" in n.message for n in app._notifications)
         await wait_for(pilot, lambda: screen.runs.session is not first and _paused_at(screen, "preprocess")())
         await pilot.pause()
-        assert "run 2 · paused at preprocess" in screen._info_plain
+        assert "run 2 · paused at preprocess" in screen.panels.info_plain
         assert "new run; run 1 was replaced" in _message(screen)
 
 

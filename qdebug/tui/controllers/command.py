@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -11,7 +12,8 @@ from qdebug.errors import describe
 from qdebug.vocab import layer_stage
 
 from ..command_language import Command, CommandError, export_target, int_arg, int_or_mean, parse
-from ..state import Selection, TraceDoc, View, valid_stage
+from ..state import valid_stage
+from .cursor import CursorHost
 from .replay import ReplayController
 from .run import RunController
 
@@ -19,50 +21,33 @@ if TYPE_CHECKING:
     from ..routing import FileRouter
 
 
-class CommandHost(Protocol):
-    """What the command verbs need from the screen they act on."""
-
-    doc: TraceDoc | None
-    sel: Selection
-
-    @property
-    def num_layers(self) -> int | None:
-        """Decoder layers of what is on screen."""
-
-    @property
-    def num_heads(self) -> int | None:
-        """Attention heads per layer."""
+class CommandHost(CursorHost, Protocol):
+    """What the command verbs need from the screen they act on: what the cursor needs (`layer`, `head`, `token` and
+    `topk` move the selection as keys do), and these."""
 
     def say(self, text: str, error: bool = False) -> None:
         """Show a line in the message bar."""
 
-    def select(self, **changes) -> None:
-        """Change the selection and redraw."""
-
     def refresh_view(self) -> None:
         """Push the current state down to the widgets."""
-
-    def view(self) -> View:
-        """The View the panels draw."""
-
-    def screenshot(self) -> str:
-        """The screen exactly as it is now, as SVG."""
 
     def action_help(self) -> None:
         """Open the help."""
 
-    def quit(self) -> None:
+    def action_quit(self) -> None:
         """Leave qdebug."""
 
 
 @dataclass
 class CommandController:
-    """The verbs: each `cmd_NAME(cmd)` acts through the screen (`host`), its runs, its replays and the file router."""
+    """The verbs: each `cmd_NAME(cmd)` acts through the screen (`host`), its runs, its replays and the file router;
+    `screenshot()` is the screen exactly as it is now, as SVG."""
 
     host: CommandHost
     runs: RunController
     replays: ReplayController
     files: FileRouter
+    screenshot: Callable[[], str]
 
     def run(self, line: str) -> None:
         """Parse and run one command line; a bad one shows an inline error."""
@@ -188,7 +173,7 @@ class CommandController:
             raise CommandError(f"export svg {path}: is a folder (expected a file name such as screen.svg)")
         if not path.parent.is_dir():
             raise CommandError(f"export svg {path}: folder {path.parent} does not exist")
-        svg = self.host.screenshot()
+        svg = self.screenshot()
         from qdebug.atomic import atomic_path
 
         try:
@@ -214,4 +199,4 @@ class CommandController:
         self.host.action_help()
 
     def cmd_quit(self, cmd: Command) -> None:
-        self.host.quit()
+        self.host.action_quit()

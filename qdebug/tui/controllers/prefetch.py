@@ -23,9 +23,6 @@ class PrefetchHost(Protocol):
     def is_current(self) -> bool:
         """Whether the screen is the one on top."""
 
-    def neighbour_views(self) -> Sequence[tuple[Panel, View]]:
-        """(panel, view) pairs to render: each panel for the stages after and before the selected one."""
-
     def call_after_refresh(self, callback: Callable, *args) -> bool:
         """Call `callback` once the next frame is out."""
 
@@ -34,10 +31,12 @@ class PrefetchHost(Protocol):
 
 
 class Prefetcher:
-    """`schedule()` after each redraw; the work starts once the frame is out and stops when the screen is left."""
+    """`schedule()` after each redraw; the work starts once the frame is out and stops when the screen is left.
+    `neighbours()`: (panel, view) pairs to render: each panel for the stages after and before the selected one."""
 
-    def __init__(self, host: PrefetchHost):
+    def __init__(self, host: PrefetchHost, neighbours: Callable[[], Sequence[tuple[Panel, View]]]):
         self.host = host
+        self.neighbours = neighbours
         self._pending = False
 
     def schedule(self) -> None:
@@ -48,7 +47,7 @@ class Prefetcher:
 
     def _start(self) -> None:
         self._pending = False
-        jobs = list(self.host.neighbour_views())
+        jobs = list(self.neighbours())
 
         def step() -> None:
             if jobs and self.host.is_current:

@@ -18,12 +18,6 @@ class ReplayHost(Protocol):
     def say(self, text: str, error: bool = False) -> None:
         """Show a line in the message bar."""
 
-    def show_replay_status(self, line: str, done: int | None = None, total: int | None = None) -> None:
-        """Show the progress line and bar under the panels."""
-
-    def hide_replay_status(self) -> None:
-        """The replay ended: hide its progress."""
-
     def post_message(self, message) -> bool:
         """Post a message to the screen (thread-safe)."""
 
@@ -31,11 +25,23 @@ class ReplayHost(Protocol):
         """Run `work` in a worker of the screen."""
 
 
-class ReplayController:
-    """Start, follow and cancel one replay at a time; `show_report(report, source)` shows a finished one."""
+class ReplayStatusBar(Protocol):
+    """Where the replay's progress shows (the request screen's panels)."""
 
-    def __init__(self, host: ReplayHost, show_report: Callable[[object, str], None]):
+    def show_replay_status(self, line: str, done: int | None = None, total: int | None = None) -> None:
+        """Show the progress line and bar under the panels."""
+
+    def hide_replay_status(self) -> None:
+        """The replay ended: hide its progress."""
+
+
+class ReplayController:
+    """Start, follow and cancel one replay at a time; its progress on `status`; `show_report(report, source)` shows a
+    finished one."""
+
+    def __init__(self, host: ReplayHost, status: ReplayStatusBar, show_report: Callable[[object, str], None]):
         self.host = host
+        self.status = status
         self.show_report = show_report
         self.job: ReplayJob | None = None
 
@@ -46,7 +52,7 @@ class ReplayController:
             return
         job = self.job = ReplayJob(path, self.host.post_message, loaded=loaded)
         model = "" if loaded is not None else " (loading the demo model first)"
-        self.host.show_replay_status(f"replaying {path.name}{model} · Esc cancels")
+        self.status.show_replay_status(f"replaying {path.name}{model} · Esc cancels")
         self.host.say(f"replaying {path}{model}… Esc cancels")
 
         def run() -> None:
@@ -70,20 +76,27 @@ class ReplayController:
         if not job.cancelling:
             job.cancel()
             self.host.say(f"cancelling the replay of {job.path.name}: the requests in flight finish first…")
-            self.host.show_replay_status(f"cancelling the replay of {job.path.name}…")
+            self.status.show_replay_status(f"cancelling the replay of {job.path.name}…")
         return True
+
+    def follow(self, event: ReplayJob.Progress | ReplayJob.Ended) -> None:
+        """A replay moved on or ended."""
+        if isinstance(event, ReplayJob.Ended):
+            self.ended(event)
+        else:
+            self.progress(event)
 
     def progress(self, event: ReplayJob.Progress) -> None:
         """References, then replays: the bar counts both."""
         job = self.job
         if job is None or job.cancelling:
             return
-        self.host.show_replay_status(progress_line(event, str(job.path)), event.references + event.replayed, 2 * event.total)
+        self.status.show_replay_status(progress_line(event, str(job.path)), event.references + event.replayed, 2 * event.total)
 
     def ended(self, event: ReplayJob.Ended) -> None:
         """Show the report on the batch screen, or say the replay was cancelled or failed."""
         self.job = None
-        self.host.hide_replay_status()
+        self.status.hide_replay_status()
         if event.error is not None:
             self.host.say(event.error, error=True)
         elif event.report is not None:

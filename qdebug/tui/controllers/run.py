@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Protocol
 from qdebug.vocab import step_stage
 
 from ..session import PendingRequest, RunSession
-from ..state import RunState, TraceDoc, run_line
+from ..state import RunState, StageRow, TraceDoc, run_line, stage_rows
 
 if TYPE_CHECKING:  # torch and transformers load with the model, not with the screen
     from qdebug.model.load import LoadedModel
@@ -104,6 +104,10 @@ class RunController:
                 return f"run {self._runs_started + 1} · waits for the model to load"
             return ""
         return run_line(self.session.id, self.session.state(), self.outcome)
+
+    def rows(self, names: list[str], doc: TraceDoc | None) -> list[StageRow]:
+        """The stages `names` with their status: reached by the run (or done in `doc`), paused there, a breakpoint."""
+        return stage_rows(names, doc.trace if doc else None, self.state(), self.breakpoints)
 
     @property
     def paused(self) -> bool:
