@@ -75,9 +75,14 @@ def row_owners(request_id: str, ids: list[str], landed: dict, encoded: dict) -> 
     # background row of another image passes EXACT too, and must not take the row from the request it was copied from.
     order = sorted(cosines, key=lambda d: (-int((cosines[d] >= EXACT).sum()), d != request_id))
     counts: dict[str, int] = {}
-    for row in range(mine.shape[0]):
-        best = max((float(cosines[d][row]) for d in order), default=-1.0)
-        owner = next((d for d in order if best >= EXACT and float(cosines[d][row]) >= best - SAME_ROW), None)
+    if not order:
+        return {UNMATCHED: int(mine.shape[0])}
+    table = torch.stack([cosines[d] for d in order])  # candidates (in order) × rows: one pass, not a loop per row
+    best = table.max(dim=0).values
+    eligible = (table >= best - SAME_ROW) & (best >= EXACT)
+    first = eligible.float().argmax(dim=0)  # the first eligible candidate in order (0 where none: masked below)
+    for row, (pick, any_owner) in enumerate(zip(first.tolist(), eligible.any(dim=0).tolist())):
+        owner = order[pick] if any_owner else None
         key = OWN if owner == request_id else UNMATCHED if owner is None else owner
         counts[key] = counts.get(key, 0) + 1
     return dict(sorted(counts.items(), key=lambda x: -x[1]))
