@@ -85,14 +85,15 @@ def cache_evidence(report, run, folder: Path | None, tag: str | None, where: dic
 
 def _settled(folder: Path, names: set[str], settle: float):
     """The batch log once every request of `names` that ran has had its chance to be written: a request's cache reads
-    are a line written in the step after it finished, so wait (at most `settle` s) while some that ran have none (a
-    request that read no cache never gets one)."""
+    are a line written in the step after it finished (with the step lines the plugin held until then), so wait (at most
+    `settle` s) while some answered request has no step line, or some that ran have no reads (a request that read no
+    cache never gets one)."""
     from qdebug.engine.batch_log import read_batch_log
 
     deadline = time.monotonic() + settle
     while True:
         log = read_batch_log(folder)
         ran = {n for s in log.shared(names).steps for n in s.names if n in names}
-        if not ran - set(log.cache_reads) or time.monotonic() > deadline:
+        if (names <= ran and not ran - set(log.cache_reads)) or time.monotonic() > deadline:
             return log
         time.sleep(POLL_S)

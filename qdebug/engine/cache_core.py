@@ -84,13 +84,20 @@ class CacheLedger:
 
     @staticmethod
     def name(request) -> str:
-        """The name the client gave the request (qdebug_id), else ''."""
-        from .requests import client_name
+        """The name the client gave the request (qdebug_id), else '' (kept on the request: found once)."""
+        cached = getattr(request, "_qdebug_name", None)
+        if cached is None:
+            from .requests import client_name
 
-        params = getattr(request, "sampling_params", None)
-        rid = str(getattr(request, "request_id", ""))
-        name, _ = client_name(getattr(params, "extra_args", None), rid)
-        return "" if name == rid else name
+            params = getattr(request, "sampling_params", None)
+            rid = str(getattr(request, "request_id", ""))
+            name, _ = client_name(getattr(params, "extra_args", None), rid)
+            cached = "" if name == rid else name
+            try:
+                request._qdebug_name = cached
+            except AttributeError:  # a request class with slots: found again next time
+                pass
+        return cached
 
     # the hooks' work ---------------------------------------------------------------------------------------------
     def admitted(self, request) -> None:

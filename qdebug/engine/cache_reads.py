@@ -264,14 +264,29 @@ def _union(have: list[MediaPrint], more: Iterable[MediaPrint]) -> list[MediaPrin
 
 def reads_from_args(extra_args: object) -> list[CacheRead]:
     """The reads the engine core judged for a request, from its extra_args (what cannot be read is left out)."""
+    return parsed_reads(read_docs(extra_args))
+
+
+def read_docs(extra_args: object) -> list[dict]:
+    """The engine core's reads of a request as the JSON documents it sent (only dicts; parsed where needed)."""
     docs = extra_args.get(READS_ARG) if isinstance(extra_args, dict) else None
+    return [d for d in docs[:MAX_READS] if isinstance(d, dict)] if isinstance(docs, list) else []
+
+
+def parsed_reads(docs: Iterable[dict]) -> list[CacheRead]:
+    """CacheReads from their documents (what cannot be read is left out)."""
     out = []
-    for doc in docs if isinstance(docs, list) else []:
+    for doc in docs:
         try:
             out.append(CacheRead.from_json(doc))
         except (KeyError, ValueError, TypeError, AttributeError):
             continue
     return out[:MAX_READS]
+
+
+def wrong_doc(doc: dict) -> bool:
+    """Whether a read's document says another request's content was served (without parsing the rest of it)."""
+    return doc.get("reuse") == CacheReuse.OTHER
 
 
 def prints_from_args(extra_args: object) -> list[str] | None:

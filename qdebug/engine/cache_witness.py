@@ -10,6 +10,9 @@ whoever's encoding holds that identifier: judged by the two items' fingerprints.
 
 Bounded: a record per live request, and the last `ORIGINS` identifiers' encoders (freed ones dropped as vLLM frees
 them: `free_encoder_mm_hashes`).
+
+Cheap on the step: every read is kept as the JSON document the engine core sent (or `to_json` of an encoder-cache read
+found here), parsed into a `CacheRead` only by whoever needs one (a traced request's trace, the watch's findings).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from dataclasses import dataclass, field
 
 from qdebug.vocab import CacheKind
 
-from .cache_reads import MAX_READS, CacheRead, MediaPrint, item_reuse, prints_from_args, reads_from_args
+from .cache_reads import MAX_READS, CacheRead, MediaPrint, item_reuse, parsed_reads, prints_from_args, read_docs
 from .requests import client_name
 
 log = logging.getLogger("vllm.qdebug")
@@ -38,7 +41,7 @@ class _Live:
     cached_prefix: int  # prompt positions the prefix cache (or a KV connector) served at its first step
     pending: set[int] = field(default_factory=set)  # items whose placeholders are not yet computed
     encoded: set[int] = field(default_factory=set)
-    reads: list[CacheRead] = field(default_factory=list)
+    reads: list[dict] = field(default_factory=list)  # each a CacheRead's JSON document
 
 
 class CacheWitness:
@@ -47,12 +50,13 @@ class CacheWitness:
     def __init__(self) -> None:
         self.live: dict[str, _Live] = {}
         self.origins: OrderedDict[str, tuple[str, str, MediaPrint]] = OrderedDict()  # identifier → who encoded it
-        self.fresh: list[CacheRead] = []  # the reads found by the last observe() (the watch's cache check reads them)
+        self.fresh: list[dict] = []  # the reads found by the last observe(), as documents (the watch's cache check reads them)
         self.done: dict[str, _Live] = {}  # the requests the last observed step says finished (kept for that step)
         self.last = None  # the SchedulerOutput last observed: observe() is idempotent per step
 
-    def observe(self, out) -> list[CacheRead]:
-        """Take in one step before it runs; the reads it found (engine-core reads of new requests included)."""
+    def observe(self, out) -> list[dict]:
+        """Take in one step before it runs; the reads it found (engine-core reads of new requests included), as
+        documents (`parsed_reads` makes CacheReads of them)."""
         if out is self.last:
             return self.fresh
         self.last, self.fresh = out, []
@@ -95,7 +99,7 @@ class CacheWitness:
         media = [MediaPrint(i, str(f.modality), prints[i] if i < len(prints) else "", int(f.mm_position.offset), int(f.mm_position.length))
                  for i, f in enumerate(features)]
         start = int(getattr(new, "num_computed_tokens", 0) or 0)
-        reads = reads_from_args(extra)
+        reads = read_docs(extra)
         live = _Live(name if name != rid else "", media, [str(f.identifier) for f in features], start, start,
                      pending={m.index for m in media if m.end > start and m.modality != "prompt_embeds"}, reads=reads)
         self.live[rid] = live
@@ -114,15 +118,20 @@ class CacheWitness:
         read = CacheRead(CacheKind.ENCODER, rid, who, reuse, item.offset, item.end, item=index, origin_item=theirs.index,
                          origin_start=theirs.offset, origin_end=theirs.end, reader_name=live.name, origin_name=who_name,
                          media=[item], origin_media=[theirs], why=why)
+        doc = read.to_json()
         if len(live.reads) < MAX_READS:
-            live.reads.append(read)
-        self.fresh.append(read)
+            live.reads.append(doc)
+        self.fresh.append(doc)
 
     def _record(self, rid: str) -> _Live | None:
         return self.live.get(rid) or self.done.get(rid)
 
     def reads(self, rid: str) -> list[CacheRead]:
         """Every read of a request in flight, or finished in the step last observed (engine core's first)."""
+        return parsed_reads(self.read_docs(rid))
+
+    def read_docs(self, rid: str) -> list[dict]:
+        """The same reads as their JSON documents (what the batch log writes), unparsed."""
         live = self._record(rid)
         return list(live.reads) if live is not None else []
 
@@ -138,6 +147,6 @@ class CacheWitness:
 
     def close(self) -> dict[str, list[CacheRead]]:
         """At shutdown: every request still held, with its reads."""
-        out = {rid: live.reads for rid, live in {**self.live, **self.done}.items()}
+        out = {rid: parsed_reads(live.reads) for rid, live in {**self.live, **self.done}.items()}
         self.live, self.done = {}, {}
         return out

@@ -154,8 +154,11 @@ class EngineTracer:
         tagged ones noted, the layer hooks attached while any is in flight."""
         if self.witness is not None:  # first: the finished requests' reads stay readable for this step (outside vLLM's
             self._guard(self.witness.observe, scheduler_output)  # step: the clock's outer timer counts it as the plugin's)
+        finished = getattr(scheduler_output, "finished_req_ids", ()) or ()
+        if finished and self.batches is not None:  # the batch log's held lines on disk before the finished ones' traces
+            self.batches.write()
         if self.traced or self.pending:  # with none in flight, a finished request is nothing of the tracer's
-            self._guard(self._finish, getattr(scheduler_output, "finished_req_ids", ()) or ())
+            self._guard(self._finish, finished)
         if self.batches is not None:  # after _finish: a finished request's encoder calls are still known there
             self.batches.step_begins(scheduler_output)
         self._guard(self._note_new, getattr(scheduler_output, "scheduled_new_reqs", ()) or ())
@@ -381,6 +384,8 @@ class EngineTracer:
     def close(self) -> None:
         """At shutdown: write every request still held. The worker learns that a request finished only from the next
         step's finished ids, so the last one an offline `LLM` served, or one shutdown cut short, would be lost."""
+        if self.batches is not None:  # the batch log's held lines first (the last steps, the last requests' reads)
+            self.batches.write()
         self._guard(self._finish, list(self.traced), True)  # after the last step: not the steps' plugin time
 
 

@@ -16,7 +16,7 @@ import time
 
 from qdebug.vocab import CacheKind, StageName, WatchCheck, WatchOutcome
 
-from .cache_reads import CacheRead
+from .cache_reads import CacheRead, parsed_reads, wrong_doc
 from .watch_log import WatchFinding
 from .watch_registry import Need, Point, WatchEntry, register
 from .watch_settings import ENV_RAISE
@@ -75,14 +75,14 @@ def check_step(watcher, scheduler_output) -> None:
     if witness is None:  # the plugin's tracer is not attached (its folder not writable): no provenance to check
         return
     start = time.perf_counter()
-    reads: list[CacheRead] = []
+    reads: list[dict] = []
     try:
         reads = witness.observe(scheduler_output)  # idempotent: the tracer's wrapper observed this step first
         if not reads:
             return
         if WatchCheck.CACHE in watcher.settings.raising:
             raise RuntimeError(f"{ENV_RAISE} names {WatchCheck.CACHE}")
-        wrong = [r for r in reads if r.wrong]
+        wrong = parsed_reads(d for d in reads if wrong_doc(d))  # a legitimate read is counted, never parsed
         found = []
         if wrong:
             step_ids = [str(r) for r in getattr(scheduler_output, "num_scheduled_tokens", None) or {}]
@@ -92,7 +92,7 @@ def check_step(watcher, scheduler_output) -> None:
         watcher.report_error(WatchCheck.CACHE, "", exc)
         return
     watcher.counters.add(WatchCheck.CACHE, seconds=time.perf_counter() - start, violations=len(found), checks=len(reads))
-    watcher.counters.add_reads([f"{r.cache}/{r.reuse}" for r in reads])
+    watcher.counters.add_reads([f"{r.get('cache')}/{r.get('reuse')}" for r in reads])
     if found:
         record(watcher, found, scheduler_output)
 

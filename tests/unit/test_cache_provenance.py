@@ -12,7 +12,7 @@ from PIL import Image
 
 from qdebug.engine.cache_core import CacheLedger
 from qdebug.engine.cache_frontend import attach_media, media_seen
-from qdebug.engine.cache_reads import (MEDIA_ARG, READS_ARG, CacheRead, MediaPrint, fingerprint, item_reuse, reads_from_args,
+from qdebug.engine.cache_reads import (MEDIA_ARG, READS_ARG, CacheRead, MediaPrint, fingerprint, item_reuse, parsed_reads, reads_from_args,
                                        span_content, span_reuse)
 from qdebug.engine.cache_witness import CacheWitness
 from qdebug.vocab import CacheKind, CacheReuse
@@ -168,17 +168,17 @@ def test_the_worker_names_who_encoded_what_the_encoder_cache_served():
     first = _step([_new("a", [_feature(2, 4, "key")], [RED], name="capture-1")], encode={"a": [0]}, tokens={"a": 9})
     assert witness.observe(first) == [] and witness.observe(first) == []  # once per step
     # b's image is another one under the same key: not encoded for it, computed from the cache
-    found = witness.observe(_step([_new("b", [_feature(2, 4, "key")], [BLUE])], tokens={"b": 9, "a": 1}))
+    found = parsed_reads(witness.observe(_step([_new("b", [_feature(2, 4, "key")], [BLUE])], tokens={"b": 9, "a": 1})))
     (read,) = found
     assert (read.cache, read.reader, read.origin, read.origin_name, read.reuse, read.item) == (CacheKind.ENCODER, "b", "a", "capture-1", CacheReuse.OTHER, 0)
     # c sends a's image again: legitimate; d's image was encoded for d itself in its first chunk
-    (same,) = witness.observe(_step([_new("c", [_feature(2, 4, "key")], [RED])], tokens={"c": 9}))
+    (same,) = parsed_reads(witness.observe(_step([_new("c", [_feature(2, 4, "key")], [RED])], tokens={"c": 9})))
     assert same.reuse == CacheReuse.SAME
     assert witness.observe(_step([_new("d", [_feature(2, 4, "k2")], [BLUE])], encode={"d": [0]}, tokens={"d": 3})) == []
     assert witness.observe(_step(tokens={"d": 6})) == []
     # the engine core's reads arrive with the request; a prefix hit covering the image leaves nothing to encode
     prefix = CacheRead(CacheKind.PREFIX, "e", "a", CacheReuse.SAME, 0, 8).to_json()
-    (got,) = witness.observe(_step([_new("e", [_feature(2, 4, "key")], [RED], computed=8, reads=[prefix])], tokens={"e": 1}))
+    (got,) = parsed_reads(witness.observe(_step([_new("e", [_feature(2, 4, "key")], [RED], computed=8, reads=[prefix])], tokens={"e": 1})))
     assert (got.cache, got.origin) == (CacheKind.PREFIX, "a") and witness.cached_prefix("e") == 8
     # a finished request's reads are readable in the step that says so, then dropped
     witness.observe(_step(finished=["b"]))
