@@ -53,6 +53,7 @@ class CacheWitness:
         self.fresh: list[dict] = []  # the reads found by the last observe(), as documents (the watch's cache check reads them)
         self.done: dict[str, _Live] = {}  # the requests the last observed step says finished (kept for that step)
         self.last = None  # the SchedulerOutput last observed: observe() is idempotent per step
+        self.waiting: set[str] = set()  # live requests with items whose placeholders are not yet computed
 
     def observe(self, out) -> list[dict]:
         """Take in one step before it runs; the reads it found (engine-core reads of new requests included), as
@@ -61,6 +62,7 @@ class CacheWitness:
             return self.fresh
         self.last, self.fresh = out, []
         self.done = {rid: live for rid in getattr(out, "finished_req_ids", ()) or () if (live := self.live.pop(rid, None)) is not None}
+        self.waiting.difference_update(self.done)
         for identifier in getattr(out, "free_encoder_mm_hashes", ()) or ():
             self.origins.pop(identifier, None)
         for new in getattr(out, "scheduled_new_reqs", ()) or ():
@@ -76,16 +78,17 @@ class CacheWitness:
                     self.origins.move_to_end(live.identifiers[i])
             while len(self.origins) > ORIGINS:
                 self.origins.popitem(last=False)
-        for rid, n in (getattr(out, "num_scheduled_tokens", None) or {}).items():
-            live = self.live.get(rid)
-            if live is None or not live.pending:
-                continue
-            end = live.computed + int(n)
+        tokens = getattr(out, "num_scheduled_tokens", None) or {}
+        for rid in self.waiting.intersection(tokens) if self.waiting else ():  # a decode step: nothing to look at
+            live = self.live[rid]
+            end = live.computed + int(tokens[rid])
             for i in sorted(i for i in live.pending if live.media[i].offset < end):
                 live.pending.discard(i)
                 if i not in live.encoded:
                     self._served(rid, live, i)
             live.computed = end
+            if not live.pending:
+                self.waiting.discard(rid)
         return self.fresh
 
     def _new(self, new) -> None:
@@ -103,6 +106,8 @@ class CacheWitness:
         live = _Live(name if name != rid else "", media, [str(f.identifier) for f in features], start, start,
                      pending={m.index for m in media if m.end > start and m.modality != "prompt_embeds"}, reads=reads)
         self.live[rid] = live
+        if live.pending:
+            self.waiting.add(rid)
         self.fresh.extend(reads)
 
     def _served(self, rid: str, live: _Live, index: int) -> None:
@@ -148,5 +153,5 @@ class CacheWitness:
     def close(self) -> dict[str, list[CacheRead]]:
         """At shutdown: every request still held, with its reads."""
         out = {rid: parsed_reads(live.reads) for rid, live in {**self.live, **self.done}.items()}
-        self.live, self.done = {}, {}
+        self.live, self.done, self.waiting = {}, {}, set()
         return out
