@@ -44,7 +44,7 @@ sys.path.insert(0, str(REPO))
 
 from tests.engine.vllm_server import VllmServer, vllm_python  # noqa: E402
 
-from engine_measure import burst_seconds, clock_line, core_line, cpu_line, cpu_per_request, paired_line, server_cpu  # noqa: E402  (beside this script)
+from engine_measure import burst_seconds, clock_line, core_line, cpu_line, cpu_per_request, in_server_line, paired_line, server_cpu  # noqa: E402  (beside this script)
 
 IMAGES = ["red_circle_top_left.png", "blue_square_bottom_right.png", "green_triangle_top_right.png",
           "yellow_circle_bottom_left.png", "red_triangle_bottom_right.png", "blue_circle_top_right.png"]
@@ -193,6 +193,7 @@ def main() -> None:
             served = (args.concurrency * 2 + args.requests * args.bursts) * len(runs)
             print(f"  {'':<24} {clock_line([m['clock'] for m in runs if m['clock']], served)}")
             print(f"  {'':<24} {core_line([m['core'] for m in runs if m['core']])}")
+            print(f"  {'':<24} {in_server_line([m['clock'] for m in runs if m['clock']], [m['core'] for m in runs if m['core']])}")
         print(f"  {'':<24} {cpu_line(runs)}")
     print(f"  tracing every request against none tagged, in one server (bursts in turn, a tagged burst timed until its traces are "
           f"indexed): median {median(alternating):.2f}x over {len(alternating)} pairs on {args.rounds} server(s) "

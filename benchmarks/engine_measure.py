@@ -88,3 +88,17 @@ def core_line(cores: list[dict]) -> str:
         return "engine core's cache recording: not recorded (no core-<pid>.json written)"
     return (f"engine core's cache recording: {own * 1e3:.1f} ms in {int(calls)} calls of the scheduler's {scheduler:.2f} s "
             f"({int(steps)} calls of schedule, add_request, update_from_output): {own / scheduler * 100:.1f}% of scheduler time")
+
+
+def in_server_line(clocks: list[dict], cores: list[dict]) -> str:
+    """The plugin's cost in requests/s as measured inside the servers: the engine loop taken as serial (the worker's
+    steps, then the scheduler), its time without the plugin against its time with it (the worker's share and the
+    engine core's recording added); an upper bound where vLLM overlaps scheduling with the steps."""
+    step, own = (sum(c[k] for c in clocks) for k in ("step_seconds", "own_seconds"))
+    recording, scheduler = (sum(c[k] for c in cores) for k in ("seconds", "scheduler_seconds"))
+    if not step:
+        return "in-server estimate: not recorded (no clock written)"
+    loop = step + scheduler  # with the plugin
+    without = loop - own - recording
+    return (f"in-server estimate: {without / loop:.3f}x of off (the worker's steps +{own:.2f} s, the engine core +{recording * 1e3:.0f} ms, "
+            f"over an engine loop of {loop:.2f} s: steps and scheduler, taken as serial)")

@@ -38,7 +38,7 @@ sys.path.insert(0, str(REPO))
 from tests.engine.vllm_server import VllmServer, vllm_python  # noqa: E402
 from tests.engine.watch_traffic import body_for, distinct_images, watch_series  # noqa: E402
 
-from engine_measure import burst_seconds, clock_line, core_line, cpu_line, cpu_per_request, paired_line, server_cpu  # noqa: E402  (beside this script)
+from engine_measure import burst_seconds, clock_line, core_line, cpu_line, cpu_per_request, in_server_line, paired_line, server_cpu  # noqa: E402  (beside this script)
 
 
 def _measure(python, work: Path, watch: bool, sample: float, bursts: list[list[dict]], concurrency: int, block_size: int) -> dict:
@@ -102,6 +102,7 @@ def run(args: argparse.Namespace) -> None:
             print(f"  {'':<26} {paired_line(runs['off'], runs[name])}")
             print(f"  {'':<26} {clock_line([_clock(m['series']) for m in runs[name]])}")
             print(f"  {'':<26} {core_line([m['core'] for m in runs[name] if m['core']])}")
+            print(f"  {'':<26} {in_server_line([_clock(m['series']) for m in runs[name]], [m['core'] for m in runs[name] if m['core']])}")
         print(f"  {'':<26} {cpu_line(runs[name])}")
     totals: dict[str, list[float]] = {}
     for m in runs["watch"]:
