@@ -32,12 +32,11 @@ class Peak:
     def to_json(self) -> dict:
         """As {image, row, col, rows, cols} (a video's averaged over its slices too: the keys `steps[].attention_peak` has
         always had); a video slice's {video, slice, time_s, row, col, rows, cols}; a clip's {clip, row, rows, seconds, value}."""
-        if self.modality == "audio":
-            return {"clip": self.index, "row": self.row, "rows": self.rows, "seconds": round(self.time(), 3), "value": self.value}
-        if self.modality == "video" and self.slice is not None:
-            return {"video": self.index, "slice": self.slice, "time_s": self.time(), "row": self.row, "col": self.col,
-                    "rows": self.rows, "cols": self.cols}
-        return {"image": self.index, "row": self.row, "col": self.col, "rows": self.rows, "cols": self.cols}
+        return _FORMS[self.form()][0](self)
+
+    def form(self) -> str:
+        """How it is written: "cell" (an image's, a video's averaged), "slice" (a video slice's), "row" (a clip's)."""
+        return _FORM_OF[self.modality][self.slice is not None]
 
     def time(self) -> float:
         """`seconds`, NaN when the peak has none (an image's)."""
@@ -46,10 +45,19 @@ class Peak:
     def label(self) -> str:
         """The words the reports and PNGs print: `row 2, col 3`; a video's `t=1.25 s, row 2, col 3`; a clip's
         `0.84 s (row 21 of 25)`."""
-        if self.modality == "audio":
-            return f"{self.time():.2f} s (row {self.row} of {self.rows})"
-        cell = f"row {self.row}, col {self.col}"
-        return f"t={self.time():.2f} s, {cell}" if self.modality == "video" and self.slice is not None else cell
+        return _FORMS[self.form()][1](self)
+
+
+# what differs by modality in a peak: its form (by modality: without a slice, with one), and each form's JSON and words
+_FORM_OF = {"image": ("cell", "cell"), "video": ("cell", "slice"), "audio": ("row", "row")}
+_FORMS = {
+    "cell": (lambda p: {"image": p.index, "row": p.row, "col": p.col, "rows": p.rows, "cols": p.cols},
+             lambda p: f"row {p.row}, col {p.col}"),
+    "slice": (lambda p: {"video": p.index, "slice": p.slice, "time_s": p.time(), "row": p.row, "col": p.col, "rows": p.rows, "cols": p.cols},
+              lambda p: f"t={p.time():.2f} s, row {p.row}, col {p.col}"),
+    "row": (lambda p: {"clip": p.index, "row": p.row, "rows": p.rows, "seconds": round(p.time(), 3), "value": p.value},
+            lambda p: f"{p.time():.2f} s (row {p.row} of {p.rows})"),
+}
 
 
 def attention_layers(trace) -> list[int]:

@@ -76,7 +76,7 @@ def _attn_json(trace, *, layer: int | None, head: int | None) -> dict:
             }
         )
         if trace.meta.audio:
-            from qdebug.analysis.audio_attention import audio_step_peak
+            from qdebug.analysis.item_attention import audio_step_peak
 
             audio_peak = audio_step_peak(trace, step.index, layer=layer, head=head)
             steps[-1]["audio_peak"] = audio_peak.to_json() if audio_peak else None
@@ -182,24 +182,17 @@ def run_attn(args: AttnArgs) -> AttnResult:
 def write_outputs(args: AttnArgs, result: AttnResult) -> None:
     """Write the PNG, the saved trace and the JSON (each atomically)."""
     from qdebug.commands.common import emit_json
-    from qdebug.render.media_words import is_video
     from qdebug.trace.schema import save_trace
 
     trace, pil_images = result.trace, result.pil_images
-    if args.png is not None and trace.meta.audio:
-        from qdebug.render.audio_strip import audio_png
+    if args.png is not None:
+        from qdebug.render.attention_pngs import PNGS
+        from qdebug.render.media_words import visual_word
 
+        kind = "audio" if trace.meta.audio else visual_word(trace)
+        media = {"image": pil_images, "video": [v.frames for v in result.videos], "audio": []}[kind]  # what each draws over
         steps = [args.token] if args.token is not None else list(range(len(trace.steps)))
-        audio_png(trace, args.png, steps=steps or [0], layer=args.layer, head=args.head)
-    elif args.png is not None and is_video(trace):
-        from qdebug.render.video_strip import video_png
-
-        video_png(trace, [v.frames for v in result.videos], args.png, layer=args.layer, head=args.head)
-    elif args.png is not None:
-        from qdebug.render.plots import attention_png
-
-        steps = [args.token] if args.token is not None else list(range(len(trace.steps)))
-        attention_png(trace, pil_images, args.png, steps=steps or [0], layer=args.layer, head=args.head)
+        PNGS[kind](trace, media, args.png, steps=steps or [0], layer=args.layer, head=args.head)
     if args.save is not None:
         save_trace(trace, args.save)
     if args.json_out is not None:
@@ -209,7 +202,7 @@ def write_outputs(args: AttnArgs, result: AttnResult) -> None:
 
 def video_json(trace, *, layer: int | None, head: int | None) -> list[dict]:
     """Each video of the trace: frames sampled, temporal slices and grid, its sync, and the attention peak (time s, row, col)."""
-    from qdebug.analysis.video_attention import video_peak, video_preps
+    from qdebug.analysis.item_attention import video_peak, video_preps
 
     sync = {v.video: v for v in trace.stages[StageName.SYNC].summary.videos or []} if StageName.SYNC in trace.stages else {}
     out = []

@@ -109,9 +109,10 @@ def heatmap_panel(trace, image, grid, title: str, pil_image=None) -> Panel:
 
 def attn_renderables(result) -> list:
     """What `qdebug attn` shows for an AttnResult, top to bottom."""
-    from qdebug.analysis.attention import attention_grid, step_query
+    from qdebug.analysis.attention import step_query
+    from qdebug.analysis.item_attention import drawn_as
 
-    trace, pil_images = result.trace, result.pil_images
+    trace = result.trace
     model = trace.meta.model
     about = f"{model['spec']} · {model['architecture']} · {model['device']} · {model['dtype']}"
     text = trace.generated_text or "(empty)"
@@ -127,27 +128,51 @@ def attn_renderables(result) -> list:
     what = f"step {result.token}" if result.token is not None else "all generated tokens"
     sel = f"layer {result.layer}" if result.layer is not None else "mean of layers"
     sel += f", head {result.head}" if result.head is not None else ", mean of heads"
-    for img in trace.images if is_video(trace) else []:  # the video's peak: every generated token, as the JSON and PNG
-        from .video_report import video_panel
-
-        panel = video_panel(trace, img, f"video {img.index} ← all generated tokens, per temporal slice ({sel})", layer=result.layer, head=result.head)
-        if panel is not None:
-            out.append(panel)
-    for img in [] if is_video(trace) else trace.images:
-        grid = attention_grid(trace, img.index, queries=queries, layer=result.layer, head=result.head)
-        if grid is not None:
-            out.append(heatmap_panel(trace, img, grid, f"image {img.index} ← {what} ({sel})", pil_images[img.index]))
-    if trace.meta.audio:
-        from qdebug.analysis.audio_attention import attention_strip, clip_items
-
-        from .audio_strip import strip_panel
-
-        for clip in clip_items(trace):
-            strip = attention_strip(trace, clip.index, queries=queries, layer=result.layer, head=result.head)
-            if strip is not None and strip.numel():
-                out.append(strip_panel(trace, clip, strip, f"clip {clip.index} ← {what} ({sel})"))
+    kind = drawn_as(trace)
+    if kind is not None:
+        out.extend(p for p in _PANELS[kind](result, queries, what, sel) if p is not None)
     out.append(findings_panel(trace.findings))
     return out
+
+
+def _image_panels(result, queries: list[int] | None, what: str, sel: str) -> list[Panel | None]:
+    """Each image's heatmap of the chosen queries beside its thumbnail."""
+    from qdebug.analysis.attention import attention_grid
+
+    trace = result.trace
+    out: list[Panel | None] = []
+    for img in trace.images:
+        grid = attention_grid(trace, img.index, queries=queries, layer=result.layer, head=result.head)
+        if grid is not None:
+            out.append(heatmap_panel(trace, img, grid, f"image {img.index} ← {what} ({sel})", result.pil_images[img.index]))
+    return out
+
+
+def _video_panels(result, queries: list[int] | None, what: str, sel: str) -> list[Panel | None]:
+    """Each video's heatmap per temporal slice: every generated token's, as the JSON and the PNG give its peak."""
+    from .video_report import video_panel
+
+    return [video_panel(result.trace, img, f"video {img.index} ← all generated tokens, per temporal slice ({sel})", layer=result.layer,
+                        head=result.head) for img in result.trace.images]
+
+
+def _clip_panels(result, queries: list[int] | None, what: str, sel: str) -> list[Panel | None]:
+    """Each clip's attention strip under its waveform."""
+    from qdebug.analysis.item_attention import attention_strip, clip_items
+
+    from .audio_strip import strip_panel
+
+    trace = result.trace
+    out: list[Panel | None] = []
+    for clip in clip_items(trace):
+        strip = attention_strip(trace, clip.index, queries=queries, layer=result.layer, head=result.head)
+        if strip is not None and strip.numel():
+            out.append(strip_panel(trace, clip, strip, f"clip {clip.index} ← {what} ({sel})"))
+    return out
+
+
+# each modality's attention panels in the report (result, queries, what, sel) → panels, keyed as `drawn_as` names a request
+_PANELS = {"image": _image_panels, "video": _video_panels, "audio": _clip_panels}
 
 
 def _processors_line(trace) -> str:

@@ -1,20 +1,14 @@
-"""Attention over time for audio clips: a terminal strip under the clip's waveform, and a PNG of the same."""
+"""Attention over time for audio clips in the terminal: a strip under the clip's waveform; an audio request's stage lines."""
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 from qdebug.trace.items import TraceItem
 from qdebug.trace.tensor_names import TensorKind as T
 from qdebug.vocab import StageName
 
-from .files import pyplot, save_png
-from .plots import steps_phrase
-from .png_text import wrap_to_fit
-
 BLOCKS = " ▁▂▃▄▅▆▇█"
-RAMP = "inferno"
 
 
 def _resample(values, width: int) -> list[float]:
@@ -40,7 +34,7 @@ def strip_panel(trace, clip: TraceItem, strip, title: str, width: int = 72):
     from rich.panel import Panel
     from rich.text import Text
 
-    from qdebug.analysis.audio_attention import strip_peak
+    from qdebug.analysis.item_attention import strip_peak
 
     from .data_text import data
 
@@ -67,48 +61,6 @@ def strip_panel(trace, clip: TraceItem, strip, title: str, width: int = 72):
     text.append(f"\n0 s{' ' * max(1, width - 10)}{seconds:.2f} s\n", style="dim")
     text.append(f"peak at {peak.time():.2f} s (row {peak.row:d} of {peak.rows:d}, {per_row * 1000:.0f} ms per row)")
     return Panel(text, title=heading, expand=False)
-
-
-def audio_png(trace, path: str | Path, *, steps: list[int], layer: int | None = None, head: int | None = None) -> Path:
-    """One panel per generation step: the clip's waveform envelope with its attention strip beneath, peak marked."""
-    import numpy as np
-
-    from qdebug.analysis.attention import step_query
-    from qdebug.analysis.audio_attention import attention_strip, clip_items, strip_peak
-
-    plt = pyplot()
-
-    info = clip_items(trace)
-    steps = steps or [0]
-    n = max(1, len(info)) * len(steps)
-    fig, axes = plt.subplots(n, 1, figsize=(8, 1.9 * n + 0.8), squeeze=False, layout="constrained")  # room for the title
-    which = f"layer {layer}" if layer is not None else "mean of layers"
-    which += f", head {head}" if head is not None else ", mean of heads"
-    fig.suptitle(f"attention of {steps_phrase(trace, steps)} over the clip ({which})\n\"{trace.generated_text}\"", fontsize=10)
-    for i, clip in enumerate(info):
-        env = trace.tensor_or_none(T.AUDIO_ENVELOPE, item=clip.item)
-        seconds, per_row = clip.seconds or 0.0, clip.seconds_per_row or 0.0
-        for j, k in enumerate(steps):
-            ax = axes[i * len(steps) + j][0]
-            if env is not None:
-                t = np.linspace(0, seconds, len(env))
-                e = env.numpy() / (float(env.max()) or 1.0)
-                ax.fill_between(t, -e, e, color="steelblue", lw=0)
-            strip = attention_strip(trace, clip.index, queries=[step_query(trace, k)], layer=layer, head=head)
-            if strip is not None and strip.numel():
-                span = per_row * strip.shape[0]
-                ax.imshow(strip.numpy()[None], cmap=RAMP, aspect="auto", extent=(0, span, -1.6, -1.1), interpolation="nearest")
-                p = strip_peak(trace, strip, clip.index)
-                ax.axvline(p.time() + per_row / 2, color="cyan", lw=1.5)
-                ax.text(p.time(), 1.05, f"peak {p.time():.2f} s", fontsize=8, color="black")
-            ax.set_xlim(0, max(seconds, 1e-3))
-            ax.set_ylim(-1.7, 1.3)
-            ax.set_yticks([])
-            ax.set_xlabel("seconds", fontsize=8)
-            token = trace.steps[k].token if k < len(trace.steps) else "?"
-            ax.set_title(f"step {k}: {token!r} · clip {clip.index}", fontsize=9)
-    wrap_to_fit(fig)
-    return save_png(fig, path)
 
 
 def audio_stage_what(stage) -> str | None:

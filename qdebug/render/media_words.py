@@ -5,9 +5,9 @@ from __future__ import annotations
 
 def is_video(trace) -> bool:
     """Whether the trace's visual items are videos (a Qwen-VL video request: `trace.images` holds them)."""
-    from qdebug.trace.items import trace_items
+    from qdebug.trace.items import items_of
 
-    return any(item.modality == "video" and item.image is not None for item in trace_items(trace))
+    return any(item.image is not None for item in items_of(trace, "video"))
 
 
 def visual_word(trace) -> str:

@@ -31,7 +31,7 @@ def video_stage_what(stage) -> str | None:
 
 def video_panel(trace, img, title: str, *, layer: int | None = None, head: int | None = None) -> Panel | None:
     """Heatmaps of the generated tokens' attention over each temporal slice of one video, the peak marked and named."""
-    from qdebug.analysis.video_attention import slice_grids, video_peak, video_preps
+    from qdebug.analysis.item_attention import slice_grids, video_peak, video_preps
 
     grids = slice_grids(trace, img.index, layer=layer, head=head)
     if grids is None:

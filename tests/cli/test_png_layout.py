@@ -101,7 +101,7 @@ def test_attn_png_of_nearly_flat_attention_prints_no_axis_offset(tmp_path):
 
     import torch
 
-    from qdebug.render.plots import attention_png
+    from qdebug.render.attention_pngs import attention_png
     from qdebug.trace.schema import load_trace
     from qdebug.trace.tensor_names import TensorKind as T, tensor_name
 

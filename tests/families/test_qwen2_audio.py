@@ -134,6 +134,9 @@ def test_saved_audio_trace_round_trips(qwen2_audio, clip_wav, tmp_path):
     back = load_trace(save_trace(trace, tmp_path / "t.qdt"))
     assert back.meta.audio == trace.meta.audio and back.generated_ids == trace.generated_ids
     assert torch.equal(back.tensors["audio.0.envelope"], trace.tensors["audio.0.envelope"])
+    from qdebug.analysis.item_attention import drawn_as
+
+    assert drawn_as(back) == "audio"  # the PNG drawer and the TUI's form are the audio ones
 
 
 def test_tui_request_screen_draws_attention_over_time(qwen2_audio, clip_wav):

@@ -104,7 +104,7 @@ def test_an_audio_trace(qwen2_audio, clip_wav):
 
     from rich.console import Console
 
-    from qdebug.analysis.audio_attention import attention_strip
+    from qdebug.analysis.item_attention import attention_strip
     from qdebug.render.audio_strip import strip_panel
 
     console = Console(width=100, record=True)  # the clip's strip panel draws from the item, not from keys the entry lacks

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from qdebug.analysis import audio_attention, video_attention
+from qdebug.analysis import item_attention
 from qdebug.analysis.attention import Peak, attention_grid, peak_of, step_peak
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -30,7 +30,7 @@ def test_each_modality_keeps_its_json_keys_and_words():
 
 
 def test_the_old_per_modality_classes_are_gone():
-    assert not hasattr(video_attention, "VideoPeak") and not hasattr(audio_attention, "AudioPeak")
+    assert not hasattr(item_attention, "VideoPeak") and not hasattr(item_attention, "AudioPeak")
     with pytest.raises(TypeError):
         Peak(0, 1, 2, 3, 4, 0.5)  # type: ignore[misc]  # keywords only: no positional mix-up of row/col/rows
 

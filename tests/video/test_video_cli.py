@@ -21,7 +21,7 @@ PEAK = re.compile(r"t=(\d+\.\d\d) s, row (\d+), col (\d+) \(slice (\d+)\)")
 
 
 def test_json_report_and_png_name_one_peak(frames_dir, tmp_path):
-    from qdebug.analysis.video_attention import video_peak
+    from qdebug.analysis.item_attention import drawn_as, video_peak
     from qdebug.render.png_text import read_text_boxes
     from qdebug.trace.schema import load_trace
 
@@ -43,6 +43,7 @@ def test_json_report_and_png_name_one_peak(frames_dir, tmp_path):
     drawn = " ".join(" ".join(text.split()) for text, _ in boxes)
     (from_png,) = PEAK.findall(drawn)  # the PNG's own words, as save() recorded them
     traced = video_peak(load_trace(qdt), 0)  # recomputed from the saved trace's tensors
+    assert drawn_as(load_trace(qdt)) == "video"  # the PNG drawer and the TUI's form are the video ones
     assert from_json == from_report == from_png == (f"{traced.time():.2f}", str(traced.row), str(traced.col), str(traced.slice))
     assert float(peak["time_s"]) in video["slice_times"]
     assert "temporal ids [" in result.stdout and "video 0: 4 frames" in result.stdout

@@ -161,7 +161,7 @@ class CommandController:
         self.host.say(f"writing {path}…")
 
         def draw():
-            from qdebug.render.plots import attention_png  # matplotlib: in the worker, not on the UI thread
+            from qdebug.render.attention_pngs import attention_png  # matplotlib: in the worker, not on the UI thread
 
             return attention_png(doc.trace, pils, path, steps=steps, layer=sel.layer, head=sel.head)
 
