@@ -15,6 +15,7 @@ import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import NamedTuple
 
 from qdebug.vocab import CacheKind, CacheReuse
 
@@ -189,11 +190,11 @@ def item_reuse(mine: MediaPrint | None, theirs: MediaPrint | None) -> tuple[Cach
     return CacheReuse.SAME, f"same {mine.modality} content (fingerprint {short(mine.fingerprint)})"
 
 
-@dataclass(frozen=True)
-class SpanContent:
+class SpanContent(NamedTuple):
     """What a run of prompt positions [start, end) was computed from: a digest of its token ids and, for each media
     item with placeholders in it, (fingerprint, modality, the part of the item covered). Two requests' KV over the
-    same positions is the same when their SpanContents are equal (and nothing in either is unseen)."""
+    same positions is the same when their SpanContents are equal (and nothing in either is unseen). A named tuple:
+    the engine core makes one per KV block it records or reads, in the scheduler's time."""
 
     start: int
     end: int
@@ -209,8 +210,8 @@ class SpanContent:
 
 def span_content(tokens: Sequence[int], media: Iterable[MediaPrint], start: int, end: int) -> SpanContent:
     """The content of positions [start, end) of a request with these token ids and items."""
-    inside = tuple(m for m in media if m.overlaps(start, end))
-    parts = tuple((m.fingerprint, m.modality, max(start, m.offset) - m.offset, min(end, m.end) - m.offset) for m in inside)
+    inside = tuple(m for m in media if m.offset < end and start < m.offset + m.length)
+    parts = tuple((m.fingerprint, m.modality, max(start, m.offset) - m.offset, min(end, m.offset + m.length) - m.offset) for m in inside)
     return SpanContent(start, end, hash(tuple(tokens[start:end])), parts, inside)
 
 
