@@ -28,7 +28,7 @@ import time
 
 from .batch_log import BATCH_LOG, BATCH_LOG_OLD, BATCH_STEP, CACHE_READS, ENCODER_CALL
 from .plugin_clock import clock_of
-from .requests import client_name
+from .request_names import client_name
 
 log = logging.getLogger("vllm.qdebug")
 MAX_BYTES = 16 << 20  # per generation of the log: two generations at most on disk

@@ -29,6 +29,7 @@ from qdebug.vocab import CacheKind, CacheReuse
 
 from .cache_reads import (MEDIA_ARG, READS_ARG, BlockOrigin, CacheRead, MediaPrint, item_reuse, merged_prefix_reads,
                           prints_from_args, span_content)
+from .request_names import client_name
 
 log = logging.getLogger("vllm.qdebug")
 PROCESSED = 65536  # media hashes whose processor remembers (the front end's cache holds far fewer items)
@@ -87,8 +88,6 @@ class CacheLedger:
         """The name the client gave the request (qdebug_id), else '' (kept on the request: found once)."""
         cached = getattr(request, "_qdebug_name", None)
         if cached is None:
-            from .requests import client_name
-
             params = getattr(request, "sampling_params", None)
             rid = str(getattr(request, "request_id", ""))
             name, _ = client_name(getattr(params, "extra_args", None), rid)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from qdebug.vocab import CacheKind
 
 from .cache_reads import MAX_READS, CacheRead, MediaPrint, item_reuse, parsed_reads, prints_from_args, read_docs
-from .requests import client_name
+from .request_names import client_name
 
 log = logging.getLogger("vllm.qdebug")
 ORIGINS = 8192

@@ -23,7 +23,6 @@ from qdebug.atomic import link_new
 INDEX = "index.jsonl"
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 TRACE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*\.qdt")  # what the writer names a trace (never hidden, no path)
-MAX_ID = 256  # characters of a client's qdebug_id the plugin takes as a request's name (qdebug's own stay under it)
 _RECOVER_TRIES = 64  # starts of an object tried inside one unreadable line
 
 

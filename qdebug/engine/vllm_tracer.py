@@ -30,7 +30,8 @@ from qdebug.trace.hooks import to_cpu
 from .plugin_clock import clock_of
 from .vllm_model import decoder_layers, decoder_norm, linear_parts
 from .step_hooks import TRACER, hooks_of
-from .requests import EngineRequest, Feature, RowGap, client_name, rows_of_step, wants_trace
+from .request_names import client_name, wants_trace
+from .requests import EngineRequest, Feature, RowGap, rows_of_step
 
 log = logging.getLogger("vllm.qdebug")
 

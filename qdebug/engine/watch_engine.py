@@ -20,7 +20,7 @@ from qdebug.shown import shown
 from qdebug.vocab import WatchOutcome
 
 from .plugin_clock import clock_of
-from .requests import client_name
+from .request_names import client_name
 from .step_hooks import WATCH, hooks_of
 from .watch_flight import FlightRecorder
 from .watch_checks import items_of, project, projection, step_positions

@@ -217,10 +217,10 @@ def isolated(body: dict, settings: EndpointSettings, request_id: str, phase: str
 
 def engine_trace_id(tag: str, request_id: str, phase: str) -> str:
     """The qdebug_id a tagged request carries into the engine's trace folder; a capture's over-long request id is
-    replaced by its hash, so the whole id stays within what the plugin takes (engine.trace_dir.MAX_ID)."""
+    replaced by its hash, so the whole id stays within what the plugin takes (engine.request_names.MAX_ID)."""
     import hashlib
 
-    from qdebug.engine.trace_dir import MAX_ID
+    from qdebug.engine.request_names import MAX_ID
 
     if len(tag) + len(request_id) + len(phase) + 2 > MAX_ID:
         request_id = "sha256-" + hashlib.sha256(request_id.encode("utf-8", "surrogatepass")).hexdigest()[:24]

@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from qdebug.engine.requests import EngineRequest, RowGap, rows_of_step, wants_trace
+from qdebug.engine.request_names import wants_trace
+from qdebug.engine.requests import EngineRequest, RowGap, rows_of_step
 from qdebug.engine.trace_dir import TraceDir, find_in_index, safe_stem
 
 
