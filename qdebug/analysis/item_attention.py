@@ -1,16 +1,14 @@
-"""What attention analysis does differently per modality, in one table: an image's grid of cells, a video's grid per
-temporal slice (its peak at a time), an audio clip's strip of rows in time order (from a Trace, no live model)."""
+"""What attention analysis does differently per modality beyond an image's grid of cells: a video's grid per temporal
+slice (its peak at a time), an audio clip's strip of rows in time order, and which of these a request is drawn as
+(from a Trace, no live model)."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass
-from typing import Callable
 
 from qdebug.trace.items import TraceItem, items_of
 from qdebug.trace.tensor_names import TensorKind as T
 from qdebug.vocab import StageName
 
-from .attention import Peak, attention_grid, held_layers, peak_of, query_rows, step_query
+from .attention import Peak, attention_grid, held_layers, query_rows, step_query
 
 
 def video_preps(trace) -> list:
@@ -86,24 +84,8 @@ def audio_step_peak(trace, step: int, *, layer: int | None = None, head: int | N
     return best
 
 
-@dataclass(frozen=True)
-class ItemAttention:
-    """One modality's attention: its weights over one item (`weights(trace, index, queries=, layer=, head=)`, None when
-    not captured) and their peak (`peak(trace, weights, index)`)."""
-
-    weights: Callable
-    peak: Callable[..., Peak | None]
-
-
-ATTENTION: dict[str, ItemAttention] = {
-    "image": ItemAttention(weights=attention_grid, peak=lambda trace, grid, index: peak_of(grid, index)),
-    "video": ItemAttention(weights=slice_grids, peak=lambda trace, grids, index: video_peak(trace, index, grids=grids)),
-    "audio": ItemAttention(weights=attention_strip, peak=strip_peak),
-}
-
-
 def drawn_as(trace) -> str | None:
-    """How a request's attention is drawn, a key of ATTENTION: "audio" (an audio family's clips), "video" (a Qwen-VL video
+    """How a request's attention is drawn, a key of the render and TUI tables (PNGS, FORMS): "audio" (an audio family's clips), "video" (a Qwen-VL video
     request's visual items), "image"; None when it has nothing to draw over."""
     if not trace.images:
         return "audio" if clip_items(trace) else None

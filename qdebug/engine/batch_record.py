@@ -139,6 +139,10 @@ class BatchRecorder:
             self.write()
         self.items = None
 
+    def write_at_step_end(self) -> None:
+        """Have this step's end write every line held (a watch finding cites the step's lines and encoder calls)."""
+        self.flush = True
+
     def write(self) -> None:
         """Write every line held now (the step's end, or shutdown)."""
         self.flush = False

@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import NamedTuple
 
 from qdebug.vocab import CacheKind, CacheReuse
@@ -85,11 +84,6 @@ class MediaPrint:
         return self.offset < end and start < self.end
 
     def to_json(self) -> dict:
-        return dict(self.doc)
-
-    @cached_property
-    def doc(self) -> dict:
-        """Its JSON document, made once (a read's media are written with every read of them; not to be changed)."""
         return {"index": self.index, "modality": self.modality, "fingerprint": self.fingerprint, "offset": self.offset,
                 "length": self.length}
 
@@ -151,8 +145,8 @@ class CacheRead:
         return {"cache": str(self.cache), "reader": self.reader, "reader_name": self.reader_name, "origin": self.origin,
                 "origin_name": self.origin_name, "reuse": str(self.reuse), "start": self.start, "end": self.end,
                 "item": self.item, "origin_item": self.origin_item, "origin_start": self.origin_start,
-                "origin_end": self.origin_end, "media": [m.doc for m in self.media],
-                "origin_media": [m.doc for m in self.origin_media], "why": self.why}
+                "origin_end": self.origin_end, "media": [m.to_json() for m in self.media],
+                "origin_media": [m.to_json() for m in self.origin_media], "why": self.why}
 
     @classmethod
     def from_json(cls, doc: dict) -> "CacheRead":
@@ -210,8 +204,8 @@ class SpanContent(NamedTuple):
 
 def span_content(tokens: Sequence[int], media: Iterable[MediaPrint], start: int, end: int) -> SpanContent:
     """The content of positions [start, end) of a request with these token ids and items."""
-    inside = tuple(m for m in media if m.offset < end and start < m.offset + m.length)
-    parts = tuple((m.fingerprint, m.modality, max(start, m.offset) - m.offset, min(end, m.offset + m.length) - m.offset) for m in inside)
+    inside = tuple(m for m in media if m.overlaps(start, end))
+    parts = tuple((m.fingerprint, m.modality, max(start, m.offset) - m.offset, min(end, m.end) - m.offset) for m in inside)
     return SpanContent(start, end, hash(tuple(tokens[start:end])), parts, inside)
 
 

@@ -258,7 +258,7 @@ class Watcher:
         self.findings.add(finding)  # caps the client's ids in place; a line lost reaches the counters (on_dropped)
         batches = getattr(getattr(self.runner, "_qdebug_tracer", None), "batches", None)
         if batches is not None:  # the batch log's lines a finding cites (its step, its encoder call) on disk at the step's end
-            batches.flush = True
+            batches.write_at_step_end()
         seen = self.loud[finding.check] = self.loud.get(finding.check, 0) + 1
         if seen <= LOUD or seen % QUIET == 0:
             log.warning("qdebug: watch %s %s (#%d): request %s%s: %s", finding.check, finding.outcome, seen, finding.request_id,

@@ -1,5 +1,5 @@
-"""Each layer keeps what differs by modality in one table (analysis ATTENTION, render PNGS, TUI FORMS): every modality a
-trace item can have is in each, and an image trace is drawn through its entries with the peak the analysis finds."""
+"""The render and TUI layers keep what differs by modality in one table each (PNGS, FORMS): every modality a trace item
+can have is in each, and an image trace is drawn through its entry."""
 
 from __future__ import annotations
 
@@ -11,26 +11,21 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def test_every_modality_has_an_entry_in_each_layer_table():
-    from qdebug.analysis.item_attention import ATTENTION
     from qdebug.render.attention_pngs import PNGS
     from qdebug.tui.widgets.attention_forms import FORMS
 
-    for table in (ATTENTION, PNGS, FORMS):
+    for table in (PNGS, FORMS):
         assert set(table) == set(MODALITIES)
 
 
 def test_an_image_trace_is_drawn_as_image_through_the_tables(tmp_path):
-    from qdebug.analysis.attention import attention_grid, peak_of, step_peak, step_query
-    from qdebug.analysis.item_attention import ATTENTION, drawn_as
+    from qdebug.analysis.item_attention import drawn_as
     from qdebug.render.attention_pngs import PNGS
     from qdebug.render.png_text import read_text_boxes
     from qdebug.trace.schema import load_trace
 
     trace = load_trace(DATA / "red_circle.qdt")
     assert drawn_as(trace) == "image"
-    entry = ATTENTION[drawn_as(trace)]
-    grid = entry.weights(trace, 0, queries=[step_query(trace, 0)], layer=None, head=None)
-    assert grid is not None and entry.peak(trace, grid, 0) == step_peak(trace, 0) == peak_of(attention_grid(trace, 0, queries=[step_query(trace, 0)]), 0)
     png = PNGS["image"](trace, [], tmp_path / "a.png", steps=[0], layer=None, head=None)
     _, boxes = read_text_boxes(png)
     assert any("generated token 0" in text for text, _ in boxes)  # the image drawer's title, through the table
